@@ -1,0 +1,679 @@
+// mrc_wire: the MRC wire codec (profile MRP0 by default).
+//
+// The one public header of the wire library. Everything that touches MRC bytes goes through
+// here: the endpoint writes packets with encode_frame(), the injector rewrites them in place
+// (restamp_wev, fix_icrc), the checker and viewer read them with decode_frame().
+//
+// Decoding is zero-copy and bounds-checked over std::span<const std::byte>; it never allocates.
+// A decode that fails says what is wrong (which header, at which offset, how many bytes were
+// needed) in a DecodeError instead of failing silently. Views inside a DecodedFrame point into
+// the caller's buffer and live as long as it does.
+//
+// Byte layouts of the MRC extension headers belong to a WireProfile; MRP0 (docs/wire-format.md)
+// is the only one today. Callers hold `const WireProfile&` and never hard-code a layout, so a
+// second profile (the OCP text, once public) is a new subclass, not a rewrite.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrc::wire {
+
+using Bytes = std::span<const std::byte>;
+using MutBytes = std::span<std::byte>;
+
+inline Bytes as_bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
+inline Bytes as_bytes(const void* p, size_t n) { return {static_cast<const std::byte*>(p), n}; }
+
+// ---------------------------------------------------------------------------------------------
+// Protocol constants
+// ---------------------------------------------------------------------------------------------
+inline constexpr uint16_t kRoceV2Port = 4791;
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;
+inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint8_t kIpProtoIpv6 = 41;
+inline constexpr uint8_t kIpProtoRouting = 43;
+inline constexpr uint8_t kSrhRoutingType = 4;
+inline constexpr uint32_t kPsnMask = 0xFFFFFF;
+inline constexpr uint32_t kEndpointOpQpn = 2;  // BTH.DestQP of endpoint requests/responses
+inline constexpr size_t kIcrcBytes = 4;
+inline constexpr size_t kMaxSrhSegments = 8;
+
+// PSN arithmetic mod 2^24: a is "before" b when 0 < (b - a) mod 2^24 < 2^23.
+constexpr uint32_t psn_add(uint32_t psn, int64_t delta) {
+  return static_cast<uint32_t>((static_cast<int64_t>(psn) + delta) & kPsnMask);
+}
+constexpr uint32_t psn_diff(uint32_t a, uint32_t b) { return (a - b) & kPsnMask; }  // a - b
+constexpr bool psn_lt(uint32_t a, uint32_t b) {
+  uint32_t d = psn_diff(b, a);
+  return d != 0 && d < (1u << 23);
+}
+constexpr bool psn_le(uint32_t a, uint32_t b) { return a == b || psn_lt(a, b); }
+
+// BTH opcodes. MRC uses the manufacturer-specific range; IBTA RC opcodes are listed so that
+// plain RoCEv2 traffic (rxe captures, mutants sending READ) decodes and can be judged.
+enum class Opcode : uint8_t {
+  // IBTA RC
+  kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast = 0x02, kRcSendLastImm = 0x03,
+  kRcSendOnly = 0x04, kRcSendOnlyImm = 0x05,
+  kRcWriteFirst = 0x06, kRcWriteMiddle = 0x07, kRcWriteLast = 0x08, kRcWriteLastImm = 0x09,
+  kRcWriteOnly = 0x0A, kRcWriteOnlyImm = 0x0B,
+  kRcReadRequest = 0x0C, kRcReadResponseFirst = 0x0D, kRcReadResponseMiddle = 0x0E,
+  kRcReadResponseLast = 0x0F, kRcReadResponseOnly = 0x10, kRcAcknowledge = 0x11,
+  kRcAtomicAcknowledge = 0x12, kRcCompareSwap = 0x13, kRcFetchAdd = 0x14,
+  kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17,
+  kCnp = 0x81,
+  // MRC (MRP0)
+  kWriteFirst = 0xC6, kWriteMiddle = 0xC7, kWriteLast = 0xC8, kWriteLastImm = 0xC9,
+  kWriteOnly = 0xCA, kWriteOnlyImm = 0xCB,
+  kTransportAck = 0xD1,
+  kEndpointRequest = 0xD8, kEndpointResponse = 0xD9,
+  kSack = 0xDC, kNack = 0xDD, kReliabilityProbe = 0xDE,
+};
+
+// What a packet is, independent of the profile's opcode numbers.
+enum class PacketKind : uint8_t {
+  kUnknown,
+  kMrcData,           // WRITE / WRITE_WITH_IMM
+  kMrcTransportAck,   // ACK or NAK with AETH
+  kMrcSack,
+  kMrcNack,
+  kMrcProbe,          // reliability probe
+  kMrcEndpointRequest,
+  kMrcEndpointResponse,
+  kRcData,            // IBTA RC SEND/WRITE/READ request (not MRC)
+  kRcReadResponse,
+  kRcAck,
+  kRcAtomic,
+  kCnp,
+};
+
+// Header presence bits (DecodedFrame::headers, OpcodeInfo::headers).
+enum HeaderBit : uint32_t {
+  kHdrMeth = 1u << 0,
+  kHdrTseth = 1u << 1,
+  kHdrReth = 1u << 2,
+  kHdrImm = 1u << 3,
+  kHdrAeth = 1u << 4,
+  kHdrSeth = 1u << 5,
+  kHdrCcState = 1u << 6,
+  kHdrNeth = 1u << 7,
+  kHdrPeth = 1u << 8,
+  kHdrErth = 1u << 9,
+  kHdrEeth = 1u << 10,
+  kHdrAtomicEth = 1u << 11,     // IBTA, 28 B
+  kHdrAtomicAckEth = 1u << 12,  // IBTA, 8 B
+  kHdrIeth = 1u << 13,          // IBTA invalidate, 4 B
+  kHdrCnpPad = 1u << 14,        // IBTA CNP, 16 reserved bytes
+};
+
+enum class MessagePosition : uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
+
+struct OpcodeInfo {
+  uint8_t opcode = 0;
+  std::string_view name;  // e.g. "WRITE_ONLY_IMM", "RC_SEND_FIRST"
+  PacketKind kind = PacketKind::kUnknown;
+  MessagePosition position = MessagePosition::kNone;
+  bool has_imm = false;
+  bool mrc = false;        // true for the profile's own (MRC) opcodes
+  uint32_t headers = 0;    // HeaderBit mask, TSETH is added at decode time iff BTH.TS=1
+  bool has_payload = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Header values. Reserved fields are kept so that decode -> encode is byte-identical and the
+// checker can flag non-zero reserved bits.
+// ---------------------------------------------------------------------------------------------
+using MacAddr = std::array<uint8_t, 6>;
+using Ipv4Addr = std::array<uint8_t, 4>;
+using Ipv6Addr = std::array<uint8_t, 16>;
+
+struct EthHeader {
+  MacAddr dst{};
+  MacAddr src{};
+  bool has_vlan = false;
+  uint16_t vlan_tci = 0;  // PCP(3) DEI(1) VID(12)
+  uint16_t ethertype = 0;
+};
+
+struct Ipv4Header {
+  uint8_t ihl = 5;  // 32-bit words; options are kept as a view
+  uint8_t dscp = 0;
+  uint8_t ecn = 0;
+  uint16_t total_length = 0;
+  uint16_t id = 0;
+  uint16_t flags_frag = 0x4000;  // DF
+  uint8_t ttl = 64;
+  uint8_t protocol = kIpProtoUdp;
+  uint16_t checksum = 0;
+  Ipv4Addr src{};
+  Ipv4Addr dst{};
+  Bytes options{};
+};
+
+struct Ipv6Header {
+  uint8_t dscp = 0;
+  uint8_t ecn = 0;
+  uint32_t flow_label = 0;  // 20 bits
+  uint16_t payload_length = 0;
+  uint8_t next_header = kIpProtoUdp;
+  uint8_t hop_limit = 64;
+  Ipv6Addr src{};
+  Ipv6Addr dst{};
+};
+
+// RFC 8754 segment routing header. segments[0] is the LAST segment (final destination).
+struct Srh {
+  uint8_t next_header = kIpProtoIpv6;
+  uint8_t hdr_ext_len = 2;
+  uint8_t routing_type = kSrhRoutingType;
+  uint8_t segments_left = 1;
+  uint8_t last_entry = 0;
+  uint8_t flags = 0;
+  uint16_t tag = 0;
+  uint8_t segment_count = 1;
+  std::array<Ipv6Addr, kMaxSrhSegments> segments{};
+  Bytes tlvs{};  // bytes after the segment list inside hdr_ext_len
+};
+
+struct UdpHeader {
+  uint16_t sport = 0;
+  uint16_t dport = kRoceV2Port;
+  uint16_t length = 0;
+  uint16_t checksum = 0;
+};
+
+struct Bth {
+  uint8_t opcode = 0;
+  bool se = false;
+  bool mig_req = false;  // IBTA M bit; MRP0 sends 0
+  uint8_t pad_count = 0;
+  uint8_t tver = 0;
+  uint16_t pkey = 0xFFFF;
+  uint8_t variant = 0;  // byte 4: reserved/FECN/BECN, masked in ICRC
+  uint32_t dest_qp = 0;
+  bool ack_req = false;
+  bool rsvd_b8_6 = false;  // byte 8 bit 6 (reserved)
+  bool rtx = false;        // MRC: this PSN was sent before
+  bool ts = false;         // MRC: TSETH follows METH
+  uint8_t rsvd_b8_lo = 0;  // byte 8 bits 3..0 (IBTA: reserved 7 bits incl. the flags above)
+  uint32_t psn = 0;
+};
+
+struct Meth {
+  uint16_t rqmsn = 0;
+  uint16_t msn = 0;
+};
+
+struct Tseth {
+  uint16_t ts16 = 0;  // 128 ns ticks mod 2^16
+  bool tsr = false;
+  uint16_t reserved = 0;  // 11 bits
+  uint8_t ftype = 1;      // 4 bits
+};
+
+struct Reth {
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t dma_len = 0;
+};
+
+struct ImmDt {
+  uint32_t imm = 0;
+};
+
+struct Aeth {
+  uint8_t syndrome = 0x1F;
+  uint32_t msn = 0;  // 24 bits
+};
+
+// SACK M field / NACK M field (ECN echo and path verdict).
+enum class SackM : uint8_t { kNone = 0, kSkipOnce = 1, kAlwaysSkip = 2, kInvalid = 3 };
+
+struct Seth {
+  uint8_t byte0 = 0;  // type/nxt in other renderings; reserved in MRP0
+  uint8_t m = 0;      // SackM
+  bool pr = false;    // answer to a reliability probe
+  uint8_t rsvd_b1 = 0;  // the remaining bits of byte 1 (bit7, bits4..2, bit0), kept as a mask
+  int16_t ack_psn_offset = 0;  // or probe_id when pr
+  uint32_t entropy = 0;
+  uint16_t spdcid = 0;
+  uint16_t dpdcid = 0;
+  uint8_t port_status = 0;
+  uint32_t cack_psn = 0;
+  uint8_t cc_type = 0;
+  bool psv = false;  // port_status valid
+  bool sva = false;  // service time added to ts_echo
+  uint8_t cc_flags_rsvd = 0;  // cc_flags bits 3..2
+  uint8_t mpr = 0;
+  int16_t sack_offset = 1;
+  uint64_t sack_bitmap = 0;
+};
+
+struct CcState {
+  uint16_t ts_echo = 0;
+  bool rsvd_bit = false;
+  uint16_t ooo_count = 0;  // 15 bits
+  bool rc = false;
+  uint8_t rcv_cwnd_pen = 0;  // 7 bits
+  uint32_t rcvd_bytes = 0;   // 24 bits, 256-byte units
+};
+
+enum class NackCode : uint8_t {
+  kTrimmed = 0x01,
+  kTrimmedLastHop = 0x02,
+  kNoBitmap = 0x06,
+  kNoPktBuffer = 0x07,
+  kNoResource = 0x0A,
+  kPsnOorWindow = 0x0B,
+  kUnexpEvent = 0x19,
+};
+std::string_view nack_code_name(uint8_t code);  // "" when not a valid MRP0 code
+
+struct Neth {
+  uint16_t reserved0 = 0;
+  uint8_t nack_code = 0;
+  uint8_t vendor_code = 0;
+  uint32_t entropy = 0;
+  uint16_t spdcid = 0;
+  uint16_t dpdcid = 0;
+  uint8_t reserved12 = 0;
+  uint32_t nack_psn = 0;
+  uint8_t cc_type = 0;
+  bool psv = false;
+  bool sva = false;
+  uint8_t cc_flags_rsvd = 0;
+  uint8_t m = 0;
+  uint8_t reserved17 = 0;  // low 6 bits of byte 17
+  uint16_t ts_echo = 0;
+};
+
+struct Peth {
+  std::array<uint8_t, 3> reserved0{};
+  uint8_t vendor = 0;
+  uint16_t probe_id = 0;
+  uint16_t reserved6 = 0;
+  uint16_t spdcid = 0;
+  uint16_t dpdcid = 0;
+  uint16_t ts16 = 0;
+  bool tsr = false;
+  uint16_t reserved_tsr = 0;  // 11 bits
+  uint8_t ftype = 1;
+};
+
+enum class EndpointOp : uint8_t { kPortStatusUpdate = 0, kEvProbe = 1 };
+
+struct Erth {
+  uint8_t reserved0 = 0;
+  uint8_t rsvd_b1 = 0;  // bits 7..2 of byte 1
+  uint8_t op = 0;       // EndpointOp
+  uint8_t reserved2 = 0;
+  uint8_t vendor = 0;
+  uint32_t port_status_mask = 0;
+  uint32_t reserved8 = 0;
+  uint16_t ts16 = 0;
+  bool tsr = false;
+  uint16_t reserved_tsr = 0;
+  uint8_t ftype = 1;
+};
+
+struct Eeth {
+  uint8_t reserved0 = 0;
+  uint8_t rsvd_b1 = 0;  // bits 7..6 and 2..0 of byte 1
+  uint8_t op = 0;
+  bool sva = false;
+  uint8_t status = 0;
+  uint8_t vendor = 0;
+  uint32_t entropy = 0;
+  uint32_t port_status_mask = 0;
+  std::array<uint8_t, 16> reserved12{};
+  uint16_t ts_echo = 0;
+  uint16_t svc_time = 0;
+  uint32_t reserved32 = 0;
+};
+
+// IBTA headers only needed to decode plain RoCEv2 RC traffic.
+struct AtomicEth {
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
+};
+struct AtomicAckEth {
+  uint64_t orig = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// EV carriage
+// ---------------------------------------------------------------------------------------------
+enum class EvFormat : uint8_t { kUdp, kStev, kSrv6 };
+// Which half of the 32-bit wire EV goes into the UDP source port.
+enum class EvStripe : uint8_t { kLowInSport, kHighInSport };
+
+std::string_view ev_format_name(EvFormat f);
+std::optional<EvFormat> parse_ev_format(std::string_view s);
+
+// Where the WEV lives in the headers of one packet.
+struct EvCarriage {
+  uint16_t sport = 0;
+  uint32_t flow_label = 0;  // 20 bits
+};
+EvCarriage carry_wev(EvFormat format, EvStripe stripe, uint32_t wev);
+uint32_t wev_from_carriage(EvFormat format, EvStripe stripe, uint16_t sport, uint32_t flow_label);
+
+// ---------------------------------------------------------------------------------------------
+// EV expansion (OCP mrc_ctl.h algorithm; see docs/wire-format.md)
+// ---------------------------------------------------------------------------------------------
+using EvBytes = std::array<uint8_t, 32>;
+
+struct EvField {
+  uint32_t width = 0;
+  uint32_t init_val = 0;
+  uint32_t min_val = 0;
+  uint32_t max_val = 0;
+  uint32_t mask = 0;
+};
+
+struct EvExpandResult {
+  bool ok = false;
+  EvBytes expanded{};
+  std::string error;  // set when !ok, names the offending field
+};
+
+// format_widths: the EV format profile's field widths in bits (Σ ≤ 256).
+// fields: the EV profile's fields (count ≤ format fields). compact: the compact EV bytes.
+EvExpandResult expand_ev(std::span<const uint32_t> format_widths, std::span<const EvField> fields,
+                         const EvBytes& compact);
+// Checks the profile restrictions of mrc_ctl.h; empty string when valid.
+std::string validate_ev_profile(std::span<const uint32_t> format_widths,
+                                std::span<const EvField> fields);
+
+// ---------------------------------------------------------------------------------------------
+// SRv6 uSID (RFC 9800 NEXT-C-SID, uN flavour)
+// ---------------------------------------------------------------------------------------------
+// Shifts the uSID container after the locator block: DA := DA[0:lbl) || DA[lbl+nfl:128) || 0.
+// Returns false (and leaves da untouched) when the argument is zero (end of container).
+bool usid_shift(Ipv6Addr& da, unsigned lbl_bits = 32, unsigned nfl_bits = 16);
+// The active uSID (the nfl bits after the locator block).
+uint32_t usid_active(const Ipv6Addr& da, unsigned lbl_bits = 32, unsigned nfl_bits = 16);
+
+// ---------------------------------------------------------------------------------------------
+// Checksums and ICRC
+// ---------------------------------------------------------------------------------------------
+uint32_t crc32(Bytes data, uint32_t crc = 0);  // zlib-compatible (reflected, ~init, ~final)
+uint16_t internet_checksum(Bytes data, uint32_t initial_sum = 0);
+
+// ---------------------------------------------------------------------------------------------
+// The decoded frame
+// ---------------------------------------------------------------------------------------------
+enum class Layer : uint8_t {
+  kFrame, kEthernet, kVlan, kIpv4, kIpv6, kSrh, kInnerIpv6, kUdp, kBth, kMeth, kTseth, kReth,
+  kImmDt, kAeth, kSeth, kCcState, kNeth, kPeth, kErth, kEeth, kAtomicEth, kAtomicAckEth, kIeth,
+  kPayload, kIcrc
+};
+std::string_view layer_name(Layer l);
+
+enum class DecodeErrorCode : uint8_t {
+  kOk,
+  kTruncated,        // a header does not fit
+  kBadVersion,       // IP version nibble wrong
+  kBadLength,        // a length field disagrees with the bytes present
+  kBadHeaderLength,  // IPv4 IHL < 5, SRH hdr_ext_len inconsistent
+  kUnknownOpcode,    // BTH opcode not in the profile
+  kBadPad,           // pad count larger than payload
+  kTooManySegments,  // SRH with more than kMaxSrhSegments
+  kBadIcrc,          // only when DecodeOptions::verify_icrc
+};
+std::string_view decode_error_name(DecodeErrorCode c);
+
+struct DecodeError {
+  DecodeErrorCode code = DecodeErrorCode::kOk;
+  Layer layer = Layer::kFrame;
+  uint32_t offset = 0;  // byte offset in the frame where the layer starts
+  uint32_t need = 0;    // bytes the layer needs (kTruncated, kBadLength)
+  uint32_t have = 0;    // bytes present
+  uint32_t value = 0;   // offending value (opcode, version, length field ...)
+  explicit operator bool() const { return code != DecodeErrorCode::kOk; }
+  std::string describe() const;  // "truncated RETH at offset 70: need 16 bytes, have 5"
+};
+
+enum class LinkType : uint8_t { kEthernet, kRawIp };  // pcap DLT_EN10MB / DLT_RAW
+
+struct DecodeOptions {
+  LinkType link = LinkType::kEthernet;
+  bool verify_icrc = false;  // costs a CRC over the whole packet
+  uint16_t roce_port = kRoceV2Port;
+};
+
+struct DecodedFrame {
+  Bytes frame{};
+  DecodeError error{};
+
+  bool has_eth = false;
+  EthHeader eth{};
+
+  uint8_t l3 = 0;  // 0 (not IP), 4 or 6: the OUTER IP header
+  Ipv4Header ip4{};
+  Ipv6Header ip6{};
+  bool has_srh = false;
+  Srh srh{};
+  bool has_inner_ip6 = false;  // IPv6-in-IPv6 (SRv6 mode)
+  Ipv6Header inner_ip6{};
+
+  bool has_udp = false;
+  UdpHeader udp{};
+
+  bool roce = false;  // UDP to roce_port with a BTH
+  Bth bth{};
+  const OpcodeInfo* op = nullptr;  // null when the opcode is unknown to the profile
+  uint32_t headers = 0;            // HeaderBit mask actually present
+  Meth meth{};
+  Tseth tseth{};
+  Reth reth{};
+  ImmDt immdt{};
+  Aeth aeth{};
+  Seth seth{};
+  CcState cc_state{};
+  Neth neth{};
+  Peth peth{};
+  Erth erth{};
+  Eeth eeth{};
+  AtomicEth atomic_eth{};
+  AtomicAckEth atomic_ack_eth{};
+  uint32_t ieth = 0;
+
+  Bytes payload{};  // IB payload (without pad); truncated for trimmed packets
+  uint8_t pad_bytes = 0;
+  bool has_icrc = false;
+  uint32_t icrc = 0;   // as carried (read little-endian)
+  bool icrc_checked = false;
+  bool icrc_ok = false;
+  bool truncated_ib = false;  // BTH decoded but the rest was cut (e.g. a trimmed packet)
+
+  // Offsets into frame (bytes) of each layer, 0xFFFF when absent; used for in-place rewrites.
+  uint16_t off_l3 = 0xFFFF;
+  uint16_t off_srh = 0xFFFF;
+  uint16_t off_inner = 0xFFFF;
+  uint16_t off_udp = 0xFFFF;
+  uint16_t off_bth = 0xFFFF;
+  uint16_t off_payload = 0xFFFF;
+
+  // The IP header that carries the UDP/RoCE packet (inner in SRv6 mode).
+  const Ipv6Header* roce_ip6() const { return has_inner_ip6 ? &inner_ip6 : (l3 == 6 ? &ip6 : nullptr); }
+  // DSCP/ECN as a switch sees them (outer header).
+  uint8_t dscp() const { return l3 == 4 ? ip4.dscp : (l3 == 6 ? ip6.dscp : 0); }
+  uint8_t ecn() const { return l3 == 4 ? ip4.ecn : (l3 == 6 ? ip6.ecn : 0); }
+  uint32_t flow_label() const { return l3 == 6 ? ip6.flow_label : 0; }
+  bool has(HeaderBit h) const { return (headers & h) != 0; }
+  // The format the frame is carried in, inferred from its headers.
+  EvFormat ev_format() const {
+    return has_inner_ip6 ? EvFormat::kSrv6 : (l3 == 6 && ip6.flow_label != 0 ? EvFormat::kStev : EvFormat::kUdp);
+  }
+};
+
+class WireProfile;
+const WireProfile& mrp0();
+
+// Decodes one frame. Returns false when decoding stopped at an error (out.error says why);
+// headers decoded before the error remain valid in `out`. A non-RoCE frame is not an error.
+bool decode_frame(Bytes frame, DecodedFrame& out, const DecodeOptions& opts = {},
+                  const WireProfile& profile = mrp0());
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+enum class UdpChecksumPolicy : uint8_t { kZero, kCompute, kAsIs };
+
+struct EncodeOptions {
+  bool fix_lengths = true;  // IP total/payload length, UDP length, SRH fields, BTH pad count
+  bool fix_ip_checksum = true;
+  UdpChecksumPolicy udp_checksum = UdpChecksumPolicy::kZero;
+  bool fix_icrc = true;
+  bool pad_payload = true;  // append pad bytes (zero) to a 4-byte multiple
+};
+
+// A frame to build: which layers, their header values, the payload. `headers` selects the IB
+// extension headers after BTH (normally op->headers, plus kHdrTseth when bth.ts).
+// Reuses DecodedFrame so that decode -> encode round-trips.
+using FrameSpec = DecodedFrame;
+
+// Returns the number of bytes written, or 0 when `out` is too small or the spec is invalid
+// (error set). Never writes past out.size().
+size_t encode_frame(const FrameSpec& spec, MutBytes out, const EncodeOptions& opts = {},
+                    const WireProfile& profile = mrp0(), std::string* error = nullptr);
+std::vector<std::byte> encode_frame(const FrameSpec& spec, const EncodeOptions& opts = {},
+                                    const WireProfile& profile = mrp0());
+// Bytes the frame will take.
+size_t encoded_size(const FrameSpec& spec, const EncodeOptions& opts = {},
+                    const WireProfile& profile = mrp0());
+
+// ---------------------------------------------------------------------------------------------
+// ICRC and in-place rewrites on a decoded frame
+// ---------------------------------------------------------------------------------------------
+// ICRC over the RoCE packet of an already decoded frame (inner IPv6 header in SRv6 mode).
+// Returns nullopt when the frame has no complete RoCE packet.
+std::optional<uint32_t> compute_icrc(const DecodedFrame& f);
+// Verifies the carried ICRC; false for frames without one.
+bool verify_icrc(const DecodedFrame& f);
+// Rewrites the ICRC trailer in place. Returns false when the frame has no RoCE packet.
+bool fix_icrc(MutBytes frame, const DecodedFrame& f);
+// UDP checksum of the RoCE packet (pseudo-header with the final destination).
+std::optional<uint16_t> compute_udp_checksum(const DecodedFrame& f);
+bool fix_udp_checksum(MutBytes frame, const DecodedFrame& f, UdpChecksumPolicy policy);
+// Stamps a WEV into sport/flow label(s) and fixes the ICRC (and a non-zero UDP checksum).
+bool restamp_wev(MutBytes frame, DecodedFrame& f, EvFormat format, EvStripe stripe, uint32_t wev);
+// Rewrites DSCP/ECN of the outer header (and inner in SRv6 mode), fixing the IPv4 checksum.
+bool rewrite_dscp_ecn(MutBytes frame, DecodedFrame& f, std::optional<uint8_t> dscp,
+                      std::optional<uint8_t> ecn);
+
+// ---------------------------------------------------------------------------------------------
+// Wire profile: everything about MRC bytes that a second profile could change.
+// ---------------------------------------------------------------------------------------------
+struct DscpPlan {
+  uint8_t no_trim = 0;
+  uint8_t trimmable = 4;
+  uint8_t trimmable_retx = 8;
+  uint8_t trimmed = 12;
+  uint8_t trimmed_lasthop = 16;
+  uint8_t control = 46;
+};
+
+class WireProfile {
+ public:
+  virtual ~WireProfile() = default;
+  virtual std::string_view name() const = 0;
+  // Opcode table: nullptr for opcodes the profile does not know.
+  virtual const OpcodeInfo* opcode_info(uint8_t opcode) const = 0;
+  virtual uint8_t opcode_of(PacketKind kind, MessagePosition pos, bool imm) const = 0;
+  // Size in bytes of one extension header (a single HeaderBit).
+  virtual size_t header_size(HeaderBit h) const = 0;
+  // Decodes / encodes one extension header from/to exactly header_size(h) bytes.
+  virtual void decode_header(HeaderBit h, Bytes in, DecodedFrame& out) const = 0;
+  virtual void encode_header(HeaderBit h, const DecodedFrame& in, MutBytes out) const = 0;
+  // Order in which extension headers follow the BTH.
+  virtual std::span<const HeaderBit> header_order() const = 0;
+  virtual EvStripe ev_stripe() const = 0;
+  virtual const DscpPlan& dscp() const = 0;
+  // Bytes after UDP a trimmed data packet keeps (BTH+METH+TSETH in MRP0).
+  virtual size_t min_trim_bytes() const = 0;
+};
+
+// MRP0 with a different DSCP plan or stripe, for deployments that configure them.
+std::unique_ptr<WireProfile> make_mrp0(const DscpPlan& dscp, EvStripe stripe);
+
+// ---------------------------------------------------------------------------------------------
+// Capture files: pcap (us/ns) and pcapng, read and write.
+// ---------------------------------------------------------------------------------------------
+struct CaptureRecord {
+  uint64_t ts_ns = 0;
+  uint32_t orig_len = 0;
+  Bytes data{};             // captured bytes, valid until the next call to next()
+  LinkType link = LinkType::kEthernet;
+  uint32_t interface_id = 0;  // pcapng interface, 0 for pcap
+  std::string_view comment{}; // pcapng opt_comment, if any
+};
+
+class CaptureReader {
+ public:
+  CaptureReader();
+  ~CaptureReader();
+  CaptureReader(const CaptureReader&) = delete;
+  CaptureReader& operator=(const CaptureReader&) = delete;
+  // Opens pcap or pcapng (detected from the magic). False with error() set on failure.
+  bool open(const std::string& path);
+  bool open_memory(Bytes data);  // the caller keeps data alive
+  // Next record: true when one was read; false at end of file or on error (check error()).
+  bool next(CaptureRecord& rec);
+  const std::string& error() const;  // "file.pcap: truncated record header at byte 1234"
+  bool is_pcapng() const;
+  uint64_t records_read() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+enum class CaptureFormat : uint8_t { kPcap, kPcapng };
+
+class CaptureWriter {
+ public:
+  CaptureWriter();
+  ~CaptureWriter();
+  CaptureWriter(const CaptureWriter&) = delete;
+  CaptureWriter& operator=(const CaptureWriter&) = delete;
+  // Writes to path.tmp and renames on close(), so a failed run leaves no half-written file.
+  bool open(const std::string& path, CaptureFormat format, LinkType link = LinkType::kEthernet,
+            uint32_t snaplen = 262144);
+  bool write(uint64_t ts_ns, Bytes data, uint32_t orig_len = 0, std::string_view comment = {});
+  bool close();
+  const std::string& error() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Presentation: one-line summary, field tree, JSON (the decoder JSON contract of the
+// architecture: frame, ts_ns, l3, src, dst, sport, dport, flow_label, dscp, ecn, opcode,
+// dest_qp, psn, ack_req, pad, icrc, icrc_ok, reth.va ...).
+// ---------------------------------------------------------------------------------------------
+std::string format_ipv6(const Ipv6Addr& a);
+std::string format_ipv4(const Ipv4Addr& a);
+std::optional<Ipv6Addr> parse_ipv6(std::string_view s);
+std::optional<Ipv4Addr> parse_ipv4(std::string_view s);
+
+void append_summary(std::string& out, const DecodedFrame& f);
+void append_field_tree(std::string& out, const DecodedFrame& f);
+void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uint64_t ts_ns);
+
+}  // namespace mrc::wire
