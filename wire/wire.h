@@ -113,7 +113,6 @@ enum HeaderBit : uint32_t {
   kHdrAtomicEth = 1u << 11,     // IBTA, 28 B
   kHdrAtomicAckEth = 1u << 12,  // IBTA, 8 B
   kHdrIeth = 1u << 13,          // IBTA invalidate, 4 B
-  kHdrCnpPad = 1u << 14,        // IBTA CNP, 16 reserved bytes
 };
 
 enum class MessagePosition : uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
@@ -431,7 +430,6 @@ enum class DecodeErrorCode : uint8_t {
   kUnknownOpcode,    // BTH opcode not in the profile
   kBadPad,           // pad count larger than payload
   kTooManySegments,  // SRH with more than kMaxSrhSegments
-  kBadIcrc,          // only when DecodeOptions::verify_icrc
 };
 std::string_view decode_error_name(DecodeErrorCode c);
 
@@ -450,7 +448,7 @@ enum class LinkType : uint8_t { kEthernet, kRawIp };  // pcap DLT_EN10MB / DLT_R
 
 struct DecodeOptions {
   LinkType link = LinkType::kEthernet;
-  bool verify_icrc = false;  // costs a CRC over the whole packet
+  bool verify_icrc = false;  // costs a CRC over the whole packet; result in icrc_ok, not an error
   uint16_t roce_port = kRoceV2Port;
 };
 
@@ -493,11 +491,15 @@ struct DecodedFrame {
 
   Bytes payload{};  // IB payload (without pad); truncated for trimmed packets
   uint8_t pad_bytes = 0;
+  Bytes pad_data{};  // the pad bytes as carried (encode writes zeros when empty)
+  Bytes trailer{};   // frame bytes after the IP packet (Ethernet padding), kept for round trips
   bool has_icrc = false;
   uint32_t icrc = 0;   // as carried (read little-endian)
   bool icrc_checked = false;
   bool icrc_ok = false;
-  bool truncated_ib = false;  // BTH decoded but the rest was cut (e.g. a trimmed packet)
+  // A trimmed data packet (outer DSCP is the profile's TRIMMED or TRIMMED_LASTHOP): decoding
+  // stops where the bytes end, with no error and no ICRC. encode_frame writes no ICRC either.
+  bool trimmed = false;
 
   // Offsets into frame (bytes) of each layer, 0xFFFF when absent; used for in-place rewrites.
   uint16_t off_l3 = 0xFFFF;
@@ -541,9 +543,11 @@ struct EncodeOptions {
   bool pad_payload = true;  // append pad bytes (zero) to a 4-byte multiple
 };
 
-// A frame to build: which layers, their header values, the payload. `headers` selects the IB
-// extension headers after BTH (normally op->headers, plus kHdrTseth when bth.ts).
-// Reuses DecodedFrame so that decode -> encode round-trips.
+// A frame to build: which layers (has_eth, l3, has_srh, has_inner_ip6, has_udp, roce), their
+// header values, the payload. `headers` selects the IB extension headers after BTH; when it is
+// 0 the profile's stack for bth.opcode is used (plus TSETH when bth.ts on data packets).
+// An ICRC is appended unless `trimmed`. Reuses DecodedFrame so that decode -> encode
+// round-trips byte for byte.
 using FrameSpec = DecodedFrame;
 
 // Returns the number of bytes written, or 0 when `out` is too small or the spec is invalid

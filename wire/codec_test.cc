@@ -1,0 +1,414 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "wire/samples.h"
+#include "wire/wire.h"
+
+namespace mrc::wire {
+namespace {
+
+using samples::Sample;
+
+std::vector<std::byte> copy(const std::vector<std::byte>& v) { return v; }
+
+DecodedFrame decode_ok(const std::vector<std::byte>& frame, bool verify = true) {
+  DecodedFrame f;
+  DecodeOptions o;
+  o.verify_icrc = verify;
+  EXPECT_TRUE(decode_frame(as_bytes(frame), f, o)) << f.error.describe();
+  return f;
+}
+
+const Sample& find_sample(const std::vector<Sample>& all, const std::string& name) {
+  for (const Sample& s : all)
+    if (s.name == name) return s;
+  ADD_FAILURE() << "no sample " << name;
+  return all.front();
+}
+
+TEST(Codec, SamplesCoverEveryOpcodeInEveryCarrier) {
+  const auto all = samples::all_samples();
+  for (samples::Carrier c : samples::all_carriers()) {
+    std::set<std::string> have;
+    for (const Sample& s : all) {
+      if (s.name.rfind(std::string(samples::carrier_name(c)) + "/", 0) != 0) continue;
+      DecodedFrame f = decode_ok(s.frame, false);
+      if (f.op && f.op->mrc) have.insert(std::string(f.op->name));
+    }
+    EXPECT_EQ(have.size(), 12u) << samples::carrier_name(c);
+  }
+}
+
+TEST(Codec, RoundTripIsByteIdenticalForEverySample) {
+  for (const Sample& s : samples::all_samples()) {
+    SCOPED_TRACE(s.name);
+    DecodedFrame f = decode_ok(s.frame, false);
+    EXPECT_FALSE(f.error);
+    // Everything kept as decoded: must reproduce the input exactly.
+    EncodeOptions as_is;
+    as_is.fix_lengths = false;
+    as_is.fix_ip_checksum = false;
+    as_is.udp_checksum = UdpChecksumPolicy::kAsIs;
+    as_is.fix_icrc = false;
+    as_is.pad_payload = false;
+    EXPECT_EQ(encode_frame(f, as_is), s.frame);
+    // Everything recomputed: a well-formed sample is its own fixed point.
+    EncodeOptions fixed;
+    fixed.udp_checksum = f.udp.checksum ? UdpChecksumPolicy::kCompute : UdpChecksumPolicy::kZero;
+    EXPECT_EQ(encode_frame(f, fixed), s.frame);
+    // And encode -> decode -> encode again.
+    auto again = encode_frame(f, fixed);
+    DecodedFrame g = decode_ok(again, false);
+    EXPECT_EQ(encode_frame(g, fixed), s.frame);
+  }
+}
+
+TEST(Codec, EveryRoceSampleHasAValidIcrcExceptTrims) {
+  int checked = 0;
+  for (const Sample& s : samples::all_samples()) {
+    SCOPED_TRACE(s.name);
+    DecodedFrame f = decode_ok(s.frame);
+    if (!f.roce) continue;
+    if (f.trimmed) {
+      EXPECT_FALSE(f.has_icrc);
+      continue;
+    }
+    EXPECT_TRUE(f.icrc_checked);
+    EXPECT_TRUE(f.icrc_ok);
+    ++checked;
+  }
+  EXPECT_GT(checked, 60);
+}
+
+TEST(Codec, DecodesStevDataFields) {
+  const auto all = samples::all_samples();
+  DecodedFrame f = decode_ok(find_sample(all, "stev/WRITE_LAST_IMM").frame);
+  ASSERT_TRUE(f.roce);
+  EXPECT_EQ(f.l3, 6);
+  EXPECT_EQ(f.bth.opcode, 0xC9);
+  EXPECT_EQ(f.op->kind, PacketKind::kMrcData);
+  EXPECT_EQ(f.bth.dest_qp, samples::responder().qpn);
+  EXPECT_EQ(f.bth.psn, 1003u);
+  EXPECT_TRUE(f.bth.ack_req);
+  EXPECT_TRUE(f.bth.ts);
+  EXPECT_FALSE(f.bth.rtx);
+  EXPECT_EQ(f.headers, kHdrMeth | kHdrTseth | kHdrReth | kHdrImm);
+  EXPECT_EQ(f.meth.msn, 41);
+  EXPECT_EQ(f.meth.rqmsn, 3);
+  EXPECT_EQ(f.tseth.ts16, 0x1234);
+  EXPECT_EQ(f.tseth.ftype, 1);
+  EXPECT_EQ(f.reth.va, 0x00007f0000100000ull + 2 * 1024);
+  EXPECT_EQ(f.reth.rkey, 0xabc001u);
+  EXPECT_EQ(f.immdt.imm, 0xdeadbeefu);
+  EXPECT_EQ(f.payload.size(), 1019u);
+  EXPECT_EQ(f.pad_bytes, 1);
+  EXPECT_EQ(f.bth.pad_count, 1);
+  EXPECT_EQ(f.dscp(), mrp0().dscp().trimmable);
+  EXPECT_EQ(f.ecn(), 2);
+  EXPECT_EQ(f.ev_format(), EvFormat::kStev);
+  EXPECT_EQ(wev_from_carriage(EvFormat::kStev, mrp0().ev_stripe(), f.udp.sport, f.ip6.flow_label), 0x0003a5c1u);
+  EXPECT_EQ(std::memcmp(f.payload.data(), samples::pattern(1019, static_cast<uint8_t>(1003)).data(), 1019), 0);
+}
+
+TEST(Codec, DecodesSrv6WithAndWithoutSrh) {
+  const auto all = samples::all_samples();
+  DecodedFrame a = decode_ok(find_sample(all, "srv6/WRITE_FIRST").frame);
+  EXPECT_TRUE(a.has_inner_ip6);
+  EXPECT_FALSE(a.has_srh);
+  EXPECT_EQ(a.ip6.next_header, kIpProtoIpv6);
+  EXPECT_EQ(format_ipv6(a.inner_ip6.dst), "fd00:200::1");
+  EXPECT_EQ(format_ipv6(a.ip6.dst), "fcbb:0:101:201:301:e01::");
+  EXPECT_EQ(a.inner_ip6.flow_label, a.ip6.flow_label);
+  EXPECT_EQ(a.ev_format(), EvFormat::kSrv6);
+  EXPECT_EQ(a.off_bth, 14 + 88);
+
+  DecodedFrame b = decode_ok(find_sample(all, "srv6-srh/SACK").frame);
+  EXPECT_TRUE(b.has_srh);
+  EXPECT_TRUE(b.has_inner_ip6);
+  EXPECT_EQ(b.ip6.next_header, kIpProtoRouting);
+  EXPECT_EQ(b.srh.next_header, kIpProtoIpv6);
+  EXPECT_EQ(b.srh.routing_type, 4);
+  EXPECT_EQ(b.srh.hdr_ext_len, 2);
+  EXPECT_EQ(b.srh.segments_left, 1);
+  EXPECT_EQ(b.srh.last_entry, 0);
+  EXPECT_EQ(format_ipv6(b.srh.segments[0]), "fcbb:1:e02::");
+  EXPECT_EQ(b.off_bth, 14 + 112);
+  EXPECT_EQ(b.seth.cack_psn, 1001u);
+  EXPECT_EQ(b.seth.sack_offset, 2);
+  EXPECT_EQ(b.seth.sack_bitmap, 5u);
+  EXPECT_EQ(b.seth.m, 1);
+  EXPECT_TRUE(b.seth.psv);
+  EXPECT_EQ(b.cc_state.rcvd_bytes, 13u);
+  EXPECT_EQ(b.cc_state.ooo_count, 2);
+}
+
+TEST(Codec, PacketSizesMatchTheProfile) {
+  // Sizes after the Ethernet header, IPv6 STEV, from docs/wire-format.md.
+  const auto all = samples::all_samples();
+  auto size_of = [&](const char* name) { return find_sample(all, name).frame.size() - 14; };
+  EXPECT_EQ(size_of("stev/SACK"), 100u);
+  EXPECT_EQ(size_of("stev/NACK"), 84u);
+  EXPECT_EQ(size_of("stev/TRANSPORT_ACK"), 68u);
+  EXPECT_EQ(size_of("stev/RELIABILITY_PROBE"), 80u);
+  EXPECT_EQ(size_of("stev/ENDPOINT_REQUEST/ev-probe"), 80u);
+  EXPECT_EQ(size_of("stev/ENDPOINT_RESPONSE"), 100u);
+  EXPECT_EQ(size_of("stev/WRITE_MIDDLE"), 40u + 8 + 12 + 4 + 4 + 16 + 1024 + 4);
+  EXPECT_EQ(size_of("srv6/SACK"), 140u);
+  EXPECT_EQ(size_of("srv6-srh/SACK"), 164u);
+  EXPECT_EQ(size_of("stev/WRITE_MIDDLE/trimmed"), 40u + 8 + 20);
+}
+
+TEST(Codec, TrimmedPacketDecodesWithoutIcrc) {
+  const auto all = samples::all_samples();
+  for (const char* name : {"stev/WRITE_MIDDLE/trimmed", "srv6-srh/WRITE_MIDDLE/trimmed-lasthop",
+                           "udp4/WRITE_MIDDLE/trimmed"}) {
+    SCOPED_TRACE(name);
+    DecodedFrame f = decode_ok(find_sample(all, name).frame);
+    EXPECT_TRUE(f.trimmed);
+    EXPECT_FALSE(f.has_icrc);
+    EXPECT_EQ(f.headers, kHdrMeth | kHdrTseth);
+    EXPECT_EQ(f.payload.size(), 0u);
+    EXPECT_EQ(f.bth.psn, 1007u);
+  }
+}
+
+TEST(Icrc, Crc32AndSeedMatchTheStandard) {
+  const char* check = "123456789";
+  EXPECT_EQ(crc32(as_bytes(check, 9)), 0xCBF43926u);
+  // The rxe driver seeds with the CRC register after 8 bytes of 0xFF (the masked LRH).
+  const uint8_t ff[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  EXPECT_EQ(~crc32(as_bytes(ff, 8)), 0xDEBB20E3u);
+  EXPECT_EQ(crc32(as_bytes(check, 5), crc32(as_bytes("", 0))), crc32(as_bytes(check, 5)));
+  EXPECT_EQ(crc32(as_bytes(check + 4, 5), crc32(as_bytes(check, 4))), 0xCBF43926u);
+}
+
+TEST(Checksum, InternetChecksumRfc1071Example) {
+  const uint8_t data[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
+  EXPECT_EQ(internet_checksum(as_bytes(data, sizeof data)), 0x220d);
+}
+
+// Variant fields (masked in the ICRC) may change in flight; invariant ones must break it.
+TEST(Icrc, MaskedFieldsDoNotMatterOthersDo) {
+  const auto all = samples::all_samples();
+  struct Case {
+    const char* sample;
+    const char* what;
+    size_t offset;  // from the start of the frame
+    bool still_ok;
+  };
+  // stev: Ethernet 14, IPv6 at 14, UDP at 54, BTH at 62.
+  // srv6: outer IPv6 at 14, inner at 54, UDP at 94, BTH at 102.
+  const std::vector<Case> cases = {
+      {"stev/WRITE_FIRST", "traffic class (DSCP)", 14 + 0, true},
+      {"stev/WRITE_FIRST", "flow label", 14 + 3, true},
+      {"stev/WRITE_FIRST", "hop limit", 14 + 7, true},
+      {"stev/WRITE_FIRST", "UDP checksum", 54 + 6, true},
+      {"stev/WRITE_FIRST", "BTH variant byte", 62 + 4, true},
+      {"stev/WRITE_FIRST", "source address", 14 + 8, false},
+      {"stev/WRITE_FIRST", "UDP source port", 54 + 1, false},
+      {"stev/WRITE_FIRST", "BTH PSN", 62 + 11, false},
+      {"stev/WRITE_FIRST", "RETH VA", 62 + 12 + 8 + 7, false},
+      {"stev/WRITE_FIRST", "payload", 200, false},
+      {"udp4/WRITE_FIRST", "IPv4 TOS", 14 + 1, true},
+      {"udp4/WRITE_FIRST", "IPv4 TTL", 14 + 8, true},
+      {"udp4/WRITE_FIRST", "IPv4 checksum", 14 + 10, true},
+      {"udp4/WRITE_FIRST", "IPv4 id", 14 + 4, false},
+      {"srv6/WRITE_FIRST", "outer destination (uSID shift)", 14 + 24 + 5, true},
+      {"srv6/WRITE_FIRST", "outer hop limit", 14 + 7, true},
+      {"srv6/WRITE_FIRST", "inner destination", 54 + 24 + 15, false},
+      {"srv6-srh/WRITE_FIRST", "SRH segments left", 54 + 3, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.sample) + ": " + c.what);
+    auto frame = copy(find_sample(all, c.sample).frame);
+    frame[c.offset] ^= std::byte{0x01};
+    DecodedFrame f;
+    DecodeOptions o;
+    o.verify_icrc = true;
+    decode_frame(as_bytes(frame), f, o);
+    ASSERT_TRUE(f.icrc_checked);
+    EXPECT_EQ(f.icrc_ok, c.still_ok);
+  }
+}
+
+TEST(Icrc, FixIcrcRepairsAModifiedFrame) {
+  const auto all = samples::all_samples();
+  auto frame = copy(find_sample(all, "udp6/WRITE_ONLY").frame);
+  frame[frame.size() - 10] ^= std::byte{0xFF};
+  DecodedFrame f;
+  decode_frame(as_bytes(frame), f);
+  EXPECT_FALSE(verify_icrc(f));
+  ASSERT_TRUE(fix_icrc(MutBytes(frame.data(), frame.size()), f));
+  decode_frame(as_bytes(frame), f);
+  EXPECT_TRUE(verify_icrc(f));
+}
+
+TEST(Checksum, UdpChecksumComputedAndVerified) {
+  const auto all = samples::all_samples();
+  auto frame = copy(find_sample(all, "stev/WRITE_ONLY/udp-checksum").frame);
+  DecodedFrame f = decode_ok(frame);
+  ASSERT_NE(f.udp.checksum, 0);
+  EXPECT_EQ(compute_udp_checksum(f), f.udp.checksum);
+  // Verifying by summing the whole datagram with its pseudo-header gives zero.
+  frame[80] ^= std::byte{0x10};
+  DecodedFrame g = decode_ok(frame, false);
+  EXPECT_NE(compute_udp_checksum(g), g.udp.checksum);
+}
+
+TEST(Checksum, SrhWithoutInnerHeaderUsesTheFinalDestination) {
+  // IPv6 + SRH + UDP (SRH inline mode): the pseudo-header destination is Segment List[0].
+  FrameSpec s = samples::base_spec(samples::Carrier::kUdp6, samples::requestor(), samples::responder(), 7);
+  s.has_srh = true;
+  s.srh.segment_count = 2;
+  s.srh.segments_left = 1;
+  s.srh.segments[0] = *parse_ipv6("fd00:200::1");
+  s.srh.segments[1] = *parse_ipv6("fcbb:0:101::");
+  s.ip6.dst = s.srh.segments[1];
+  s.bth.opcode = 0xCA;
+  s.bth.ts = true;
+  s.payload = Bytes(samples::pattern(33).data(), 33);
+  EncodeOptions o;
+  o.udp_checksum = UdpChecksumPolicy::kCompute;
+  auto frame = encode_frame(s, o);
+  DecodedFrame f = decode_ok(frame);
+  ASSERT_TRUE(f.has_srh);
+  ASSERT_FALSE(f.has_inner_ip6);
+  // Independent computation over the pseudo-header with the final destination.
+  std::vector<uint8_t> ph;
+  ph.insert(ph.end(), f.ip6.src.begin(), f.ip6.src.end());
+  ph.insert(ph.end(), f.srh.segments[0].begin(), f.srh.segments[0].end());
+  ph.push_back(0);
+  ph.push_back(0);
+  ph.push_back(static_cast<uint8_t>(f.udp.length >> 8));
+  ph.push_back(static_cast<uint8_t>(f.udp.length));
+  ph.push_back(0);
+  ph.push_back(0);
+  ph.push_back(0);
+  ph.push_back(17);
+  const auto* udp = reinterpret_cast<const uint8_t*>(frame.data()) + f.off_udp;
+  ph.insert(ph.end(), udp, udp + f.udp.length);
+  EXPECT_EQ(internet_checksum(as_bytes(ph.data(), ph.size())), 0);  // sums to zero when right
+  EXPECT_EQ(f.udp.checksum, *compute_udp_checksum(f));
+}
+
+TEST(Rewrite, RestampWevKeepsIcrcValid) {
+  const auto all = samples::all_samples();
+  for (const char* name : {"stev/WRITE_FIRST", "srv6/WRITE_FIRST", "udp4/WRITE_FIRST", "stev/WRITE_ONLY/udp-checksum"}) {
+    SCOPED_TRACE(name);
+    auto frame = copy(find_sample(all, name).frame);
+    DecodedFrame f = decode_ok(frame);
+    const EvFormat fmt = f.ev_format() == EvFormat::kUdp ? EvFormat::kUdp
+                         : f.has_inner_ip6              ? EvFormat::kSrv6
+                                                        : EvFormat::kStev;
+    ASSERT_TRUE(restamp_wev(MutBytes(frame.data(), frame.size()), f, fmt, EvStripe::kLowInSport, 0x00beef42));
+    DecodedFrame g = decode_ok(frame);
+    EXPECT_TRUE(g.icrc_ok);
+    EXPECT_EQ(g.udp.sport, 0xef42);
+    if (fmt != EvFormat::kUdp) {
+      EXPECT_EQ(g.ip6.flow_label, 0xbeu);
+    }
+    if (fmt == EvFormat::kSrv6) {
+      EXPECT_EQ(g.inner_ip6.flow_label, 0xbeu);
+    }
+    if (g.udp.checksum) {
+      EXPECT_EQ(compute_udp_checksum(g), g.udp.checksum);
+    }
+  }
+}
+
+TEST(Rewrite, DscpEcnRewriteKeepsChecksumsAndIcrc) {
+  const auto all = samples::all_samples();
+  for (const char* name : {"udp4/WRITE_FIRST", "srv6/WRITE_FIRST"}) {
+    SCOPED_TRACE(name);
+    auto frame = copy(find_sample(all, name).frame);
+    DecodedFrame f = decode_ok(frame);
+    ASSERT_TRUE(rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), f, uint8_t{20}, uint8_t{3}));
+    DecodedFrame g = decode_ok(frame);
+    EXPECT_EQ(g.dscp(), 20);
+    EXPECT_EQ(g.ecn(), 3);
+    EXPECT_TRUE(g.icrc_ok);
+    if (g.l3 == 4) {
+      EXPECT_EQ(internet_checksum(Bytes(frame.data() + g.off_l3, 20)), 0);
+    }
+    if (g.has_inner_ip6) {
+      EXPECT_EQ(g.inner_ip6.ecn, 3);
+    }
+    EXPECT_FALSE(g.trimmed);
+    // DSCP TRIMMED on a data packet: decoders treat it as trimmed (no ICRC to check).
+    ASSERT_TRUE(rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), g, uint8_t{12}, std::nullopt));
+    DecodedFrame h = decode_ok(frame);
+    EXPECT_TRUE(h.trimmed);
+    EXPECT_FALSE(h.has_icrc);
+  }
+}
+
+TEST(Codec, EncodeRejectsBadSpecsWithoutWritingPastTheBuffer) {
+  FrameSpec s = samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 1);
+  s.bth.opcode = 0xCA;
+  s.payload = Bytes(samples::pattern(100).data(), 100);
+  std::vector<std::byte> small(50, std::byte{0xAA});
+  std::string err;
+  EXPECT_EQ(encode_frame(s, MutBytes(small.data(), small.size()), {}, mrp0(), &err), 0u);
+  EXPECT_EQ(err, "output buffer too small");
+  for (auto b : small) EXPECT_EQ(b, std::byte{0xAA});
+  s.bth.opcode = 0x42;
+  std::vector<std::byte> big(2000);
+  EXPECT_EQ(encode_frame(s, MutBytes(big.data(), big.size()), {}, mrp0(), &err), 0u);
+  EXPECT_EQ(err, "opcode not in the wire profile");
+  s.bth.opcode = 0xCA;
+  s.l3 = 4;
+  s.has_inner_ip6 = true;
+  EXPECT_EQ(encode_frame(s, MutBytes(big.data(), big.size()), {}, mrp0(), &err), 0u);
+}
+
+TEST(Codec, RandomBytesNeverCrash) {
+  std::mt19937_64 rng(1234);
+  std::vector<std::byte> buf(256);
+  DecodedFrame f;
+  DecodeOptions o;
+  o.verify_icrc = true;
+  int roce = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const size_t n = rng() % buf.size();
+    for (size_t k = 0; k < n; ++k) buf[k] = static_cast<std::byte>(rng());
+    // Steer some frames towards IPv6/UDP/4791 so the deeper decoders are reached.
+    if (n > 60 && (i & 1)) {
+      buf[12] = std::byte{0x86};
+      buf[13] = std::byte{0xDD};
+      buf[14] = std::byte{0x60};
+      buf[18] = std::byte{0};
+      buf[19] = static_cast<std::byte>(n - 54);
+      buf[20] = std::byte{17};
+      buf[56] = std::byte{0x12};
+      buf[57] = std::byte{0xB7};
+      buf[58] = std::byte{0};
+      buf[59] = static_cast<std::byte>(n - 54);
+    }
+    decode_frame(Bytes(buf.data(), n), f, o);
+    roce += f.roce;
+  }
+  EXPECT_GT(roce, 0);
+}
+
+TEST(Profile, Mrp0WithOtherDscpPlanRecognisesItsTrims) {
+  DscpPlan plan;
+  plan.trimmed = 30;
+  auto profile = make_mrp0(plan, EvStripe::kHighInSport);
+  EXPECT_EQ(profile->name(), "MRP0");
+  EXPECT_EQ(profile->ev_stripe(), EvStripe::kHighInSport);
+  const auto all = samples::all_samples();
+  auto frame = copy(find_sample(all, "stev/WRITE_MIDDLE/trimmed").frame);
+  DecodedFrame f;
+  // Under the custom plan, DSCP 12 is not a trim: the cut packet is a truncation error.
+  EXPECT_FALSE(decode_frame(as_bytes(frame), f, {}, *profile));
+  EXPECT_EQ(f.error.code, DecodeErrorCode::kTruncated);
+  ASSERT_TRUE(rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), f, uint8_t{30}, std::nullopt));
+  EXPECT_TRUE(decode_frame(as_bytes(frame), f, {}, *profile));
+  EXPECT_TRUE(f.trimmed);
+}
+
+}  // namespace
+}  // namespace mrc::wire

@@ -1,0 +1,45 @@
+// mrc_wire_samples: reference frames of every MRP0 packet type in every EV carriage.
+// Used by tests, the fuzz seed corpus, benchmarks, `mrct craft` and the docs; not part of the
+// codec itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "wire/wire.h"
+
+namespace mrc::wire::samples {
+
+// How a packet is carried on the wire.
+enum class Carrier { kUdp4, kUdp6, kStev, kSrv6, kSrv6Srh };
+std::string_view carrier_name(Carrier c);
+std::vector<Carrier> all_carriers();
+EvFormat ev_format_of(Carrier c);
+
+// Requestor/responder identities used by the samples (documentation prefixes / ULA).
+struct Node {
+  MacAddr mac;
+  Ipv4Addr ip4;
+  Ipv6Addr gid;
+  uint32_t qpn;
+};
+const Node& requestor();
+const Node& responder();
+
+// Outer layers for a packet from `from` to `to` in carrier c with wire EV `wev`, ready for the
+// caller to fill BTH and headers. SRv6 carriers get an outer DA made of a uSID path.
+FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev);
+
+struct Sample {
+  std::string name;  // "<carrier>/<opcode name>[/variant]"
+  std::vector<std::byte> frame;
+};
+
+// Every MRP0 opcode in every carrier, plus a trimmed data packet per carrier, VLAN-tagged
+// and IPv4 variants, plain IBTA RC packets (WRITE/ACK/SEND/READ), and two non-RoCE frames.
+std::vector<Sample> all_samples();
+
+// A deterministic payload pattern (byte i = (seed + i * 31) mod 251).
+const std::vector<std::byte>& pattern(size_t len, uint8_t seed = 0);
+
+}  // namespace mrc::wire::samples
