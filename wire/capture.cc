@@ -87,7 +87,9 @@ uint32_t link_to_file(LinkType link) {
   return link == LinkType::kEthernet ? kLinkTypeEthernet : kLinkTypeRaw;
 }
 
-constexpr size_t pad4(size_t n) { return (n + 3) & ~size_t{3}; }
+constexpr size_t pad4(size_t n) {
+  return (n + 3) & ~size_t{3};
+}
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -275,8 +277,7 @@ struct CaptureReader::Impl {
     uint16_t major = load16(base + 4, swap);
     uint16_t minor = load16(base + 6, swap);
     if (major != 2) {
-      return fail("unsupported pcap version " + std::to_string(major) + "." +
-                      std::to_string(minor),
+      return fail("unsupported pcap version " + std::to_string(major) + "." + std::to_string(minor),
                   4, "only 2.x is defined");
     }
     // The upper bits of the link type field carry FCS information; the type is the low 16.
@@ -311,9 +312,9 @@ struct CaptureReader::Impl {
     uint32_t caplen = load32(p + 8, swap);
     uint32_t orig_len = load32(p + 12, swap);
     if (caplen > kMaxRecordBytes) {
-      return fail("caplen " + std::to_string(caplen) + " exceeds limit " +
-                      std::to_string(kMaxRecordBytes),
-                  pos + 8);
+      return fail(
+          "caplen " + std::to_string(caplen) + " exceeds limit " + std::to_string(kMaxRecordBytes),
+          pos + 8);
     }
     remain -= kPcapRecordHeaderBytes;
     if (caplen > remain) {
@@ -348,8 +349,8 @@ struct CaptureReader::Impl {
       if (code == kOptEnd) return true;
       if (pad4(olen) > left - 4) {
         return fail(std::string("truncated option list in ") + block, at + off,
-                    "option " + std::to_string(code) + " of length " + std::to_string(olen) +
-                        ": " + need_have(pad4(olen), left - 4));
+                    "option " + std::to_string(code) + " of length " + std::to_string(olen) + ": " +
+                        need_have(pad4(olen), left - 4));
       }
       if (!fn(code, Bytes(p + off + 4, olen), at + off)) return false;
       off += 4 + pad4(olen);
@@ -387,35 +388,36 @@ struct CaptureReader::Impl {
     iface.snaplen = load32(body + 4, swap);
     iface.declared_at = at;
     iface.ts = TsResolution{};  // default: microseconds
-    bool ok = for_each_option(body + 8, body_len - 8, at + 16, "IDB", [&](uint16_t code, Bytes v,
-                                                                         size_t opt_at) {
-      if (code == kOptIfTsresol) {
-        if (v.size() != 1) {
-          return fail("if_tsresol option has length " + std::to_string(v.size()), opt_at,
-                      "expected 1");
-        }
-        uint8_t r = static_cast<uint8_t>(v[0]);
-        uint8_t exp = r & 0x7F;
-        if (r & 0x80) {
-          if (exp > 63) return fail("unsupported if_tsresol 2^-" + std::to_string(exp), opt_at);
-          iface.ts.kind = TsResolution::Kind::kBinary;
-          iface.ts.factor = exp;
-        } else {
-          if (exp > 19) return fail("unsupported if_tsresol 10^-" + std::to_string(exp), opt_at);
-          uint64_t p10 = 1;
-          for (int i = 0; i < (exp > 9 ? exp - 9 : 9 - exp); ++i) p10 *= 10;
-          iface.ts.kind = exp > 9 ? TsResolution::Kind::kDivide : TsResolution::Kind::kMultiply;
-          iface.ts.factor = p10;
-        }
-      } else if (code == kOptIfTsoffset) {
-        if (v.size() != 8) {
-          return fail("if_tsoffset option has length " + std::to_string(v.size()), opt_at,
-                      "expected 8");
-        }
-        iface.ts.offset_s = static_cast<int64_t>(load64(v.data(), swap));
-      }
-      return true;
-    });
+    bool ok = for_each_option(
+        body + 8, body_len - 8, at + 16, "IDB", [&](uint16_t code, Bytes v, size_t opt_at) {
+          if (code == kOptIfTsresol) {
+            if (v.size() != 1) {
+              return fail("if_tsresol option has length " + std::to_string(v.size()), opt_at,
+                          "expected 1");
+            }
+            uint8_t r = static_cast<uint8_t>(v[0]);
+            uint8_t exp = r & 0x7F;
+            if (r & 0x80) {
+              if (exp > 63) return fail("unsupported if_tsresol 2^-" + std::to_string(exp), opt_at);
+              iface.ts.kind = TsResolution::Kind::kBinary;
+              iface.ts.factor = exp;
+            } else {
+              if (exp > 19)
+                return fail("unsupported if_tsresol 10^-" + std::to_string(exp), opt_at);
+              uint64_t p10 = 1;
+              for (int i = 0; i < (exp > 9 ? exp - 9 : 9 - exp); ++i) p10 *= 10;
+              iface.ts.kind = exp > 9 ? TsResolution::Kind::kDivide : TsResolution::Kind::kMultiply;
+              iface.ts.factor = p10;
+            }
+          } else if (code == kOptIfTsoffset) {
+            if (v.size() != 8) {
+              return fail("if_tsoffset option has length " + std::to_string(v.size()), opt_at,
+                          "expected 8");
+            }
+            iface.ts.offset_s = static_cast<int64_t>(load64(v.data(), swap));
+          }
+          return true;
+        });
     if (!ok) return Step::kError;
     interfaces.push_back(iface);
     return Step::kOther;
@@ -423,8 +425,8 @@ struct CaptureReader::Impl {
 
   // Common tail of EPB and the obsolete packet block.
   Step emit_packet(CaptureRecord& rec, const char* block, size_t at, const std::byte* body,
-                   size_t body_len, size_t fixed, uint32_t iface_id, uint64_t ts,
-                   uint32_t caplen, uint32_t orig_len) {
+                   size_t body_len, size_t fixed, uint32_t iface_id, uint64_t ts, uint32_t caplen,
+                   uint32_t orig_len) {
     if (iface_id >= interfaces.size()) {
       fail(std::string(block) + " references unknown interface " + std::to_string(iface_id), at,
            "section has " + std::to_string(interfaces.size()) + " interface(s)");
@@ -627,9 +629,15 @@ bool CaptureReader::next(CaptureRecord& rec) {
   return d.pcapng ? d.next_pcapng(rec) : d.next_pcap(rec);
 }
 
-const std::string& CaptureReader::error() const { return impl_->error; }
-bool CaptureReader::is_pcapng() const { return impl_->pcapng; }
-uint64_t CaptureReader::records_read() const { return impl_->records; }
+const std::string& CaptureReader::error() const {
+  return impl_->error;
+}
+bool CaptureReader::is_pcapng() const {
+  return impl_->pcapng;
+}
+uint64_t CaptureReader::records_read() const {
+  return impl_->records;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Writer
@@ -712,16 +720,16 @@ struct CaptureWriter::Impl {
   bool write_header(LinkType link) {
     uint32_t link_type = link_to_file(link);
     if (format == CaptureFormat::kPcap) {
-      return append_value(kPcapMagicNs) && append_value(uint16_t{2}) &&
-             append_value(uint16_t{4}) && append_value(int32_t{0}) && append_value(uint32_t{0}) &&
-             append_value(snaplen) && append_value(link_type);
+      return append_value(kPcapMagicNs) && append_value(uint16_t{2}) && append_value(uint16_t{4}) &&
+             append_value(int32_t{0}) && append_value(uint32_t{0}) && append_value(snaplen) &&
+             append_value(link_type);
     }
     static constexpr std::string_view kUserAppl = "mrc_wire";
     uint32_t shb_len = static_cast<uint32_t>(kShbMinBytes + 4 + pad4(kUserAppl.size()) + 4);
     bool ok = append_value(kBlockShb) && append_value(shb_len) && append_value(kByteOrderMagic) &&
-              append_value(uint16_t{1}) && append_value(uint16_t{0}) &&
-              append_value(int64_t{-1}) && append_option(kOptShbUserAppl, kUserAppl) &&
-              append_value(uint32_t{0}) && append_value(shb_len);
+              append_value(uint16_t{1}) && append_value(uint16_t{0}) && append_value(int64_t{-1}) &&
+              append_option(kOptShbUserAppl, kUserAppl) && append_value(uint32_t{0}) &&
+              append_value(shb_len);
     // IDB: link type, reserved, snaplen, if_tsresol = 9 (ns), end of options.
     uint32_t idb_len = 20 + 8 + 4;
     const char tsresol[1] = {9};
@@ -757,13 +765,9 @@ struct CaptureWriter::Impl {
     }
     size_t opts = comment.empty() ? 0 : 4 + pad4(comment.size()) + 4;
     uint32_t len = static_cast<uint32_t>(kBlockMinBytes + 20 + pad4(caplen) + opts);
-    uint32_t hdr[7] = {kBlockEpb,
-                       len,
-                       0,
-                       static_cast<uint32_t>(ts_ns >> 32),
-                       static_cast<uint32_t>(ts_ns),
-                       caplen,
-                       orig_len};
+    uint32_t hdr[7] = {
+        kBlockEpb, len,     0, static_cast<uint32_t>(ts_ns >> 32), static_cast<uint32_t>(ts_ns),
+        caplen,    orig_len};
     bool ok = append(hdr, sizeof hdr) && append(data.data(), caplen) &&
               append_zeros(pad4(caplen) - caplen);
     if (ok && !comment.empty()) {
@@ -805,8 +809,7 @@ bool CaptureWriter::open(const std::string& path, CaptureFormat format, LinkType
   return true;
 }
 
-bool CaptureWriter::write(uint64_t ts_ns, Bytes data, uint32_t orig_len,
-                          std::string_view comment) {
+bool CaptureWriter::write(uint64_t ts_ns, Bytes data, uint32_t orig_len, std::string_view comment) {
   Impl& d = *impl_;
   if (d.failed) return false;
   if (d.fd < 0) return d.fail("write() on a writer that is not open");
@@ -837,6 +840,8 @@ bool CaptureWriter::close() {
   return true;
 }
 
-const std::string& CaptureWriter::error() const { return impl_->error; }
+const std::string& CaptureWriter::error() const {
+  return impl_->error;
+}
 
 }  // namespace mrc::wire

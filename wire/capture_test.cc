@@ -240,13 +240,14 @@ std::vector<Rec> sample_records(bool with_comments) {
                          1'700'000'000'123'456'790,
                          4'294'967'295ull * kNs + 999'999'999};
   const size_t sizes[] = {0, 1, 3, 60, 1500, 9000, 4};
-  const char* comments[] = {"", "x", "abc", "abcd", "R7: PSN 0x000123 retransmitted twice", "",
-                            "\xce\xbc" "s and ns"};
+  const char* comments[] = {
+      "", "x", "abc", "abcd", "R7: PSN 0x000123 retransmitted twice", "", "\xce\xbcs and ns"};
   for (size_t i = 0; i < std::size(ts); ++i) {
     Rec r;
     r.ts_ns = ts[i];
     r.data = payload(sizes[i], static_cast<uint8_t>(i));
-    r.orig_len = (i % 3 == 0) ? static_cast<uint32_t>(sizes[i] + 100) : static_cast<uint32_t>(sizes[i]);
+    r.orig_len =
+        (i % 3 == 0) ? static_cast<uint32_t>(sizes[i] + 100) : static_cast<uint32_t>(sizes[i]);
     if (with_comments) r.comment = comments[i];
     recs.push_back(r);
   }
@@ -413,8 +414,7 @@ TEST(CaptureWriter, RejectsBadRecordsAndLeavesNoFile) {
   };
   const Case cases[] = {
       {"orig_small", CaptureFormat::kPcap, 1, 10, "", "orig_len 10 is smaller than the 60"},
-      {"ts_range", CaptureFormat::kPcap, 4'294'967'296ull * kNs, 0, "",
-       "beyond the pcap range"},
+      {"ts_range", CaptureFormat::kPcap, 4'294'967'296ull * kNs, 0, "", "beyond the pcap range"},
       {"comment_long", CaptureFormat::kPcapng, 1, 0, std::string(70000, 'x'),
        "comment of 70000 bytes exceeds"},
   };
@@ -444,15 +444,16 @@ TEST_P(CaptureByteOrder, PcapMicroAndNanoseconds) {
   ByteVec a = payload(60, 1), b = payload(33, 2);
   for (uint32_t magic : {kMagicUs, kMagicNs}) {
     SCOPED_TRACE(magic == kMagicUs ? "us" : "ns");
-    ByteVec file = cat({pcap_header(big, magic, 1), pcap_record(big, 1'700'000'000, 123456, a, 1514),
-                        pcap_record(big, 5, 999999, b)});
+    ByteVec file =
+        cat({pcap_header(big, magic, 1), pcap_record(big, 1'700'000'000, 123456, a, 1514),
+             pcap_record(big, 5, 999999, b)});
     ReadResult r = read_memory(file);
     ASSERT_TRUE(r.opened) << r.error;
     ASSERT_EQ(r.recs.size(), 2u) << r.error;
     EXPECT_EQ(r.error, "");
     uint64_t unit = magic == kMagicUs ? 1000 : 1;
-    EXPECT_EQ(r.recs[0], (Rec{1'700'000'000 * kNs + 123456 * unit, 1514, a, LinkType::kEthernet, 0,
-                              ""}));
+    EXPECT_EQ(r.recs[0],
+              (Rec{1'700'000'000 * kNs + 123456 * unit, 1514, a, LinkType::kEthernet, 0, ""}));
     EXPECT_EQ(r.recs[1], (Rec{5 * kNs + 999999 * unit, 33, b, LinkType::kEthernet, 0, ""}));
   }
   for (uint32_t link : {101u, 228u, 229u}) {
@@ -466,19 +467,16 @@ TEST_P(CaptureByteOrder, PcapngBlocksAndResolutions) {
   bool big = GetParam();
   ByteVec a = payload(60, 1), b = payload(1, 2), c = payload(7, 3);
   ByteVec file = cat({
-      shb(big),
-      idb(big, 1, 0),                  // 0: default resolution, microseconds
-      idb(big, 228, 0, 3),             // 1: milliseconds, raw IPv4
-      idb(big, 229, 0, 0x80 | 10),     // 2: 2^-10 s, raw IPv6
-      idb(big, 1, 0, 12, -1000),       // 3: picoseconds, offset -1000 s
-      idb(big, 101, 0, 9, 7),          // 4: nanoseconds, offset +7 s
+      shb(big), idb(big, 1, 0),                           // 0: default resolution, microseconds
+      idb(big, 228, 0, 3),                                // 1: milliseconds, raw IPv4
+      idb(big, 229, 0, 0x80 | 10),                        // 2: 2^-10 s, raw IPv6
+      idb(big, 1, 0, 12, -1000),                          // 3: picoseconds, offset -1000 s
+      idb(big, 101, 0, 9, 7),                             // 4: nanoseconds, offset +7 s
       block(big, 4, Builder(big).u16(0).u16(0).bytes()),  // name resolution: skipped
       epb(big, 0, 1'700'000'000'123'456ull, a, 0, "first"),
       block(big, 0x40000BAD, payload(20, 0)),  // custom block: skipped
-      epb(big, 1, 1'700'000'000'123ull, b, 1000),
-      epb(big, 2, 3 * 1024 + 512, c),
-      epb(big, 3, 1'001'000'000'000'001ull, a, 0, "pico"),
-      epb(big, 4, 42, b),
+      epb(big, 1, 1'700'000'000'123ull, b, 1000), epb(big, 2, 3 * 1024 + 512, c),
+      epb(big, 3, 1'001'000'000'000'001ull, a, 0, "pico"), epb(big, 4, 42, b),
       block(big, 5, Builder(big).u32(0).u32(0).u32(0).bytes()),  // statistics: skipped
   });
   ReadResult r = read_memory(file);
@@ -607,7 +605,9 @@ struct MalformedCase {
   std::string error;      // expected substring, after "<memory>: "
   size_t records_before;  // good records returned before the error
 };
-std::ostream& operator<<(std::ostream& os, const MalformedCase& c) { return os << c.name; }
+std::ostream& operator<<(std::ostream& os, const MalformedCase& c) {
+  return os << c.name;
+}
 
 ByteVec with_u32(ByteVec v, size_t at, uint32_t value) {
   for (int i = 0; i < 4; ++i) v[at + i] = static_cast<std::byte>(value >> (8 * i));
@@ -617,24 +617,37 @@ ByteVec with_u32(ByteVec v, size_t at, uint32_t value) {
 std::vector<MalformedCase> malformed_cases() {
   const ByteVec pkt = payload(60, 5);
   const ByteVec hdr = pcap_header(false);
-  const ByteVec sec = shb(false);   // 28 bytes
+  const ByteVec sec = shb(false);     // 28 bytes
   const ByteVec eth = idb(false, 1);  // 20 bytes, at byte 28
   const ByteVec rec_hdr_only = Builder().u32(1).u32(2).u32(100).u32(100).bytes();
   // EPB whose option claims 20 bytes but the block ends 4 bytes later.
-  const ByteVec epb_cut_opt = block(
-      false, kEpb,
-      Builder().u32(0).u32(0).u32(1).u32(4).u32(4).raw(payload(4, 0)).u16(1).u16(20).u32(0).bytes());
+  const ByteVec epb_cut_opt = block(false, kEpb,
+                                    Builder()
+                                        .u32(0)
+                                        .u32(0)
+                                        .u32(1)
+                                        .u32(4)
+                                        .u32(4)
+                                        .raw(payload(4, 0))
+                                        .u16(1)
+                                        .u16(20)
+                                        .u32(0)
+                                        .bytes());
   // IDB whose option claims 8 bytes of value at the very end of the block.
-  const ByteVec idb_cut_opt = block(false, kIdb, Builder().u16(1).u16(0).u32(0).u16(9).u16(8).bytes());
-  ByteVec two_records_cut = cat({hdr, pcap_record(false, 1, 2, pkt), pcap_record(false, 1, 3, pkt)});
+  const ByteVec idb_cut_opt =
+      block(false, kIdb, Builder().u16(1).u16(0).u32(0).u16(9).u16(8).bytes());
+  ByteVec two_records_cut =
+      cat({hdr, pcap_record(false, 1, 2, pkt), pcap_record(false, 1, 3, pkt)});
   two_records_cut.pop_back();
   return {
       {"EmptyFile", {}, "empty file, no pcap or pcapng header at byte 0", 0},
-      {"ShortMagic", ByteVec(2, std::byte{0xd4}), "truncated file header at byte 0 (need 4 bytes, have 2)", 0},
+      {"ShortMagic", ByteVec(2, std::byte{0xd4}),
+       "truncated file header at byte 0 (need 4 bytes, have 2)", 0},
       {"ShortGlobalHeader", ByteVec(hdr.begin(), hdr.begin() + 10),
        "truncated pcap global header at byte 0 (need 24 bytes, have 10)", 0},
       {"BadMagic", with_u32(hdr, 0, 0x12345678), "bad magic 0x12345678 at byte 0", 0},
-      {"PcapVersion", pcap_header(false, kMagicUs, 1, 1), "unsupported pcap version 1.4 at byte 4", 0},
+      {"PcapVersion", pcap_header(false, kMagicUs, 1, 1), "unsupported pcap version 1.4 at byte 4",
+       0},
       {"PcapLinkType", pcap_header(true, kMagicUs, 113),
        "unsupported link type 113 at byte 20 (supported: 1 Ethernet, 101/228/229 raw IP)", 0},
       {"TruncatedRecordHeader", cat({hdr, ByteVec(7)}),
@@ -656,7 +669,8 @@ std::vector<MalformedCase> malformed_cases() {
        "truncated pcapng block header at byte 28 (need 8 bytes, have 4)", 0},
       {"PcapngBlockLengthTooSmall", cat({sec, Builder().u32(kIdb).u32(8).u32(8).bytes()}),
        "pcapng block length 8 is below the minimum 12 at byte 28", 0},
-      {"PcapngBlockLengthNotMultipleOf4", cat({sec, Builder().u32(kIdb).u32(13).u32(0).u32(13).bytes()}),
+      {"PcapngBlockLengthNotMultipleOf4",
+       cat({sec, Builder().u32(kIdb).u32(13).u32(0).u32(13).bytes()}),
        "pcapng block length 13 is not a multiple of 4 at byte 28", 0},
       {"PcapngBlockBeyondFile", cat({sec, Builder().u32(kIdb).u32(100).u32(0).u32(100).bytes()}),
        "truncated pcapng block at byte 28 (block type 0x00000001 length 100, have 16 bytes)", 0},
@@ -683,7 +697,9 @@ std::vector<MalformedCase> malformed_cases() {
        "EPB too short at byte 48 (block body need 20 bytes, have 16)", 0},
       {"IdbTooShort", cat({sec, block(false, kIdb, ByteVec(4))}),
        "IDB too short at byte 28 (block body need 8 bytes, have 4)", 0},
-      {"TsresolBadLength", cat({sec, block(false, kIdb, Builder().u16(1).u16(0).u32(0).option(9, "ab").u32(0).bytes())}),
+      {"TsresolBadLength",
+       cat({sec,
+            block(false, kIdb, Builder().u16(1).u16(0).u32(0).option(9, "ab").u32(0).bytes())}),
        "if_tsresol option has length 2 at byte 44 (expected 1)", 0},
       {"TsresolOutOfRange", cat({sec, idb(false, 1, 0, 20)}), "unsupported if_tsresol 10^-20", 0},
       {"TimestampOverflow", cat({sec, idb(false, 1, 0, 0), epb(false, 0, uint64_t{1} << 63, pkt)}),
@@ -856,8 +872,8 @@ TEST(CaptureInterop, LibpcapReadsWhatWeWrite) {
     ASSERT_GE(recs.size(), 5u);
     write_capture(path, format, LinkType::kEthernet, recs, true);
     char errbuf[PCAP_ERRBUF_SIZE];
-    pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO,
-                                                        errbuf);
+    pcap_t* p =
+        pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
     ASSERT_NE(p, nullptr) << errbuf;
     EXPECT_EQ(pcap_datalink(p), DLT_EN10MB);
     pcap_pkthdr* h;
@@ -865,7 +881,8 @@ TEST(CaptureInterop, LibpcapReadsWhatWeWrite) {
     size_t i = 0;
     while (pcap_next_ex(p, &h, &data) == 1) {
       ASSERT_LT(i, recs.size());
-      uint64_t ts = static_cast<uint64_t>(h->ts.tv_sec) * kNs + static_cast<uint64_t>(h->ts.tv_usec);
+      uint64_t ts =
+          static_cast<uint64_t>(h->ts.tv_sec) * kNs + static_cast<uint64_t>(h->ts.tv_usec);
       EXPECT_EQ(ts, recs[i].ts_ns) << "record " << i;
       EXPECT_EQ(h->len, recs[i].orig_len);
       EXPECT_EQ(ByteVec(reinterpret_cast<const std::byte*>(data),
@@ -913,7 +930,8 @@ TEST(CaptureInterop, TsharkShowsCommentsAndNanosecondTimes) {
   const Frame frames[] = {
       {1'700'000'000'123'456'789ull, "R12 violated: ICRC mismatch", "1700000000.123456789"},
       {1'700'000'000'123'456'790ull, "", "1700000000.123456790"},
-      {1'700'000'001'000'000'001ull, "R3: PSN 0x000042 sent twice on EV 17", "1700000001.000000001"},
+      {1'700'000'001'000'000'001ull, "R3: PSN 0x000042 sent twice on EV 17",
+       "1700000001.000000001"},
   };
   for (CaptureFormat format : {CaptureFormat::kPcapng, CaptureFormat::kPcap}) {
     bool ng = format == CaptureFormat::kPcapng;
@@ -926,9 +944,9 @@ TEST(CaptureInterop, TsharkShowsCommentsAndNanosecondTimes) {
     ASSERT_TRUE(w.close()) << w.error();
 
     int status = -1;
-    std::string out = run("'" + *tshark + "' -r '" + path +
-                              "' -T fields -e frame.comment -e frame.time_epoch 2>&1",
-                          &status);
+    std::string out = run(
+        "'" + *tshark + "' -r '" + path + "' -T fields -e frame.comment -e frame.time_epoch 2>&1",
+        &status);
     ASSERT_EQ(status, 0) << out;
     std::string expected;
     for (const auto& f : frames) {

@@ -250,7 +250,10 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
     f.trailer = Bytes(frame.data() + ip_end, n - ip_end);
     off += hl;
     // A fragment carries no complete UDP datagram: list it as IP and stop.
-    if ((h.flags_frag & 0x3FFF) != 0) return true;
+    if ((h.flags_frag & 0x3FFF) != 0) {
+      f.payload = Bytes(frame.data() + off, ip_end - off);
+      return true;
+    }
     next = h.protocol;
   } else if (ethertype == kEtherTypeIpv6) {
     f.off_l3 = static_cast<uint16_t>(off);
@@ -583,6 +586,10 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
       std::memcpy(p + off, s.payload.data(), s.payload.size());
       off += s.payload.size();
     }
+  } else if (!s.payload.empty()) {
+    // IP payload that is not UDP (or an IPv4 fragment): carried as is.
+    std::memcpy(p + off, s.payload.data(), s.payload.size());
+    off += s.payload.size();
   }
   if (!s.trailer.empty()) std::memcpy(p + off, s.trailer.data(), s.trailer.size());
   off += s.trailer.size();

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -408,6 +409,59 @@ TEST(Profile, Mrp0WithOtherDscpPlanRecognisesItsTrims) {
   ASSERT_TRUE(rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), f, uint8_t{30}, std::nullopt));
   EXPECT_TRUE(decode_frame(as_bytes(frame), f, {}, *profile));
   EXPECT_TRUE(f.trimmed);
+}
+
+// A second profile plugs in without touching callers: here one that moves WRITE_ONLY to a
+// different opcode number, found by name and used by decode_frame.
+class RenumberedProfile final : public WireProfile {
+ public:
+  std::string_view name() const override { return "TEST1"; }
+  const OpcodeInfo* opcode_info(uint8_t opcode) const override {
+    if (opcode == 0xCA) return nullptr;
+    if (opcode == 0xE0) {
+      static OpcodeInfo info = *mrp0().opcode_info(0xCA);
+      info.opcode = 0xE0;
+      return &info;
+    }
+    return mrp0().opcode_info(opcode);
+  }
+  uint8_t opcode_of(PacketKind k, MessagePosition p, bool imm) const override {
+    const uint8_t op = mrp0().opcode_of(k, p, imm);
+    return op == 0xCA ? 0xE0 : op;
+  }
+  size_t header_size(HeaderBit h) const override { return mrp0().header_size(h); }
+  void decode_header(HeaderBit h, Bytes in, DecodedFrame& out) const override { mrp0().decode_header(h, in, out); }
+  void encode_header(HeaderBit h, const DecodedFrame& in, MutBytes out) const override {
+    mrp0().encode_header(h, in, out);
+  }
+  std::span<const HeaderBit> header_order() const override { return mrp0().header_order(); }
+  EvStripe ev_stripe() const override { return mrp0().ev_stripe(); }
+  const DscpPlan& dscp() const override { return mrp0().dscp(); }
+  size_t min_trim_bytes() const override { return mrp0().min_trim_bytes(); }
+};
+
+TEST(Profile, SecondProfileRegistersAndDecodesByName) {
+  register_profile(std::make_unique<RenumberedProfile>());
+  const WireProfile* p = find_profile("TEST1");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(find_profile("MRP0"), nullptr);
+  EXPECT_EQ(find_profile("nope"), nullptr);
+  const auto names = profile_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "TEST1"), names.end());
+  FrameSpec s = samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 9);
+  s.bth.opcode = p->opcode_of(PacketKind::kMrcData, MessagePosition::kOnly, false);
+  s.bth.ts = true;
+  s.payload = Bytes(samples::pattern(10).data(), 10);
+  auto frame = encode_frame(s, {}, *p);
+  ASSERT_FALSE(frame.empty());
+  DecodedFrame f;
+  EXPECT_TRUE(decode_frame(as_bytes(frame), f, {}, *p));
+  EXPECT_EQ(f.bth.opcode, 0xE0);
+  EXPECT_EQ(f.op->name, "WRITE_ONLY");
+  EXPECT_EQ(f.payload.size(), 10u);
+  // The same bytes under MRP0: 0xE0 is unknown there.
+  EXPECT_FALSE(decode_frame(as_bytes(frame), f));
+  EXPECT_EQ(f.error.code, DecodeErrorCode::kUnknownOpcode);
 }
 
 }  // namespace

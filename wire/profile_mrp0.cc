@@ -443,6 +443,38 @@ std::unique_ptr<WireProfile> make_mrp0(const DscpPlan& dscp, EvStripe stripe) {
   return std::make_unique<Mrp0>(dscp, stripe);
 }
 
+namespace {
+std::vector<std::unique_ptr<WireProfile>>& registry() {
+  static std::vector<std::unique_ptr<WireProfile>> profiles;
+  return profiles;
+}
+}  // namespace
+
+void register_profile(std::unique_ptr<WireProfile> profile) {
+  auto& r = registry();
+  for (auto& p : r) {
+    if (p->name() == profile->name()) {
+      p = std::move(profile);
+      return;
+    }
+  }
+  r.push_back(std::move(profile));
+}
+
+const WireProfile* find_profile(std::string_view name) {
+  for (const auto& p : registry())
+    if (p->name() == name) return p.get();
+  if (name == mrp0().name()) return &mrp0();
+  return nullptr;
+}
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> names{std::string(mrp0().name())};
+  for (const auto& p : registry())
+    if (p->name() != mrp0().name()) names.emplace_back(p->name());
+  return names;
+}
+
 std::string_view nack_code_name(uint8_t code) {
   switch (code) {
     case 0x01: return "TRIMMED";

@@ -614,6 +614,13 @@ class WireProfile {
 // MRP0 with a different DSCP plan or stripe, for deployments that configure them.
 std::unique_ptr<WireProfile> make_mrp0(const DscpPlan& dscp, EvStripe stripe);
 
+// Profiles by name, so tools select one with `--profile NAME`. "MRP0" is always registered; a
+// new profile registers itself once at start-up (a later one with the same name replaces it).
+// Not thread-safe: register before starting threads.
+void register_profile(std::unique_ptr<WireProfile> profile);
+const WireProfile* find_profile(std::string_view name);
+std::vector<std::string> profile_names();
+
 // ---------------------------------------------------------------------------------------------
 // Capture files: pcap (us/ns) and pcapng, read and write.
 // ---------------------------------------------------------------------------------------------

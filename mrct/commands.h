@@ -1,0 +1,22 @@
+// Subcommands of mrct. Each registers its CLI11 options and returns the callback to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace mrct {
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitViolations = 1;  // the input was read, and it is not conforming
+inline constexpr int kExitUsage = 2;       // bad options or unreadable input
+
+using Run = std::function<int()>;
+Run add_decode(CLI::App& app);
+Run add_craft(CLI::App& app);
+#ifdef MRCT_HAVE_CHECK
+Run add_check(CLI::App& app);
+Run add_rules(CLI::App& app);
+#endif
+
+}  // namespace mrct

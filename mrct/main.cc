@@ -1,0 +1,34 @@
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "mrct/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mrct: MRC testbed and conformance suite"};
+  app.set_version_flag("--version", std::string("mrct 0.1.0 (wire profile MRP0)"));
+  app.require_subcommand(1);
+  std::map<CLI::App*, mrct::Run> runs;
+  auto add = [&](const char* name, const char* help, auto fn) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runs[sub] = fn(*sub);
+  };
+  add("decode", "Decode a capture: one line per frame, a field tree (-V) or JSON lines (--json)",
+      mrct::add_decode);
+  add("craft", "Write a capture with every MRP0 packet type in every EV carriage",
+      mrct::add_craft);
+#ifdef MRCT_HAVE_CHECK
+  add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
+  add("rules", "Print the rule catalogue", mrct::add_rules);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : mrct::kExitUsage;
+  }
+  for (auto& [sub, run] : runs) {
+    if (sub->parsed()) return run();
+  }
+  return mrct::kExitUsage;
+}

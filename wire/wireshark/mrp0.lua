@@ -1,0 +1,703 @@
+-- Wireshark dissector for MRC wire profile MRP0 (docs/wire-format.md).
+--
+-- MRC is RoCEv2 with extra opcodes in the IBTA manufacturer-specific range, so it shares UDP
+-- port 4791 with plain RoCEv2. This script takes over that port but first hands every packet to
+-- the dissector that owned the port before (Wireshark's InfiniBand/RRoCE dissector). Standard
+-- opcodes therefore keep their infiniband.* fields, MRC packets keep the built-in BTH fields, and
+-- for MRC opcodes an "MRC (MRP0)" tree with mrc.* fields is added next to them.
+--
+-- Load with `tshark -X lua_script:mrp0.lua` or copy to ~/.local/lib/wireshark/plugins/.
+-- Field names follow the JSON keys of `mrct decode --json` prefixed with "mrc." (NETH's code is
+-- mrc.nack_code), so wire/wireshark/crosscheck.py can compare the two decoders field by field.
+--
+-- Network-facing: every read is bounds-checked against the bytes present, malformed input gets
+-- an expert info, and no Lua error escapes to Wireshark.
+
+local mrc = Proto("mrc", "MRC (MRP0)")
+
+----------------------------------------------------------------------------------------------
+-- Tables of the profile
+----------------------------------------------------------------------------------------------
+
+local OPCODE_NAMES = {
+  [0xC6] = "WRITE_FIRST",
+  [0xC7] = "WRITE_MIDDLE",
+  [0xC8] = "WRITE_LAST",
+  [0xC9] = "WRITE_LAST_IMM",
+  [0xCA] = "WRITE_ONLY",
+  [0xCB] = "WRITE_ONLY_IMM",
+  [0xD1] = "TRANSPORT_ACK",
+  [0xD8] = "ENDPOINT_REQUEST",
+  [0xD9] = "ENDPOINT_RESPONSE",
+  [0xDC] = "SACK",
+  [0xDD] = "NACK",
+  [0xDE] = "RELIABILITY_PROBE",
+}
+local IMM_OPCODES = { [0xC9] = true, [0xCB] = true }
+-- Opcodes whose packets may carry a pad (LAST, ONLY and their IMM forms).
+local PAD_OPCODES = { [0xC8] = true, [0xC9] = true, [0xCA] = true, [0xCB] = true }
+
+local function is_data(op) return op >= 0xC6 and op <= 0xCB end
+
+-- Header stacks after the BTH (TSETH is added on data packets with BTH.TS = 1).
+local CONTROL_STACKS = {
+  [0xD1] = { "aeth" },
+  [0xD8] = { "erth" },
+  [0xD9] = { "eeth" },
+  [0xDC] = { "seth", "cc" },
+  [0xDD] = { "neth" },
+  [0xDE] = { "peth" },
+}
+local HEADER_SIZE = {
+  meth = 4, tseth = 4, reth = 16, imm = 4, aeth = 4, seth = 28, cc = 8, neth = 20, peth = 16,
+  erth = 16, eeth = 36,
+}
+local HEADER_LABEL = {
+  meth = "METH", tseth = "TSETH", reth = "RETH", imm = "ImmDt", aeth = "AETH", seth = "SETH",
+  cc = "CC_STATE", neth = "NETH", peth = "PETH", erth = "ERTH", eeth = "EETH",
+}
+local ICRC_BYTES = 4
+local BTH_BYTES = 12
+
+local NACK_CODES = {
+  [0x01] = "TRIMMED",
+  [0x02] = "TRIMMED_LASTHOP",
+  [0x06] = "NO_BITMAP",
+  [0x07] = "NO_PKT_BUFFER",
+  [0x0A] = "NO_RESOURCE",
+  [0x0B] = "PSN_OOR_WINDOW",
+  [0x19] = "UNEXP_EVENT",
+}
+local M_CODES = { [0] = "NONE", [1] = "SKIP_ONCE", [2] = "ALWAYS_SKIP", [3] = "invalid" }
+local ENDPOINT_OPS = { [0] = "PORT_STATUS_UPDATE", [1] = "EV_PROBE", [2] = "invalid", [3] = "invalid" }
+local AETH_SYNDROMES = {
+  [0x1F] = "ACK (no credit count)",
+  [0x61] = "NAK invalid request",
+  [0x62] = "NAK remote access error",
+  [0x63] = "NAK remote operational error",
+}
+local CC_TYPES = { [0] = "NSCC" }
+local EETH_STATUS = { [0] = "OK" }
+
+----------------------------------------------------------------------------------------------
+-- Fields
+----------------------------------------------------------------------------------------------
+
+local f = {}
+local function add_field(key, pf) f[key] = pf end
+
+-- BTH (same bytes the built-in dissector shows as infiniband.bth.*, in MRC's words).
+add_field("opcode", ProtoField.uint8("mrc.opcode", "Opcode", base.HEX, OPCODE_NAMES))
+add_field("se", ProtoField.bool("mrc.se", "Solicited event", 8, nil, 0x80))
+add_field("mig_req", ProtoField.bool("mrc.mig_req", "MigReq", 8, nil, 0x40))
+add_field("pad", ProtoField.uint8("mrc.pad", "Pad count", base.DEC, nil, 0x30))
+add_field("tver", ProtoField.uint8("mrc.tver", "Transport header version", base.DEC, nil, 0x0F))
+add_field("pkey", ProtoField.uint16("mrc.pkey", "P_Key", base.HEX))
+add_field("variant", ProtoField.uint8("mrc.variant", "Variant byte (reserved)", base.HEX))
+add_field("dest_qp", ProtoField.uint24("mrc.dest_qp", "Destination QP", base.HEX))
+add_field("ack_req", ProtoField.bool("mrc.ack_req", "AckReq (A)", 8, nil, 0x80))
+add_field("bth_rsvd6", ProtoField.uint8("mrc.bth.rsvd6", "Reserved (byte 8 bit 6)", base.DEC, nil, 0x40))
+add_field("rtx", ProtoField.bool("mrc.rtx", "Retransmission (RTX)", 8, nil, 0x20))
+add_field("ts", ProtoField.bool("mrc.ts", "TSETH present (TS)", 8, nil, 0x10))
+add_field("bth_rsvd_lo", ProtoField.uint8("mrc.bth.rsvd_lo", "Reserved (byte 8 bits 3..0)", base.HEX, nil, 0x0F))
+add_field("psn", ProtoField.uint24("mrc.psn", "PSN", base.DEC))
+-- Entropy value as carried by the outer layers (docs/wire-format.md section 10).
+add_field("ev_format", ProtoField.string("mrc.ev_format", "EV format"))
+add_field("wev", ProtoField.uint32("mrc.wev", "Wire EV (WEV)", base.HEX))
+
+-- METH
+add_field("meth_rqmsn", ProtoField.uint16("mrc.meth.rqmsn", "RQMSN", base.DEC))
+add_field("meth_msn", ProtoField.uint16("mrc.meth.msn", "MSN", base.DEC))
+-- TSETH
+add_field("tseth_ts16", ProtoField.uint16("mrc.tseth.ts16", "ts16 (128 ns ticks)", base.DEC))
+add_field("tseth_tsr", ProtoField.uint16("mrc.tseth.tsr", "TSR", base.DEC, nil, 0x8000))
+add_field("tseth_reserved", ProtoField.uint16("mrc.tseth.reserved", "Reserved", base.HEX, nil, 0x7FF0))
+add_field("tseth_ftype", ProtoField.uint16("mrc.tseth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+-- RETH
+add_field("reth_va", ProtoField.uint64("mrc.reth.va", "Virtual address", base.HEX))
+add_field("reth_rkey", ProtoField.uint32("mrc.reth.rkey", "R_Key", base.HEX))
+add_field("reth_len", ProtoField.uint32("mrc.reth.len", "DMA length (message bytes)", base.DEC))
+-- ImmDt
+add_field("imm", ProtoField.uint32("mrc.imm", "Immediate data", base.HEX))
+-- AETH
+add_field("aeth_syndrome", ProtoField.uint8("mrc.aeth.syndrome", "Syndrome", base.HEX, AETH_SYNDROMES))
+add_field("aeth_msn", ProtoField.uint24("mrc.aeth.msn", "MSN", base.DEC))
+-- SETH
+add_field("seth_reserved0", ProtoField.uint8("mrc.seth.reserved0", "Reserved (byte 0)", base.HEX))
+add_field("seth_m", ProtoField.uint8("mrc.seth.m", "M (ECN / EV echo)", base.DEC, M_CODES, 0x60))
+add_field("seth_pr", ProtoField.bool("mrc.seth.pr", "PR (probe response)", 8, nil, 0x02))
+add_field("seth_rsvd_b1", ProtoField.uint8("mrc.seth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0x9D))
+add_field("seth_ack_psn_offset", ProtoField.int16("mrc.seth.ack_psn_offset", "ack_psn_offset", base.DEC))
+add_field("seth_entropy", ProtoField.uint32("mrc.seth.entropy", "Entropy (echoed WEV)", base.HEX))
+add_field("seth_spdcid", ProtoField.uint16("mrc.seth.spdcid", "spdcid", base.DEC))
+add_field("seth_dpdcid", ProtoField.uint16("mrc.seth.dpdcid", "dpdcid", base.DEC))
+add_field("seth_port_status", ProtoField.uint8("mrc.seth.port_status", "Port status", base.HEX))
+add_field("seth_cack_psn", ProtoField.uint24("mrc.seth.cack_psn", "Cumulative ACK PSN", base.DEC))
+add_field("seth_cc_type", ProtoField.uint8("mrc.seth.cc_type", "CC type", base.DEC, CC_TYPES, 0xF0))
+add_field("seth_cc_flags_rsvd", ProtoField.uint8("mrc.seth.cc_flags_rsvd", "CC flags (reserved)", base.DEC, nil, 0x0C))
+add_field("seth_psv", ProtoField.bool("mrc.seth.psv", "PSV (port status valid)", 8, nil, 0x02))
+add_field("seth_sva", ProtoField.bool("mrc.seth.sva", "SVA (service time added)", 8, nil, 0x01))
+add_field("seth_mpr", ProtoField.uint8("mrc.seth.mpr", "MPR (128-PSN units)", base.DEC))
+add_field("seth_sack_offset", ProtoField.int16("mrc.seth.sack_offset", "SACK offset", base.DEC))
+add_field("seth_sack_bitmap", ProtoField.uint64("mrc.seth.sack_bitmap", "SACK bitmap", base.HEX))
+add_field("seth_sack_base", ProtoField.uint24("mrc.seth.sack_base", "SACK bitmap base PSN", base.DEC))
+-- CC_STATE
+add_field("cc_ts_echo", ProtoField.uint16("mrc.cc.ts_echo", "ts_echo", base.DEC))
+add_field("cc_rsvd", ProtoField.uint16("mrc.cc.rsvd", "Reserved", base.DEC, nil, 0x8000))
+add_field("cc_ooo_count", ProtoField.uint16("mrc.cc.ooo_count", "Out-of-order count", base.DEC, nil, 0x7FFF))
+add_field("cc_rc", ProtoField.bool("mrc.cc.rc", "RC (restore cwnd)", 8, nil, 0x80))
+add_field("cc_rcv_cwnd_pen", ProtoField.uint8("mrc.cc.rcv_cwnd_pen", "Receiver cwnd penalty", base.DEC, nil, 0x7F))
+add_field("cc_rcvd_bytes", ProtoField.uint24("mrc.cc.rcvd_bytes", "Received bytes (256 B units)", base.DEC))
+-- NETH
+add_field("neth_reserved0", ProtoField.uint16("mrc.neth.reserved0", "Reserved (bytes 0-1)", base.HEX))
+add_field("nack_code", ProtoField.uint8("mrc.nack_code", "NACK code", base.HEX, NACK_CODES))
+add_field("neth_vendor_code", ProtoField.uint8("mrc.neth.vendor_code", "Vendor code", base.HEX))
+add_field("neth_entropy", ProtoField.uint32("mrc.neth.entropy", "Entropy (echoed WEV)", base.HEX))
+add_field("neth_spdcid", ProtoField.uint16("mrc.neth.spdcid", "spdcid", base.DEC))
+add_field("neth_dpdcid", ProtoField.uint16("mrc.neth.dpdcid", "dpdcid", base.DEC))
+add_field("neth_reserved12", ProtoField.uint8("mrc.neth.reserved12", "Reserved (byte 12)", base.HEX))
+add_field("neth_nack_psn", ProtoField.uint24("mrc.neth.nack_psn", "NACK PSN", base.DEC))
+add_field("neth_cc_type", ProtoField.uint8("mrc.neth.cc_type", "CC type", base.DEC, CC_TYPES, 0xF0))
+add_field("neth_cc_flags_rsvd", ProtoField.uint8("mrc.neth.cc_flags_rsvd", "CC flags (reserved)", base.DEC, nil, 0x0C))
+add_field("neth_psv", ProtoField.bool("mrc.neth.psv", "PSV", 8, nil, 0x02))
+add_field("neth_sva", ProtoField.bool("mrc.neth.sva", "SVA (service time added)", 8, nil, 0x01))
+add_field("neth_m", ProtoField.uint8("mrc.neth.m", "M (ECN / EV echo)", base.DEC, M_CODES, 0xC0))
+add_field("neth_reserved17", ProtoField.uint8("mrc.neth.reserved17", "Reserved (byte 17)", base.HEX, nil, 0x3F))
+add_field("neth_ts_echo", ProtoField.uint16("mrc.neth.ts_echo", "ts_echo", base.DEC))
+-- PETH
+add_field("peth_reserved0", ProtoField.uint24("mrc.peth.reserved0", "Reserved (bytes 0-2)", base.HEX))
+add_field("peth_vendor", ProtoField.uint8("mrc.peth.vendor", "Vendor", base.HEX))
+add_field("peth_probe_id", ProtoField.uint16("mrc.peth.probe_id", "Probe ID", base.DEC))
+add_field("peth_reserved6", ProtoField.uint16("mrc.peth.reserved6", "Reserved (bytes 6-7)", base.HEX))
+add_field("peth_spdcid", ProtoField.uint16("mrc.peth.spdcid", "spdcid", base.DEC))
+add_field("peth_dpdcid", ProtoField.uint16("mrc.peth.dpdcid", "dpdcid", base.DEC))
+add_field("peth_ts16", ProtoField.uint16("mrc.peth.ts16", "ts16 (128 ns ticks)", base.DEC))
+add_field("peth_tsr", ProtoField.uint16("mrc.peth.tsr", "TSR", base.DEC, nil, 0x8000))
+add_field("peth_reserved_tsr", ProtoField.uint16("mrc.peth.reserved_tsr", "Reserved", base.HEX, nil, 0x7FF0))
+add_field("peth_ftype", ProtoField.uint16("mrc.peth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+-- ERTH
+add_field("erth_reserved0", ProtoField.uint8("mrc.erth.reserved0", "Reserved (byte 0)", base.HEX))
+add_field("erth_rsvd_b1", ProtoField.uint8("mrc.erth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0xFC))
+add_field("erth_op", ProtoField.uint8("mrc.erth.op", "Operation", base.DEC, ENDPOINT_OPS, 0x03))
+add_field("erth_reserved2", ProtoField.uint8("mrc.erth.reserved2", "Reserved (byte 2)", base.HEX))
+add_field("erth_vendor", ProtoField.uint8("mrc.erth.vendor", "Vendor", base.HEX))
+add_field("erth_port_status_mask", ProtoField.uint32("mrc.erth.port_status_mask", "Port status mask (bit N = port N)", base.HEX))
+add_field("erth_reserved8", ProtoField.uint32("mrc.erth.reserved8", "Reserved (bytes 8-11)", base.HEX))
+add_field("erth_ts16", ProtoField.uint16("mrc.erth.ts16", "ts16 (128 ns ticks)", base.DEC))
+add_field("erth_tsr", ProtoField.uint16("mrc.erth.tsr", "TSR", base.DEC, nil, 0x8000))
+add_field("erth_reserved_tsr", ProtoField.uint16("mrc.erth.reserved_tsr", "Reserved", base.HEX, nil, 0x7FF0))
+add_field("erth_ftype", ProtoField.uint16("mrc.erth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+-- EETH
+add_field("eeth_reserved0", ProtoField.uint8("mrc.eeth.reserved0", "Reserved (byte 0)", base.HEX))
+add_field("eeth_rsvd_b1", ProtoField.uint8("mrc.eeth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0xC7))
+add_field("eeth_op", ProtoField.uint8("mrc.eeth.op", "Operation", base.DEC, ENDPOINT_OPS, 0x30))
+add_field("eeth_sva", ProtoField.bool("mrc.eeth.sva", "SVA (service time added)", 8, nil, 0x08))
+add_field("eeth_status", ProtoField.uint8("mrc.eeth.status", "Status", base.DEC, EETH_STATUS))
+add_field("eeth_vendor", ProtoField.uint8("mrc.eeth.vendor", "Vendor", base.HEX))
+add_field("eeth_entropy", ProtoField.uint32("mrc.eeth.entropy", "Entropy (request WEV)", base.HEX))
+add_field("eeth_port_status_mask", ProtoField.uint32("mrc.eeth.port_status_mask", "Port status mask (bit N = port N)", base.HEX))
+add_field("eeth_reserved12", ProtoField.bytes("mrc.eeth.reserved12", "Reserved (bytes 12-27)"))
+add_field("eeth_ts_echo", ProtoField.uint16("mrc.eeth.ts_echo", "ts_echo", base.DEC))
+add_field("eeth_svc_time", ProtoField.uint16("mrc.eeth.svc_time", "Service time (128 ns ticks)", base.DEC))
+add_field("eeth_reserved32", ProtoField.uint32("mrc.eeth.reserved32", "Reserved (bytes 32-35)", base.HEX))
+-- Payload, pad, ICRC, trim
+add_field("payload", ProtoField.bytes("mrc.payload", "Payload"))
+add_field("payload_len", ProtoField.uint32("mrc.payload_len", "Payload length", base.DEC))
+add_field("pad_bytes", ProtoField.bytes("mrc.pad_bytes", "Pad"))
+add_field("icrc", ProtoField.uint32("mrc.icrc", "ICRC", base.HEX))
+add_field("icrc_ok", ProtoField.bool("mrc.icrc_ok", "ICRC correct"))
+add_field("icrc_computed", ProtoField.uint32("mrc.icrc_computed", "ICRC computed", base.HEX))
+add_field("trimmed", ProtoField.bool("mrc.trimmed", "Trimmed"))
+
+local field_list = {}
+for _, pf in pairs(f) do field_list[#field_list + 1] = pf end
+mrc.fields = field_list
+
+local ef = {
+  truncated = ProtoExpert.new("mrc.expert.truncated", "MRC packet truncated",
+                              expert.group.MALFORMED, expert.severity.ERROR),
+  bad_pad = ProtoExpert.new("mrc.expert.bad_pad", "Pad count exceeds the payload",
+                            expert.group.MALFORMED, expert.severity.ERROR),
+  reserved = ProtoExpert.new("mrc.expert.reserved", "Reserved field is not zero",
+                             expert.group.PROTOCOL, expert.severity.WARN),
+  invalid = ProtoExpert.new("mrc.expert.invalid", "Invalid field value",
+                            expert.group.PROTOCOL, expert.severity.WARN),
+  trimmed = ProtoExpert.new("mrc.expert.trimmed", "Trimmed data packet (no ICRC)",
+                            expert.group.SEQUENCE, expert.severity.NOTE),
+  rtx = ProtoExpert.new("mrc.expert.rtx", "Retransmission", expert.group.SEQUENCE,
+                        expert.severity.NOTE),
+  nak = ProtoExpert.new("mrc.expert.nak", "Negative acknowledgement", expert.group.SEQUENCE,
+                        expert.severity.WARN),
+  icrc_bad = ProtoExpert.new("mrc.expert.icrc_bad", "ICRC mismatch", expert.group.CHECKSUM,
+                             expert.severity.ERROR),
+  icrc_unverified = ProtoExpert.new("mrc.expert.icrc_unverified", "ICRC not verified",
+                                    expert.group.CHECKSUM, expert.severity.CHAT),
+  internal = ProtoExpert.new("mrc.expert.internal", "MRC dissector error",
+                             expert.group.UNDECODED, expert.severity.ERROR),
+}
+mrc.experts = { ef.truncated, ef.bad_pad, ef.reserved, ef.invalid, ef.trimmed, ef.rtx, ef.nak,
+                ef.icrc_bad, ef.icrc_unverified, ef.internal }
+
+-- Deployment constants (docs/wire-format.md decisions 1 and 7).
+mrc.prefs.stripe = Pref.enum("EV stripe", 1, "Which half of the 32-bit WEV the UDP source port carries",
+                             { { 1, "LOW_IN_SPORT", 1 }, { 2, "HIGH_IN_SPORT", 2 } }, false)
+mrc.prefs.dscp_trimmed = Pref.uint("DSCP TRIMMED", 12, "DSCP a switch writes on a packet it trimmed")
+mrc.prefs.dscp_trimmed_lasthop = Pref.uint("DSCP TRIMMED_LASTHOP", 16,
+                                           "DSCP the last-hop switch writes on a packet it trimmed")
+mrc.prefs.verify_icrc = Pref.bool("Verify ICRC", true, "Recompute the ICRC of every MRC packet")
+
+----------------------------------------------------------------------------------------------
+-- Outer layers, read through field extractors (this dissector only sees the UDP payload)
+----------------------------------------------------------------------------------------------
+
+local fx_ip_version = Field.new("ip.version")  -- present in both IPv4 and IPv6 headers
+local fx_udp_srcport = Field.new("udp.srcport")
+
+-- IP headers and the UDP header in front of `tvb`, from the extracted fields of this frame.
+-- Returns nil when they cannot be located (e.g. UDP carried in something unusual).
+local function outer_layers(tvb)
+  local udp_fi
+  local payload_off = tvb:offset()
+  for _, fi in ipairs({ fx_udp_srcport() }) do
+    if fi.offset + 8 == payload_off then udp_fi = fi end
+  end
+  if not udp_fi then return nil end
+  local ips = {}
+  for _, fi in ipairs({ fx_ip_version() }) do
+    -- Only headers of the same buffer before this UDP header belong to this packet.
+    if fi.offset < udp_fi.offset and tostring(fi.source) == tostring(udp_fi.source) then
+      ips[#ips + 1] = { offset = fi.offset, version = fi.value, source = fi.source }
+    end
+  end
+  if #ips == 0 then return nil end
+  local src = udp_fi.source
+  local function byte_at(o) return src:range(o, 1):uint() end
+  local function read_ip(ip)
+    if src:len() < ip.offset + (ip.version == 4 and 20 or 40) then return false end
+    if ip.version == 4 then
+      ip.hdr_len = bit32.band(byte_at(ip.offset), 0x0F) * 4
+      ip.dscp = bit32.rshift(byte_at(ip.offset + 1), 2)
+      ip.flow_label = 0
+    elseif ip.version == 6 then
+      local w = src:range(ip.offset, 4):uint()
+      ip.hdr_len = 40
+      ip.dscp = bit32.band(bit32.rshift(w, 22), 0x3F)
+      ip.flow_label = bit32.band(w, 0xFFFFF)
+    else
+      return false
+    end
+    return true
+  end
+  for _, ip in ipairs(ips) do
+    if not read_ip(ip) then return nil end
+  end
+  local v6_count = 0
+  for _, ip in ipairs(ips) do
+    if ip.version == 6 then v6_count = v6_count + 1 end
+  end
+  return {
+    outer = ips[1],                -- switches rewrite (and trim on) this header
+    carrier = ips[#ips],           -- the header that carries UDP; the ICRC covers it
+    inner_ip6 = v6_count >= 2 and ips[#ips].version == 6 and ips[1].version == 6,
+    sport = udp_fi.value,
+    udp_offset = udp_fi.offset,
+    source = src,
+  }
+end
+
+-- CRC-32 (IEEE 802.3, reflected), the ICRC's polynomial.
+local CRC_TABLE = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do
+    if bit32.band(c, 1) == 1 then c = bit32.bxor(bit32.rshift(c, 1), 0xEDB88320) else c = bit32.rshift(c, 1) end
+  end
+  CRC_TABLE[i] = c
+end
+local function crc_update(c, s)
+  for i = 1, #s do
+    c = bit32.bxor(bit32.rshift(c, 8), CRC_TABLE[bit32.band(bit32.bxor(c, s:byte(i)), 0xFF)])
+  end
+  return c
+end
+local function set_byte(s, i, v) return s:sub(1, i - 1) .. string.char(v) .. s:sub(i + 1) end
+
+-- ICRC over the masked carrier IP header, UDP (checksum masked), BTH (byte 4 masked) and the rest
+-- of the packet up to the ICRC. Returns nil when some of those bytes are not in the capture.
+local function compute_icrc(tvb, layers, icrc_off)
+  local ip = layers.carrier
+  local src = layers.source
+  if layers.udp_offset + 8 > src:len() or ip.offset + ip.hdr_len > layers.udp_offset then return nil end
+  if icrc_off > tvb:len() or icrc_off < BTH_BYTES then return nil end
+  local iph = src:raw(ip.offset, ip.hdr_len)
+  if ip.version == 4 then
+    iph = set_byte(iph, 2, 0xFF)                      -- TOS
+    iph = set_byte(iph, 9, 0xFF)                      -- TTL
+    iph = set_byte(set_byte(iph, 11, 0xFF), 12, 0xFF)  -- header checksum
+  else
+    iph = set_byte(iph, 1, bit32.bor(iph:byte(1), 0x0F))     -- traffic class high nibble
+    iph = iph:sub(1, 1) .. "\255\255\255" .. iph:sub(5)  -- traffic class low bits, flow label
+    iph = set_byte(iph, 8, 0xFF)                             -- hop limit
+  end
+  local udph = src:raw(layers.udp_offset, 6) .. "\255\255"
+  local bth = tvb:raw(0, BTH_BYTES)
+  bth = set_byte(bth, 5, 0xFF)
+  local c = crc_update(0xFFFFFFFF, "\255\255\255\255\255\255\255\255")
+  c = crc_update(c, iph)
+  c = crc_update(c, udph)
+  c = crc_update(c, bth)
+  if icrc_off > BTH_BYTES then c = crc_update(c, tvb:raw(BTH_BYTES, icrc_off - BTH_BYTES)) end
+  return bit32.bnot(c)
+end
+
+----------------------------------------------------------------------------------------------
+-- Extension headers. Each function gets its header's own bytes (already bounds-checked).
+----------------------------------------------------------------------------------------------
+
+local function check_reserved(item, range, name)
+  local nonzero = false
+  for i = 0, range:len() - 1 do
+    if range:range(i, 1):uint() ~= 0 then nonzero = true end
+  end
+  if nonzero then item:add_proto_expert_info(ef.reserved, name .. " is not zero") end
+end
+local function check_reserved_bits(item, value, mask, name)
+  if bit32.band(value, mask) ~= 0 then item:add_proto_expert_info(ef.reserved, name .. " is not zero") end
+end
+
+local info = {}  -- summary pieces for the Info column, reset per packet
+
+local dissect_header = {}
+
+function dissect_header.meth(t, r)
+  t:add(f.meth_rqmsn, r(0, 2))
+  t:add(f.meth_msn, r(2, 2))
+  info[#info + 1] = "MSN=" .. r(2, 2):uint()
+end
+
+local function add_tsr_word(t, r, tsr, reserved, ftype)
+  t:add(tsr, r)
+  local it = t:add(reserved, r)
+  check_reserved_bits(it, r:uint(), 0x7FF0, "TSR word reserved bits")
+  t:add(ftype, r)
+end
+
+function dissect_header.tseth(t, r)
+  t:add(f.tseth_ts16, r(0, 2))
+  add_tsr_word(t, r(2, 2), f.tseth_tsr, f.tseth_reserved, f.tseth_ftype)
+end
+
+function dissect_header.reth(t, r)
+  t:add(f.reth_va, r(0, 8))
+  t:add(f.reth_rkey, r(8, 4))
+  t:add(f.reth_len, r(12, 4))
+end
+
+function dissect_header.imm(t, r)
+  t:add(f.imm, r(0, 4))
+end
+
+function dissect_header.aeth(t, r)
+  local syndrome = r(0, 1):uint()
+  local it = t:add(f.aeth_syndrome, r(0, 1))
+  t:add(f.aeth_msn, r(1, 3))
+  if bit32.band(syndrome, 0x60) == 0x60 then
+    it:add_proto_expert_info(ef.nak, "NAK: " .. (AETH_SYNDROMES[syndrome] or string.format("syndrome 0x%02x", syndrome)))
+  end
+  info[#info + 1] = string.format("syndrome=0x%02x MSN=%d", syndrome, r(1, 3):uint())
+end
+
+function dissect_header.seth(t, r)
+  check_reserved(t:add(f.seth_reserved0, r(0, 1)), r(0, 1), "SETH byte 0")
+  local it_m = t:add(f.seth_m, r(1, 1))
+  t:add(f.seth_pr, r(1, 1))
+  check_reserved_bits(t:add(f.seth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0x9D, "SETH byte 1 reserved bits")
+  if bit32.band(r(1, 1):uint(), 0x60) == 0x60 then it_m:add_proto_expert_info(ef.invalid, "M = 3 is invalid") end
+  t:add(f.seth_ack_psn_offset, r(2, 2))
+  t:add(f.seth_entropy, r(4, 4))
+  t:add(f.seth_spdcid, r(8, 2))
+  t:add(f.seth_dpdcid, r(10, 2))
+  t:add(f.seth_port_status, r(12, 1))
+  t:add(f.seth_cack_psn, r(13, 3))
+  t:add(f.seth_cc_type, r(16, 1))
+  check_reserved_bits(t:add(f.seth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C, "SETH cc_flags")
+  t:add(f.seth_psv, r(16, 1))
+  t:add(f.seth_sva, r(16, 1))
+  t:add(f.seth_mpr, r(17, 1))
+  t:add(f.seth_sack_offset, r(18, 2))
+  t:add(f.seth_sack_bitmap, r(20, 8))
+  local cack = r(13, 3):uint()
+  local base_psn = (cack + r(18, 2):int()) % 0x1000000
+  t:add(f.seth_sack_base, base_psn):set_generated()
+  info[#info + 1] = string.format("cack=%d sack_base=%d bitmap=0x%s", cack, base_psn, r(20, 8):bytes():tohex())
+  if bit32.band(r(1, 1):uint(), 0x02) ~= 0 then info[#info + 1] = "PR" end
+end
+
+function dissect_header.cc(t, r)
+  t:add(f.cc_ts_echo, r(0, 2))
+  check_reserved_bits(t:add(f.cc_rsvd, r(2, 2)), r(2, 2):uint(), 0x8000, "CC_STATE reserved bit")
+  t:add(f.cc_ooo_count, r(2, 2))
+  t:add(f.cc_rc, r(4, 1))
+  t:add(f.cc_rcv_cwnd_pen, r(4, 1))
+  t:add(f.cc_rcvd_bytes, r(5, 3))
+end
+
+function dissect_header.neth(t, r)
+  check_reserved(t:add(f.neth_reserved0, r(0, 2)), r(0, 2), "NETH bytes 0-1")
+  local code = r(2, 1):uint()
+  local it = t:add(f.nack_code, r(2, 1))
+  if not NACK_CODES[code] then
+    it:add_proto_expert_info(ef.invalid, string.format("NACK code 0x%02x is not defined by MRP0", code))
+  end
+  t:add(f.neth_vendor_code, r(3, 1))
+  t:add(f.neth_entropy, r(4, 4))
+  t:add(f.neth_spdcid, r(8, 2))
+  t:add(f.neth_dpdcid, r(10, 2))
+  check_reserved(t:add(f.neth_reserved12, r(12, 1)), r(12, 1), "NETH byte 12")
+  t:add(f.neth_nack_psn, r(13, 3))
+  t:add(f.neth_cc_type, r(16, 1))
+  check_reserved_bits(t:add(f.neth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C, "NETH cc_flags")
+  t:add(f.neth_psv, r(16, 1))
+  t:add(f.neth_sva, r(16, 1))
+  t:add(f.neth_m, r(17, 1))
+  check_reserved_bits(t:add(f.neth_reserved17, r(17, 1)), r(17, 1):uint(), 0x3F, "NETH byte 17 reserved bits")
+  t:add(f.neth_ts_echo, r(18, 2))
+  info[#info + 1] = string.format("%s nack_psn=%d", NACK_CODES[code] or string.format("code=0x%02x", code),
+                                  r(13, 3):uint())
+end
+
+function dissect_header.peth(t, r)
+  check_reserved(t:add(f.peth_reserved0, r(0, 3)), r(0, 3), "PETH bytes 0-2")
+  t:add(f.peth_vendor, r(3, 1))
+  t:add(f.peth_probe_id, r(4, 2))
+  check_reserved(t:add(f.peth_reserved6, r(6, 2)), r(6, 2), "PETH bytes 6-7")
+  t:add(f.peth_spdcid, r(8, 2))
+  t:add(f.peth_dpdcid, r(10, 2))
+  t:add(f.peth_ts16, r(12, 2))
+  add_tsr_word(t, r(14, 2), f.peth_tsr, f.peth_reserved_tsr, f.peth_ftype)
+  info[#info + 1] = "probe_id=" .. r(4, 2):uint()
+end
+
+function dissect_header.erth(t, r)
+  check_reserved(t:add(f.erth_reserved0, r(0, 1)), r(0, 1), "ERTH byte 0")
+  check_reserved_bits(t:add(f.erth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0xFC, "ERTH byte 1 reserved bits")
+  local op = bit32.band(r(1, 1):uint(), 0x03)
+  local it = t:add(f.erth_op, r(1, 1))
+  if op > 1 then it:add_proto_expert_info(ef.invalid, "endpoint op " .. op .. " is invalid") end
+  check_reserved(t:add(f.erth_reserved2, r(2, 1)), r(2, 1), "ERTH byte 2")
+  t:add(f.erth_vendor, r(3, 1))
+  t:add(f.erth_port_status_mask, r(4, 4))
+  check_reserved(t:add(f.erth_reserved8, r(8, 4)), r(8, 4), "ERTH bytes 8-11")
+  t:add(f.erth_ts16, r(12, 2))
+  add_tsr_word(t, r(14, 2), f.erth_tsr, f.erth_reserved_tsr, f.erth_ftype)
+  info[#info + 1] = ENDPOINT_OPS[op]
+end
+
+function dissect_header.eeth(t, r)
+  check_reserved(t:add(f.eeth_reserved0, r(0, 1)), r(0, 1), "EETH byte 0")
+  check_reserved_bits(t:add(f.eeth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0xC7, "EETH byte 1 reserved bits")
+  local op = bit32.band(bit32.rshift(r(1, 1):uint(), 4), 0x03)
+  local it = t:add(f.eeth_op, r(1, 1))
+  if op > 1 then it:add_proto_expert_info(ef.invalid, "endpoint op " .. op .. " is invalid") end
+  t:add(f.eeth_sva, r(1, 1))
+  t:add(f.eeth_status, r(2, 1))
+  t:add(f.eeth_vendor, r(3, 1))
+  t:add(f.eeth_entropy, r(4, 4))
+  t:add(f.eeth_port_status_mask, r(8, 4))
+  check_reserved(t:add(f.eeth_reserved12, r(12, 16)), r(12, 16), "EETH bytes 12-27")
+  t:add(f.eeth_ts_echo, r(28, 2))
+  t:add(f.eeth_svc_time, r(30, 2))
+  check_reserved(t:add(f.eeth_reserved32, r(32, 4)), r(32, 4), "EETH bytes 32-35")
+  info[#info + 1] = ENDPOINT_OPS[op]
+end
+
+----------------------------------------------------------------------------------------------
+-- The packet
+----------------------------------------------------------------------------------------------
+
+local function truncated(item, what, need, have)
+  item:add_proto_expert_info(ef.truncated, string.format("%s truncated: need %d bytes, have %d", what, need, have))
+end
+
+local function dissect_mrc(tvb, pinfo, tree)
+  info = {}
+  local opcode = tvb(0, 1):uint()
+  local name = OPCODE_NAMES[opcode]
+  local rlen = tvb:reported_len()  -- the UDP payload as sent (UDP length - 8)
+  local clen = tvb:len()           -- the part of it in the capture
+  local root = tree:add(mrc, tvb(), "MRC (MRP0), " .. name)
+  pinfo.cols.protocol:set("MRC")
+
+  if clen < BTH_BYTES then
+    root:add(f.opcode, tvb(0, 1))
+    truncated(root, "BTH", BTH_BYTES, clen)
+    pinfo.cols.info:set("MRC " .. name .. " [truncated]")
+    return
+  end
+  local b1 = tvb(1, 1):uint()
+  local b8 = tvb(8, 1):uint()
+  local pad = bit32.rshift(bit32.band(b1, 0x30), 4)
+  local ts = bit32.band(b8, 0x10) ~= 0
+  local rtx = bit32.band(b8, 0x20) ~= 0
+
+  local bth = root:add(tvb(0, BTH_BYTES), "BTH")
+  bth:add(f.opcode, tvb(0, 1))
+  bth:add(f.se, tvb(1, 1))
+  bth:add(f.mig_req, tvb(1, 1))
+  local pad_item = bth:add(f.pad, tvb(1, 1))
+  bth:add(f.tver, tvb(1, 1))
+  bth:add(f.pkey, tvb(2, 2))
+  bth:add(f.variant, tvb(4, 1))
+  bth:add(f.dest_qp, tvb(5, 3))
+  bth:add(f.ack_req, tvb(8, 1))
+  check_reserved_bits(bth:add(f.bth_rsvd6, tvb(8, 1)), b8, 0x40, "BTH byte 8 bit 6")
+  local rtx_item = bth:add(f.rtx, tvb(8, 1))
+  bth:add(f.ts, tvb(8, 1))
+  check_reserved_bits(bth:add(f.bth_rsvd_lo, tvb(8, 1)), b8, 0x0F, "BTH byte 8 bits 3..0")
+  bth:add(f.psn, tvb(9, 3))
+  if rtx then rtx_item:add_proto_expert_info(ef.rtx) end
+  if pad ~= 0 and not PAD_OPCODES[opcode] then
+    pad_item:add_proto_expert_info(ef.invalid, "pad count on an opcode that carries no pad")
+  end
+
+  -- EV carriage and trim state come from the IP/UDP headers in front of this payload.
+  local layers = outer_layers(tvb)
+  local trimmed = false
+  if layers then
+    local fmt
+    if layers.inner_ip6 then
+      fmt = "srv6"
+    elseif layers.outer.version == 6 and layers.outer.flow_label ~= 0 then
+      fmt = "stev"
+    else
+      fmt = "udp"
+    end
+    local wev = layers.sport
+    if fmt ~= "udp" then
+      local fl16 = bit32.band(layers.carrier.flow_label, 0xFFFF)
+      if mrc.prefs.stripe == 2 then
+        wev = bit32.bor(bit32.lshift(layers.sport, 16), fl16)
+      else
+        wev = bit32.bor(bit32.lshift(fl16, 16), layers.sport)
+      end
+    end
+    root:add(f.ev_format, fmt):set_generated()
+    root:add(f.wev, wev):set_generated()
+    local dscp = layers.outer.dscp
+    trimmed = is_data(opcode) and (dscp == mrc.prefs.dscp_trimmed or dscp == mrc.prefs.dscp_trimmed_lasthop)
+  end
+  local trim_item = root:add(f.trimmed, trimmed)
+  trim_item:set_generated()
+  if trimmed then trim_item:add_proto_expert_info(ef.trimmed) end
+
+  local summary = string.format("MRC %s QP=0x%06x PSN=%d", name, tvb(5, 3):uint(), tvb(9, 3):uint())
+  if bit32.band(b8, 0x80) ~= 0 then summary = summary .. " A" end
+  if rtx then summary = summary .. " RTX" end
+
+  -- Extension headers, as the codec walks them: a trimmed packet has no ICRC and may end
+  -- anywhere after the BTH; any other packet must hold its whole stack plus the ICRC.
+  local off = BTH_BYTES
+  local body_end
+  if trimmed then
+    body_end = rlen
+  else
+    if rlen - off < ICRC_BYTES then
+      truncated(root, "ICRC", ICRC_BYTES, rlen - off)
+      pinfo.cols.info:set(summary .. " [truncated]")
+      return
+    end
+    body_end = rlen - ICRC_BYTES
+  end
+  local stack
+  if is_data(opcode) then
+    stack = { "meth" }
+    if ts then stack[#stack + 1] = "tseth" end
+    stack[#stack + 1] = "reth"
+    if IMM_OPCODES[opcode] then stack[#stack + 1] = "imm" end
+  else
+    stack = CONTROL_STACKS[opcode]
+  end
+  for _, h in ipairs(stack) do
+    local size = HEADER_SIZE[h]
+    if body_end - off < size then
+      if trimmed then break end  -- the trim cut here
+      truncated(root, HEADER_LABEL[h], size, body_end - off)
+      pinfo.cols.info:set(summary .. " [truncated]")
+      return
+    end
+    if off + size > clen then
+      truncated(root, HEADER_LABEL[h] .. " (capture)", size, clen - off)
+      pinfo.cols.info:set(summary .. " [capture truncated]")
+      return
+    end
+    local r = tvb(off, size)
+    dissect_header[h](root:add(r, HEADER_LABEL[h]), r)
+    off = off + size
+  end
+
+  local payload_len = body_end - off
+  if not trimmed then
+    if pad > payload_len then
+      pad_item:add_proto_expert_info(ef.bad_pad, string.format("pad count %d exceeds the %d bytes after the headers",
+                                                               pad, payload_len))
+      pinfo.cols.info:set(summary .. " [bad pad]")
+      return
+    end
+    payload_len = payload_len - pad
+  end
+  if payload_len > 0 and off + payload_len <= clen then root:add(f.payload, tvb(off, payload_len)) end
+  root:add(f.payload_len, payload_len):set_generated()
+  if not trimmed then
+    if pad > 0 and off + payload_len + pad <= clen then root:add(f.pad_bytes, tvb(off + payload_len, pad)) end
+    if body_end + ICRC_BYTES <= clen then
+      local icrc_item = root:add_le(f.icrc, tvb(body_end, ICRC_BYTES))
+      local stored = tvb(body_end, ICRC_BYTES):le_uint()
+      local computed = nil
+      if mrc.prefs.verify_icrc and layers then computed = compute_icrc(tvb, layers, body_end) end
+      if computed then
+        root:add(f.icrc_computed, computed):set_generated()
+        root:add(f.icrc_ok, computed == stored):set_generated()
+        if computed ~= stored then
+          icrc_item:add_proto_expert_info(ef.icrc_bad, string.format("ICRC 0x%08x, computed 0x%08x", stored, computed))
+          summary = summary .. " [bad ICRC]"
+        end
+      elseif mrc.prefs.verify_icrc then
+        icrc_item:add_proto_expert_info(ef.icrc_unverified, "ICRC not verified: IP/UDP headers or bytes not available")
+      end
+    else
+      truncated(root, "ICRC (capture)", ICRC_BYTES, math.max(clen - body_end, 0))
+    end
+  end
+  if #info > 0 then summary = summary .. " " .. table.concat(info, " ") end
+  if payload_len > 0 then summary = summary .. " len=" .. payload_len end
+  if trimmed then summary = summary .. " TRIMMED" end
+  pinfo.cols.info:set(summary)
+end
+
+----------------------------------------------------------------------------------------------
+-- Registration: take over UDP 4791 and chain to the dissector that owned it.
+----------------------------------------------------------------------------------------------
+
+local udp_port_table = DissectorTable.get("udp.port")
+local ROCE_PORT = 4791
+local original = udp_port_table:get_dissector(ROCE_PORT)
+local data_dissector = Dissector.get("data")
+
+function mrc.dissector(tvb, pinfo, tree)
+  local ok_orig, err_orig = pcall(function()
+    if original then original:call(tvb, pinfo, tree) else data_dissector:call(tvb, pinfo, tree) end
+  end)
+  local ok, err = true, nil
+  if tvb:len() >= 1 and OPCODE_NAMES[tvb(0, 1):uint()] then
+    ok, err = pcall(dissect_mrc, tvb, pinfo, tree)
+  end
+  if not (ok and ok_orig) then
+    -- Never let a Lua error reach Wireshark: report it on the packet instead.
+    local item = tree:add(mrc, tvb())
+    if not ok_orig then item:add_proto_expert_info(ef.internal, "built-in RoCE dissector: " .. tostring(err_orig)) end
+    if not ok then item:add_proto_expert_info(ef.internal, "MRC dissector: " .. tostring(err)) end
+  end
+  return tvb:len()
+end
+
+udp_port_table:add(ROCE_PORT, mrc)
