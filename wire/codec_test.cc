@@ -235,6 +235,44 @@ TEST(Icrc, MaskedFieldsDoNotMatterOthersDo) {
   }
 }
 
+// The worked example of docs/wire-format.md (section 11.1), byte for byte.
+TEST(Icrc, DocumentedProbeExample) {
+  const uint8_t expected[80] = {
+      0x61, 0x20, 0x12, 0x34, 0x00, 0x28, 0x11, 0x40, 0xfd, 0x00, 0, 0, 0, 0, 0, 0,
+      0, 0, 0, 0, 0, 0, 0, 0x01, 0xfd, 0x00, 0, 0, 0, 0, 0, 0,
+      0, 0, 0, 0, 0, 0, 0, 0x02, 0x56, 0x78, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00,
+      0xde, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x00, 0, 0, 0, 0,
+      0x00, 0x07, 0x00, 0x00, 0x00, 0x10, 0x00, 0x11, 0x12, 0x34, 0x00, 0x01, 0x77, 0x16, 0xe8, 0x11};
+  FrameSpec s;
+  s.l3 = 6;
+  s.ip6.dscp = 4;
+  s.ip6.ecn = 2;  // ECT(0)
+  const EvCarriage ev = carry_wev(EvFormat::kStev, EvStripe::kLowInSport, 0x12345678);
+  s.ip6.flow_label = ev.flow_label;
+  s.ip6.src = *parse_ipv6("fd00::1");
+  s.ip6.dst = *parse_ipv6("fd00::2");
+  s.has_udp = true;
+  s.udp.sport = ev.sport;
+  s.roce = true;
+  s.bth.opcode = 0xDE;
+  s.bth.dest_qp = 0x11;
+  s.bth.ack_req = true;
+  s.peth.probe_id = 7;
+  s.peth.spdcid = 0x10;
+  s.peth.dpdcid = 0x11;
+  s.peth.ts16 = 0x1234;
+  auto frame = encode_frame(s);
+  ASSERT_EQ(frame.size(), 80u);
+  EXPECT_EQ(std::memcmp(frame.data(), expected, 80), 0);
+  DecodedFrame f;
+  DecodeOptions o;
+  o.link = LinkType::kRawIp;
+  o.verify_icrc = true;
+  ASSERT_TRUE(decode_frame(as_bytes(expected, 80), f, o));
+  EXPECT_TRUE(f.icrc_ok);
+  EXPECT_EQ(f.icrc, 0x11e81677u);
+}
+
 TEST(Icrc, FixIcrcRepairsAModifiedFrame) {
   const auto all = samples::all_samples();
   auto frame = copy(find_sample(all, "udp6/WRITE_ONLY").frame);
