@@ -1,14 +1,18 @@
 // mrc_wire_tins: libtins PDUs for the BTH and the MRC extension headers, for crafting and
 // inspecting packets in tests and tools, Scapy-style:
 //
+//   namespace mt = mrc::tins;
+//   mt::Bth bth(mrc::wire::Opcode::kWriteOnly, qpn, psn);
+//   bth.ts(true);  // BTH.TS announces the TSETH: set it yourself, serialize() infers no flags
 //   auto pkt = Tins::EthernetII(dst, src) / Tins::IPv6(dip, sip) / Tins::UDP(4791, sport) /
-//              mrc::tins::Bth(0xCA, qpn, psn) / mrc::tins::Meth(0, 41) / mrc::tins::Reth(va, rkey, n) /
+//              bth / mt::Meth(0, 41) / mt::Tseth(ts16) / mt::Reth(va, rkey, n) /
 //              Tins::RawPDU(payload);
 //   std::vector<std::byte> frame = mrc::tins::serialize(pkt);  // padded, with a correct ICRC
 //
-// Every PDU holds the mrc::wire header struct and reads/writes its bytes through the wire
-// profile (mrc::wire::mrp0() by default), so there is exactly one byte layout: the codec's.
-// Accessors carry the names and types of the wire.h fields.
+// Every PDU holds the mrc::wire header struct and reads/writes its bytes through the codec (the
+// MRP0 profile's encode_header/decode_header; the BTH through encode_frame/decode_frame), so
+// there is exactly one byte layout: the codec's. Accessors carry the names and types of the
+// wire.h fields.
 //
 // libtins serializes inner PDUs before outer ones and knows nothing about the ICRC, so the ICRC
 // is filled in after the whole frame exists: serialize() appends an Icrc PDU, lets libtins write
@@ -27,6 +31,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "wire/wire.h"
@@ -115,9 +121,13 @@ class ExtHeaderPdu : public HeaderPdu<HeaderT> {
 
 // Getter and setter named after the wire.h field, with its type. The trailing static_assert only
 // swallows the semicolon at the use site.
-#define MRC_TINS_FIELD(name)                                      \
-  decltype(Header::name) name() const { return this->h_.name; }   \
-  void name(decltype(Header::name) v) { this->h_.name = v; }      \
+#define MRC_TINS_FIELD(name)            \
+  decltype(Header::name) name() const { \
+    return this->h_.name;               \
+  }                                     \
+  void name(decltype(Header::name) v) { \
+    this->h_.name = v;                  \
+  }                                     \
   static_assert(true, "")
 
 // Base transport header.
@@ -172,8 +182,8 @@ class Meth : public detail::ExtHeaderPdu<wire::Meth, wire::kHdrMeth, &wire::Deco
   Tins::PDU* clone() const override { return new Meth(*this); }
 };
 
-class Tseth : public detail::ExtHeaderPdu<wire::Tseth, wire::kHdrTseth,
-                                          &wire::DecodedFrame::tseth, PduKind::kTseth> {
+class Tseth : public detail::ExtHeaderPdu<wire::Tseth, wire::kHdrTseth, &wire::DecodedFrame::tseth,
+                                          PduKind::kTseth> {
  public:
   using ExtHeaderPdu::ExtHeaderPdu;
   Tseth() = default;
@@ -198,8 +208,8 @@ class Reth : public detail::ExtHeaderPdu<wire::Reth, wire::kHdrReth, &wire::Deco
   Tins::PDU* clone() const override { return new Reth(*this); }
 };
 
-class ImmDt : public detail::ExtHeaderPdu<wire::ImmDt, wire::kHdrImm,
-                                          &wire::DecodedFrame::immdt, PduKind::kImmDt> {
+class ImmDt : public detail::ExtHeaderPdu<wire::ImmDt, wire::kHdrImm, &wire::DecodedFrame::immdt,
+                                          PduKind::kImmDt> {
  public:
   using ExtHeaderPdu::ExtHeaderPdu;
   ImmDt() = default;
