@@ -65,13 +65,47 @@ bool is_data(const OpcodeInfo* op) {
   return op && (op->kind == PacketKind::kMrcData);
 }
 
-// Stack of extension headers for a packet: the opcode's own plus TSETH on MRC data with TS=1.
-uint32_t stack_of(const OpcodeInfo* op, const Bth& bth) {
-  if (!op) return 0;
-  return op->headers | (is_data(op) && bth.ts ? kHdrTseth : 0u);
+}  // namespace
+
+bool decode_bth(Bytes in, Bth& bth) {
+  if (in.size() < kBthBytes) return false;
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(in.data());
+  bth.opcode = b[0];
+  bth.se = b[1] >> 7;
+  bth.mig_req = (b[1] >> 6) & 1;
+  bth.pad_count = (b[1] >> 4) & 3;
+  bth.tver = b[1] & 0xF;
+  bth.pkey = rd16(b + 2);
+  bth.variant = b[4];
+  bth.dest_qp = rd24(b + 5);
+  bth.ack_req = b[8] >> 7;
+  bth.rsvd_b8_6 = (b[8] >> 6) & 1;
+  bth.rtx = (b[8] >> 5) & 1;
+  bth.ts = (b[8] >> 4) & 1;
+  bth.rsvd_b8_lo = b[8] & 0xF;
+  bth.psn = rd24(b + 9);
+  return true;
 }
 
-}  // namespace
+bool encode_bth(const Bth& b, MutBytes out) {
+  if (out.size() < kBthBytes) return false;
+  uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
+  p[0] = b.opcode;
+  p[1] = static_cast<uint8_t>((b.se ? 0x80 : 0) | (b.mig_req ? 0x40 : 0) | (b.pad_count & 3) << 4 | (b.tver & 0xF));
+  wr16(p + 2, b.pkey);
+  p[4] = b.variant;
+  wr24(p + 5, b.dest_qp);
+  p[8] = static_cast<uint8_t>((b.ack_req ? 0x80 : 0) | (b.rsvd_b8_6 ? 0x40 : 0) | (b.rtx ? 0x20 : 0) |
+                              (b.ts ? 0x10 : 0) | (b.rsvd_b8_lo & 0xF));
+  wr24(p + 9, b.psn);
+  return true;
+}
+
+uint32_t header_stack(const WireProfile& profile, const Bth& bth) {
+  const OpcodeInfo* op = profile.opcode_info(bth.opcode);
+  if (!op) return 0;
+  return op->headers | (op->kind == PacketKind::kMrcData && bth.ts ? kHdrTseth : 0u);
+}
 
 std::string_view layer_name(Layer l) {
   switch (l) {
@@ -351,31 +385,31 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   off += 8;
   f.off_bth = static_cast<uint16_t>(off);
   if (udp_end - off < 12) return fail(f, DecodeErrorCode::kTruncated, Layer::kBth, off, 12, udp_end - off);
-  const uint8_t* b = p + off;
-  Bth& bth = f.bth;
-  bth.opcode = b[0];
-  bth.se = b[1] >> 7;
-  bth.mig_req = (b[1] >> 6) & 1;
-  bth.pad_count = (b[1] >> 4) & 3;
-  bth.tver = b[1] & 0xF;
-  bth.pkey = rd16(b + 2);
-  bth.variant = b[4];
-  bth.dest_qp = rd24(b + 5);
-  bth.ack_req = b[8] >> 7;
-  bth.rsvd_b8_6 = (b[8] >> 6) & 1;
-  bth.rtx = (b[8] >> 5) & 1;
-  bth.ts = (b[8] >> 4) & 1;
-  bth.rsvd_b8_lo = b[8] & 0xF;
-  bth.psn = rd24(b + 9);
+  decode_bth(Bytes(frame.data() + off, 12), f.bth);
+  const Bth& bth = f.bth;
   f.roce = true;
   off += 12;
 
   f.op = profile.opcode_info(bth.opcode);
-  if (!f.op) return fail(f, DecodeErrorCode::kUnknownOpcode, Layer::kBth, f.off_bth, 0, 0, bth.opcode);
+  if (!f.op) {
+    // The headers are unknown, but the ICRC still sits at the end of the UDP payload: keep it
+    // so that a mutant opcode can be judged (and crafted) on its ICRC too.
+    if (udp_end - off >= kIcrcBytes) {
+      const uint8_t* ic = p + udp_end - kIcrcBytes;
+      f.icrc = static_cast<uint32_t>(ic[0]) | static_cast<uint32_t>(ic[1]) << 8 |
+               static_cast<uint32_t>(ic[2]) << 16 | static_cast<uint32_t>(ic[3]) << 24;
+      f.has_icrc = true;
+      if (opts.verify_icrc) {
+        f.icrc_checked = true;
+        f.icrc_ok = verify_icrc(f);
+      }
+    }
+    return fail(f, DecodeErrorCode::kUnknownOpcode, Layer::kBth, f.off_bth, 0, 0, bth.opcode);
+  }
 
   const uint8_t dscp = f.dscp();
   f.trimmed = is_data(f.op) && (dscp == profile.dscp().trimmed || dscp == profile.dscp().trimmed_lasthop);
-  const uint32_t stack = stack_of(f.op, bth);
+  const uint32_t stack = header_stack(profile, bth);
   // A trimmed packet has no ICRC: every byte after the BTH is headers or (cut) payload.
   const size_t body_end = f.trimmed ? udp_end : udp_end - std::min<size_t>(kIcrcBytes, udp_end - off);
   if (!f.trimmed && udp_end - off < kIcrcBytes)
@@ -419,7 +453,7 @@ namespace {
 
 uint32_t effective_stack(const FrameSpec& s, const WireProfile& profile) {
   if (s.headers) return s.headers;
-  return stack_of(profile.opcode_info(s.bth.opcode), s.bth);
+  return header_stack(profile, s.bth);
 }
 
 size_t pad_of(const FrameSpec& s, const EncodeOptions& o) {
@@ -552,14 +586,9 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
       const Bth& b = s.bth;
       const size_t pad = pad_of(s, o);
       const uint8_t pad_count = static_cast<uint8_t>(o.fix_lengths ? pad : b.pad_count);
-      p[off] = b.opcode;
-      p[off + 1] = static_cast<uint8_t>((b.se ? 0x80 : 0) | (b.mig_req ? 0x40 : 0) | (pad_count & 3) << 4 | (b.tver & 0xF));
-      wr16(p + off + 2, b.pkey);
-      p[off + 4] = b.variant;
-      wr24(p + off + 5, b.dest_qp);
-      p[off + 8] = static_cast<uint8_t>((b.ack_req ? 0x80 : 0) | (b.rsvd_b8_6 ? 0x40 : 0) | (b.rtx ? 0x20 : 0) |
-                                        (b.ts ? 0x10 : 0) | (b.rsvd_b8_lo & 0xF));
-      wr24(p + off + 9, b.psn);
+      Bth wire_bth = b;
+      wire_bth.pad_count = pad_count;
+      encode_bth(wire_bth, MutBytes(out.data() + off, 12));
       off += 12;
       const uint32_t stack = effective_stack(s, profile);
       for (HeaderBit h : profile.header_order()) {

@@ -525,6 +525,15 @@ struct DecodedFrame {
 class WireProfile;
 const WireProfile& mrp0();
 
+// The BTH alone (12 bytes; every profile shares the IBTA layout). decode_bth returns false when
+// fewer than 12 bytes are given; encode_bth when out is shorter than 12.
+inline constexpr size_t kBthBytes = 12;
+bool decode_bth(Bytes in, Bth& out);
+bool encode_bth(const Bth& bth, MutBytes out);
+// The extension headers that follow this BTH under `profile`: the opcode's stack, plus TSETH
+// on data packets with TS=1. 0 for opcodes the profile does not know.
+uint32_t header_stack(const WireProfile& profile, const Bth& bth);
+
 // Decodes one frame. Returns false when decoding stopped at an error (out.error says why);
 // headers decoded before the error remain valid in `out`. A non-RoCE frame is not an error.
 bool decode_frame(Bytes frame, DecodedFrame& out, const DecodeOptions& opts = {},

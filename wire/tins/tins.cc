@@ -13,47 +13,6 @@
 namespace mrc::tins {
 namespace {
 
-// The codec lays out a BTH only as part of a frame, and rejects opcodes its profile does not
-// know. This profile knows every opcode, with no extension headers, so that a lone BTH (or a
-// packet with a mutant opcode) can go through encode_frame/decode_frame; everything else is
-// the wrapped profile's.
-class BthOnlyProfile final : public wire::WireProfile {
- public:
-  explicit BthOnlyProfile(const wire::WireProfile& base) : base_(base) {
-    for (size_t i = 0; i < table_.size(); ++i) {
-      table_[i].opcode = static_cast<uint8_t>(i);
-      table_[i].kind = wire::PacketKind::kUnknown;
-      table_[i].has_payload = true;
-    }
-  }
-  std::string_view name() const override { return base_.name(); }
-  const wire::OpcodeInfo* opcode_info(uint8_t opcode) const override { return &table_[opcode]; }
-  uint8_t opcode_of(wire::PacketKind kind, wire::MessagePosition pos, bool imm) const override {
-    return base_.opcode_of(kind, pos, imm);
-  }
-  size_t header_size(wire::HeaderBit h) const override { return base_.header_size(h); }
-  void decode_header(wire::HeaderBit h, wire::Bytes in, wire::DecodedFrame& out) const override {
-    base_.decode_header(h, in, out);
-  }
-  void encode_header(wire::HeaderBit h, const wire::DecodedFrame& in,
-                     wire::MutBytes out) const override {
-    base_.encode_header(h, in, out);
-  }
-  std::span<const wire::HeaderBit> header_order() const override { return base_.header_order(); }
-  wire::EvStripe ev_stripe() const override { return base_.ev_stripe(); }
-  const wire::DscpPlan& dscp() const override { return base_.dscp(); }
-  size_t min_trim_bytes() const override { return base_.min_trim_bytes(); }
-
- private:
-  const wire::WireProfile& base_;
-  std::array<wire::OpcodeInfo, 256> table_{};
-};
-
-const BthOnlyProfile& bth_only_mrp0() {
-  static const BthOnlyProfile p{wire::mrp0()};
-  return p;
-}
-
 const wire::WireProfile& profile_or_mrp0(const wire::WireProfile* p) {
   return p ? *p : wire::mrp0();
 }
@@ -247,12 +206,7 @@ Bth::Bth(uint8_t opcode, uint32_t dest_qp, uint32_t psn) {
 }
 
 Bth::Bth(wire::Bytes data) {
-  if (data.size() < kBthBytes) throw Tins::malformed_packet();
-  Wrapped w;
-  std::string error;
-  if (!wrap_and_decode(data.first(kBthBytes), 0, bth_only_mrp0(), w, error) || !w.f.roce)
-    throw Tins::malformed_packet();
-  h_ = w.f.bth;
+  if (!wire::decode_bth(data, h_)) throw Tins::malformed_packet();
 }
 
 std::string_view Bth::opcode_name() const {
@@ -261,21 +215,8 @@ std::string_view Bth::opcode_name() const {
 }
 
 void Bth::write_serialization(uint8_t* buffer, uint32_t total_sz) {
-  // A trimmed packet has no ICRC and the BTH-only profile no extension headers, so the
-  // encoded frame ends with the BTH. fix_lengths=false keeps pad_count as set.
-  wire::FrameSpec s;
-  s.l3 = 6;
-  s.has_udp = true;
-  s.roce = true;
-  s.bth = h_;
-  s.trimmed = true;
-  wire::EncodeOptions o;
-  o.fix_lengths = false;
-  o.fix_icrc = false;
-  o.pad_payload = false;
-  const std::vector<std::byte> frame = wire::encode_frame(s, o, bth_only_mrp0());
-  if (frame.size() < kBthBytes || total_sz < kBthBytes) throw Tins::serialization_error();
-  std::memcpy(buffer, frame.data() + frame.size() - kBthBytes, kBthBytes);
+  if (!wire::encode_bth(h_, wire::MutBytes(reinterpret_cast<std::byte*>(buffer), total_sz)))
+    throw Tins::serialization_error();
 }
 
 Pad::Pad(wire::Bytes data)
@@ -360,10 +301,10 @@ std::vector<std::byte> serialize(const Tins::PDU& packet, const SerializeOptions
       throw fail("the outermost PDU must be EthernetII, IP or IPv6 to place ICRC/checksum");
   }
   dopts.roce_port = roce_port;
-  // Locate with the BTH-only profile so that any opcode, known or mutant, gets its ICRC.
-  const BthOnlyProfile locate(profile);
+  // decode_frame keeps the ICRC position even for opcodes the profile does not know, so a
+  // mutant opcode gets its ICRC too.
   wire::DecodedFrame f;
-  wire::decode_frame(out, f, dopts, locate);
+  wire::decode_frame(out, f, dopts, profile);
   const std::string why = f.error ? f.error.describe() : "the frame decodes without it";
   // The UDP checksum covers the ICRC bytes: ICRC first, then the checksum.
   if (want_icrc && !(f.roce && f.has_icrc && wire::fix_icrc(out, f)))

@@ -293,9 +293,7 @@ Eeth make_pdu(const w::Eeth& v) {
 
 // The extension headers a spec carries: explicit, or the opcode's stack (+TSETH on data, TS=1).
 uint32_t stack_of(const w::FrameSpec& s) {
-  if (s.headers) return s.headers;
-  const w::OpcodeInfo* op = w::mrp0().opcode_info(s.bth.opcode);
-  return op->headers | (op->kind == w::PacketKind::kMrcData && s.bth.ts ? w::kHdrTseth : 0u);
+  return s.headers ? s.headers : w::header_stack(w::mrp0(), s.bth);
 }
 
 Tins::EthernetII craft(const w::FrameSpec& s) {

@@ -232,11 +232,15 @@ local ef = {
                              expert.severity.ERROR),
   icrc_unverified = ProtoExpert.new("mrc.expert.icrc_unverified", "ICRC not verified",
                                     expert.group.CHECKSUM, expert.severity.CHAT),
+  capture_limited = ProtoExpert.new("mrc.expert.capture_limited", "Packet size limited during capture",
+                                    expert.group.UNDECODED, expert.severity.NOTE),
+  builtin = ProtoExpert.new("mrc.expert.builtin", "Built-in InfiniBand dissector stopped",
+                            expert.group.MALFORMED, expert.severity.WARN),
   internal = ProtoExpert.new("mrc.expert.internal", "MRC dissector error",
                              expert.group.UNDECODED, expert.severity.ERROR),
 }
 mrc.experts = { ef.truncated, ef.bad_pad, ef.reserved, ef.invalid, ef.trimmed, ef.rtx, ef.nak,
-                ef.icrc_bad, ef.icrc_unverified, ef.internal }
+                ef.icrc_bad, ef.icrc_unverified, ef.capture_limited, ef.builtin, ef.internal }
 
 -- Deployment constants (docs/wire-format.md decisions 1 and 7).
 mrc.prefs.stripe = Pref.enum("EV stripe", 1, "Which half of the 32-bit WEV the UDP source port carries",
@@ -515,8 +519,15 @@ end
 -- The packet
 ----------------------------------------------------------------------------------------------
 
-local function truncated(item, what, need, have)
-  item:add_proto_expert_info(ef.truncated, string.format("%s truncated: need %d bytes, have %d", what, need, have))
+-- `off` is relative to the UDP payload; the message gives the offset in the frame, as mrct does.
+local function truncated(item, tvb, what, off, need, have)
+  item:add_proto_expert_info(ef.truncated, string.format("%s truncated at offset %d: need %d bytes, have %d",
+                                                         what, tvb:offset() + off, need, have))
+end
+-- The packet is complete on the wire but the capture kept fewer bytes (snap length).
+local function capture_limited(item, tvb, what, off, need, have)
+  item:add_proto_expert_info(ef.capture_limited, string.format("%s at offset %d not captured: need %d bytes, have %d",
+                                                               what, tvb:offset() + off, need, have))
 end
 
 local function dissect_mrc(tvb, pinfo, tree)
@@ -528,9 +539,13 @@ local function dissect_mrc(tvb, pinfo, tree)
   local root = tree:add(mrc, tvb(), "MRC (MRP0), " .. name)
   pinfo.cols.protocol:set("MRC")
 
-  if clen < BTH_BYTES then
+  if rlen < BTH_BYTES or clen < BTH_BYTES then
     root:add(f.opcode, tvb(0, 1))
-    truncated(root, "BTH", BTH_BYTES, clen)
+    if rlen < BTH_BYTES then
+      truncated(root, tvb, "BTH", 0, BTH_BYTES, rlen)
+    else
+      capture_limited(root, tvb, "BTH", 0, BTH_BYTES, clen)
+    end
     pinfo.cols.info:set("MRC " .. name .. " [truncated]")
     return
   end
@@ -602,7 +617,7 @@ local function dissect_mrc(tvb, pinfo, tree)
     body_end = rlen
   else
     if rlen - off < ICRC_BYTES then
-      truncated(root, "ICRC", ICRC_BYTES, rlen - off)
+      truncated(root, tvb, "ICRC", off, ICRC_BYTES, rlen - off)
       pinfo.cols.info:set(summary .. " [truncated]")
       return
     end
@@ -621,12 +636,12 @@ local function dissect_mrc(tvb, pinfo, tree)
     local size = HEADER_SIZE[h]
     if body_end - off < size then
       if trimmed then break end  -- the trim cut here
-      truncated(root, HEADER_LABEL[h], size, body_end - off)
+      truncated(root, tvb, HEADER_LABEL[h], off, size, body_end - off)
       pinfo.cols.info:set(summary .. " [truncated]")
       return
     end
     if off + size > clen then
-      truncated(root, HEADER_LABEL[h] .. " (capture)", size, clen - off)
+      capture_limited(root, tvb, HEADER_LABEL[h], off, size, clen - off)
       pinfo.cols.info:set(summary .. " [capture truncated]")
       return
     end
@@ -638,8 +653,8 @@ local function dissect_mrc(tvb, pinfo, tree)
   local payload_len = body_end - off
   if not trimmed then
     if pad > payload_len then
-      pad_item:add_proto_expert_info(ef.bad_pad, string.format("pad count %d exceeds the %d bytes after the headers",
-                                                               pad, payload_len))
+      pad_item:add_proto_expert_info(ef.bad_pad, string.format("pad count %d exceeds the %d bytes after the headers at offset %d",
+                                                               pad, payload_len, tvb:offset() + off))
       pinfo.cols.info:set(summary .. " [bad pad]")
       return
     end
@@ -665,7 +680,7 @@ local function dissect_mrc(tvb, pinfo, tree)
         icrc_item:add_proto_expert_info(ef.icrc_unverified, "ICRC not verified: IP/UDP headers or bytes not available")
       end
     else
-      truncated(root, "ICRC (capture)", ICRC_BYTES, math.max(clen - body_end, 0))
+      capture_limited(root, tvb, "ICRC", body_end, ICRC_BYTES, math.max(clen - body_end, 0))
     end
   end
   if #info > 0 then summary = summary .. " " .. table.concat(info, " ") end
@@ -684,17 +699,28 @@ local original = udp_port_table:get_dissector(ROCE_PORT)
 local data_dissector = Dissector.get("data")
 
 function mrc.dissector(tvb, pinfo, tree)
+  local is_mrc = tvb:len() >= 1 and OPCODE_NAMES[tvb(0, 1):uint()] ~= nil
+  -- On a packet cut by the capture's snap length the built-in dissector may read past the
+  -- captured bytes, an exception that Dissector:call does not turn into a Lua error: it would
+  -- unwind through this function and lose the MRC tree. Hand it only the captured bytes, so it
+  -- reports a malformed packet instead.
+  local ib_tvb = tvb
+  if is_mrc and tvb:len() < tvb:reported_len() then ib_tvb = tvb:range(0, tvb:len()):tvb() end
+  -- The built-in dissector also raises an exception on MRC packets it finds too short (it
+  -- expects more bytes after a vendor BTH than a trimmed or truncated MRC packet has).
+  -- Dissector:call turns that into a Lua error: catch it and report it on the packet.
   local ok_orig, err_orig = pcall(function()
-    if original then original:call(tvb, pinfo, tree) else data_dissector:call(tvb, pinfo, tree) end
+    if original then original:call(ib_tvb, pinfo, tree) else data_dissector:call(ib_tvb, pinfo, tree) end
   end)
   local ok, err = true, nil
-  if tvb:len() >= 1 and OPCODE_NAMES[tvb(0, 1):uint()] then
-    ok, err = pcall(dissect_mrc, tvb, pinfo, tree)
-  end
+  if is_mrc then ok, err = pcall(dissect_mrc, tvb, pinfo, tree) end
   if not (ok and ok_orig) then
     -- Never let a Lua error reach Wireshark: report it on the packet instead.
     local item = tree:add(mrc, tvb())
-    if not ok_orig then item:add_proto_expert_info(ef.internal, "built-in RoCE dissector: " .. tostring(err_orig)) end
+    if not ok_orig then
+      local why = tostring(err_orig):gsub("^.-Dissector_call: ", "")
+      item:add_proto_expert_info(ef.builtin, "built-in InfiniBand dissector: " .. why)
+    end
     if not ok then item:add_proto_expert_info(ef.internal, "MRC dissector: " .. tostring(err)) end
   end
   return tvb:len()
