@@ -123,9 +123,8 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
 
   auto data = [&](uint8_t opcode, uint32_t psn, size_t len, uint32_t offset_pkts) {
     FrameSpec s = base_spec(c, rq, rs, wev);
-    s.ip6.dscp = s.ip4.dscp = dscp.trimmable;
-    if (s.has_inner_ip6) s.inner_ip6.dscp = dscp.trimmable;
-    s.ip6.ecn = s.ip4.ecn = 2;  // ECT(0)
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmable;
+    s.ip6.ecn = s.ip4.ecn = s.inner_ip6.ecn = 2;  // ECT(0), same TC in both headers
     s.bth.opcode = opcode;
     s.bth.dest_qp = rs.qpn;
     s.bth.psn = psn;
@@ -160,24 +159,23 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
   {
     FrameSpec s = data(0xC7, 1001, pmtu, 1);
     s.bth.rtx = true;
-    s.ip6.dscp = s.ip4.dscp = dscp.trimmable_retx;
-    if (s.has_inner_ip6) s.inner_ip6.dscp = dscp.trimmable_retx;
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmable_retx;
     add(out, prefix + "WRITE_MIDDLE/retransmission", s);
   }
   {
     // A trimmed packet: as a switch leaves it, BTH+METH+TSETH and nothing else.
     FrameSpec s = data(0xC7, 1007, 0, 1);
-    s.ip6.dscp = s.ip4.dscp = dscp.trimmed;
+    // The injector rewrites both headers (rewrite_dscp_ecn); a switch would touch the outer.
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmed;
     s.trimmed = true;
     s.headers = kHdrMeth | kHdrTseth;
     add(out, prefix + "WRITE_MIDDLE/trimmed", s);
-    s.ip6.dscp = s.ip4.dscp = dscp.trimmed_lasthop;
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmed_lasthop;
     add(out, prefix + "WRITE_MIDDLE/trimmed-lasthop", s);
   }
   auto control = [&](uint8_t opcode) {
     FrameSpec s = base_spec(c, rs, rq, 0x00051e07);
-    s.ip6.dscp = s.ip4.dscp = dscp.control;
-    if (s.has_inner_ip6) s.inner_ip6.dscp = dscp.control;
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.control;
     s.bth.opcode = opcode;
     s.bth.dest_qp = rq.qpn;
     return s;
@@ -222,7 +220,8 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
   }
   {
     FrameSpec s = base_spec(c, rq, rs, wev);
-    s.ip6.dscp = s.ip4.dscp = dscp.trimmable;
+    s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmable;
+    s.ip6.ecn = s.ip4.ecn = s.inner_ip6.ecn = 2;  // ECT(0)
     s.bth.opcode = 0xDE;
     s.bth.dest_qp = rs.qpn;
     s.bth.psn = 0;

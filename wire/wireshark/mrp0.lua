@@ -1,22 +1,25 @@
 -- Wireshark dissector for MRC wire profile MRP0 (docs/wire-format.md).
 --
 -- MRC is RoCEv2 with extra opcodes in the IBTA manufacturer-specific range, so it shares UDP
--- port 4791 with plain RoCEv2. This script takes over that port but first hands every packet to
--- the dissector that owned the port before (Wireshark's InfiniBand/RRoCE dissector). Standard
--- opcodes therefore keep their infiniband.* fields, MRC packets keep the built-in BTH fields, and
--- for MRC opcodes an "MRC (MRP0)" tree with mrc.* fields is added next to them.
+-- port 4791 with plain RoCEv2. This script takes over the port but first hands every packet to
+-- the dissector that owned it before (Wireshark's InfiniBand/RRoCE dissector): standard opcodes
+-- keep their infiniband.* fields, MRC packets keep the built-in BTH fields, and for MRC opcodes
+-- an "MRC (MRP0)" tree with mrc.* fields is added after them.
 --
--- Load with `tshark -X lua_script:mrp0.lua` or copy to ~/.local/lib/wireshark/plugins/.
--- Field names follow the JSON keys of `mrct decode --json` prefixed with "mrc." (NETH's code is
--- mrc.nack_code), so wire/wireshark/crosscheck.py can compare the two decoders field by field.
+-- Load with `tshark -X lua_script:mrp0.lua`, or copy to ~/.local/lib/wireshark/plugins/.
+-- Field names are the JSON keys of `mrct decode --json` prefixed with "mrc." (NETH's code is
+-- mrc.nack_code), so that crosscheck.py can compare the two decoders field by field.
 --
--- Network-facing: every read is bounds-checked against the bytes present, malformed input gets
--- an expert info, and no Lua error escapes to Wireshark.
+-- Network-facing: every read is bounds-checked against the bytes present, malformed input
+-- gets an expert info, and no Lua error escapes to Wireshark.
 
 local mrc = Proto("mrc", "MRC (MRP0)")
 
+local band, bor, bxor, bnot = bit32.band, bit32.bor, bit32.bxor, bit32.bnot
+local lshift, rshift = bit32.lshift, bit32.rshift
+
 ----------------------------------------------------------------------------------------------
--- Tables of the profile
+-- The profile
 ----------------------------------------------------------------------------------------------
 
 local OPCODE_NAMES = {
@@ -34,12 +37,11 @@ local OPCODE_NAMES = {
   [0xDE] = "RELIABILITY_PROBE",
 }
 local IMM_OPCODES = { [0xC9] = true, [0xCB] = true }
--- Opcodes whose packets may carry a pad (LAST, ONLY and their IMM forms).
+-- Opcodes whose packets may carry a pad: LAST, ONLY and their IMM forms.
 local PAD_OPCODES = { [0xC8] = true, [0xC9] = true, [0xCA] = true, [0xCB] = true }
-
 local function is_data(op) return op >= 0xC6 and op <= 0xCB end
 
--- Header stacks after the BTH (TSETH is added on data packets with BTH.TS = 1).
+-- Header stacks after the BTH. Data packets: METH, TSETH if BTH.TS, RETH, ImmDt on *_IMM.
 local CONTROL_STACKS = {
   [0xD1] = { "aeth" },
   [0xD8] = { "erth" },
@@ -52,12 +54,14 @@ local HEADER_SIZE = {
   meth = 4, tseth = 4, reth = 16, imm = 4, aeth = 4, seth = 28, cc = 8, neth = 20, peth = 16,
   erth = 16, eeth = 36,
 }
+-- The codec's layer names (wire/codec.cc), so that error texts line up with mrct's.
 local HEADER_LABEL = {
   meth = "METH", tseth = "TSETH", reth = "RETH", imm = "ImmDt", aeth = "AETH", seth = "SETH",
   cc = "CC_STATE", neth = "NETH", peth = "PETH", erth = "ERTH", eeth = "EETH",
 }
-local ICRC_BYTES = 4
 local BTH_BYTES = 12
+local ICRC_BYTES = 4
+local ROCE_PORT = 4791
 
 local NACK_CODES = {
   [0x01] = "TRIMMED",
@@ -69,7 +73,9 @@ local NACK_CODES = {
   [0x19] = "UNEXP_EVENT",
 }
 local M_CODES = { [0] = "NONE", [1] = "SKIP_ONCE", [2] = "ALWAYS_SKIP", [3] = "invalid" }
-local ENDPOINT_OPS = { [0] = "PORT_STATUS_UPDATE", [1] = "EV_PROBE", [2] = "invalid", [3] = "invalid" }
+local ENDPOINT_OPS = {
+  [0] = "PORT_STATUS_UPDATE", [1] = "EV_PROBE", [2] = "invalid", [3] = "invalid",
+}
 local AETH_SYNDROMES = {
   [0x1F] = "ACK (no credit count)",
   [0x61] = "NAK invalid request",
@@ -84,225 +90,229 @@ local EETH_STATUS = { [0] = "OK" }
 ----------------------------------------------------------------------------------------------
 
 local f = {}
-local function add_field(key, pf) f[key] = pf end
+local field_list = {}  -- registration order = the order `tshark -G fields` lists them
 
--- BTH (same bytes the built-in dissector shows as infiniband.bth.*, in MRC's words).
-add_field("opcode", ProtoField.uint8("mrc.opcode", "Opcode", base.HEX, OPCODE_NAMES))
-add_field("se", ProtoField.bool("mrc.se", "Solicited event", 8, nil, 0x80))
-add_field("mig_req", ProtoField.bool("mrc.mig_req", "MigReq", 8, nil, 0x40))
-add_field("pad", ProtoField.uint8("mrc.pad", "Pad count", base.DEC, nil, 0x30))
-add_field("tver", ProtoField.uint8("mrc.tver", "Transport header version", base.DEC, nil, 0x0F))
-add_field("pkey", ProtoField.uint16("mrc.pkey", "P_Key", base.HEX))
-add_field("variant", ProtoField.uint8("mrc.variant", "Variant byte (reserved)", base.HEX))
-add_field("dest_qp", ProtoField.uint24("mrc.dest_qp", "Destination QP", base.HEX))
-add_field("ack_req", ProtoField.bool("mrc.ack_req", "AckReq (A)", 8, nil, 0x80))
-add_field("bth_rsvd6", ProtoField.uint8("mrc.bth.rsvd6", "Reserved (byte 8 bit 6)", base.DEC, nil, 0x40))
-add_field("rtx", ProtoField.bool("mrc.rtx", "Retransmission (RTX)", 8, nil, 0x20))
-add_field("ts", ProtoField.bool("mrc.ts", "TSETH present (TS)", 8, nil, 0x10))
-add_field("bth_rsvd_lo", ProtoField.uint8("mrc.bth.rsvd_lo", "Reserved (byte 8 bits 3..0)", base.HEX, nil, 0x0F))
-add_field("psn", ProtoField.uint24("mrc.psn", "PSN", base.DEC))
--- Entropy value as carried by the outer layers (docs/wire-format.md section 10).
-add_field("ev_format", ProtoField.string("mrc.ev_format", "EV format"))
-add_field("wev", ProtoField.uint32("mrc.wev", "Wire EV (WEV)", base.HEX))
+-- add(key, constructor, abbreviation, label, ...): the rest as ProtoField.<constructor> takes it.
+local function add(key, ctor, abbr, label, ...)
+  local pf = ProtoField[ctor](abbr, label, ...)
+  f[key] = pf
+  field_list[#field_list + 1] = pf
+end
+local DEC, HEX = base.DEC, base.HEX
 
+-- BTH: the bytes the built-in dissector shows as infiniband.bth.*, in MRC's words.
+add("opcode", "uint8", "mrc.opcode", "Opcode", HEX, OPCODE_NAMES)
+add("se", "bool", "mrc.se", "Solicited event", 8, nil, 0x80)
+add("mig_req", "bool", "mrc.mig_req", "MigReq", 8, nil, 0x40)
+add("pad", "uint8", "mrc.pad", "Pad count", DEC, nil, 0x30)
+add("tver", "uint8", "mrc.tver", "Transport header version", DEC, nil, 0x0F)
+add("pkey", "uint16", "mrc.pkey", "P_Key", HEX)
+add("variant", "uint8", "mrc.variant", "Variant byte (reserved)", HEX)
+add("dest_qp", "uint24", "mrc.dest_qp", "Destination QP", HEX)
+add("ack_req", "bool", "mrc.ack_req", "AckReq (A)", 8, nil, 0x80)
+add("bth_rsvd6", "uint8", "mrc.bth.rsvd6", "Reserved (byte 8 bit 6)", DEC, nil, 0x40)
+add("rtx", "bool", "mrc.rtx", "Retransmission (RTX)", 8, nil, 0x20)
+add("ts", "bool", "mrc.ts", "TSETH present (TS)", 8, nil, 0x10)
+add("bth_rsvd_lo", "uint8", "mrc.bth.rsvd_lo", "Reserved (byte 8 bits 3..0)", HEX, nil, 0x0F)
+add("psn", "uint24", "mrc.psn", "PSN", DEC)
+-- Entropy value as the outer layers carry it (docs/wire-format.md section 10).
+add("ev_format", "string", "mrc.ev_format", "EV format")
+add("wev", "uint32", "mrc.wev", "Wire EV (WEV)", HEX)
 -- METH
-add_field("meth_rqmsn", ProtoField.uint16("mrc.meth.rqmsn", "RQMSN", base.DEC))
-add_field("meth_msn", ProtoField.uint16("mrc.meth.msn", "MSN", base.DEC))
+add("meth_rqmsn", "uint16", "mrc.meth.rqmsn", "RQMSN", DEC)
+add("meth_msn", "uint16", "mrc.meth.msn", "MSN", DEC)
 -- TSETH
-add_field("tseth_ts16", ProtoField.uint16("mrc.tseth.ts16", "ts16 (128 ns ticks)", base.DEC))
-add_field("tseth_tsr", ProtoField.uint16("mrc.tseth.tsr", "TSR", base.DEC, nil, 0x8000))
-add_field("tseth_reserved", ProtoField.uint16("mrc.tseth.reserved", "Reserved", base.HEX, nil, 0x7FF0))
-add_field("tseth_ftype", ProtoField.uint16("mrc.tseth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+add("tseth_ts16", "uint16", "mrc.tseth.ts16", "ts16 (128 ns ticks)", DEC)
+add("tseth_tsr", "uint16", "mrc.tseth.tsr", "TSR", DEC, nil, 0x8000)
+add("tseth_reserved", "uint16", "mrc.tseth.reserved", "Reserved", HEX, nil, 0x7FF0)
+add("tseth_ftype", "uint16", "mrc.tseth.ftype", "FTYPE", DEC, nil, 0x000F)
 -- RETH
-add_field("reth_va", ProtoField.uint64("mrc.reth.va", "Virtual address", base.HEX))
-add_field("reth_rkey", ProtoField.uint32("mrc.reth.rkey", "R_Key", base.HEX))
-add_field("reth_len", ProtoField.uint32("mrc.reth.len", "DMA length (message bytes)", base.DEC))
+add("reth_va", "uint64", "mrc.reth.va", "Virtual address", HEX)
+add("reth_rkey", "uint32", "mrc.reth.rkey", "R_Key", HEX)
+add("reth_len", "uint32", "mrc.reth.len", "DMA length (message bytes)", DEC)
 -- ImmDt
-add_field("imm", ProtoField.uint32("mrc.imm", "Immediate data", base.HEX))
+add("imm", "uint32", "mrc.imm", "Immediate data", HEX)
 -- AETH
-add_field("aeth_syndrome", ProtoField.uint8("mrc.aeth.syndrome", "Syndrome", base.HEX, AETH_SYNDROMES))
-add_field("aeth_msn", ProtoField.uint24("mrc.aeth.msn", "MSN", base.DEC))
+add("aeth_syndrome", "uint8", "mrc.aeth.syndrome", "Syndrome", HEX, AETH_SYNDROMES)
+add("aeth_msn", "uint24", "mrc.aeth.msn", "MSN", DEC)
 -- SETH
-add_field("seth_reserved0", ProtoField.uint8("mrc.seth.reserved0", "Reserved (byte 0)", base.HEX))
-add_field("seth_m", ProtoField.uint8("mrc.seth.m", "M (ECN / EV echo)", base.DEC, M_CODES, 0x60))
-add_field("seth_pr", ProtoField.bool("mrc.seth.pr", "PR (probe response)", 8, nil, 0x02))
-add_field("seth_rsvd_b1", ProtoField.uint8("mrc.seth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0x9D))
-add_field("seth_ack_psn_offset", ProtoField.int16("mrc.seth.ack_psn_offset", "ack_psn_offset", base.DEC))
-add_field("seth_entropy", ProtoField.uint32("mrc.seth.entropy", "Entropy (echoed WEV)", base.HEX))
-add_field("seth_spdcid", ProtoField.uint16("mrc.seth.spdcid", "spdcid", base.DEC))
-add_field("seth_dpdcid", ProtoField.uint16("mrc.seth.dpdcid", "dpdcid", base.DEC))
-add_field("seth_port_status", ProtoField.uint8("mrc.seth.port_status", "Port status", base.HEX))
-add_field("seth_cack_psn", ProtoField.uint24("mrc.seth.cack_psn", "Cumulative ACK PSN", base.DEC))
-add_field("seth_cc_type", ProtoField.uint8("mrc.seth.cc_type", "CC type", base.DEC, CC_TYPES, 0xF0))
-add_field("seth_cc_flags_rsvd", ProtoField.uint8("mrc.seth.cc_flags_rsvd", "CC flags (reserved)", base.DEC, nil, 0x0C))
-add_field("seth_psv", ProtoField.bool("mrc.seth.psv", "PSV (port status valid)", 8, nil, 0x02))
-add_field("seth_sva", ProtoField.bool("mrc.seth.sva", "SVA (service time added)", 8, nil, 0x01))
-add_field("seth_mpr", ProtoField.uint8("mrc.seth.mpr", "MPR (128-PSN units)", base.DEC))
-add_field("seth_sack_offset", ProtoField.int16("mrc.seth.sack_offset", "SACK offset", base.DEC))
-add_field("seth_sack_bitmap", ProtoField.uint64("mrc.seth.sack_bitmap", "SACK bitmap", base.HEX))
-add_field("seth_sack_base", ProtoField.uint24("mrc.seth.sack_base", "SACK bitmap base PSN", base.DEC))
+add("seth_reserved0", "uint8", "mrc.seth.reserved0", "Reserved (byte 0)", HEX)
+add("seth_m", "uint8", "mrc.seth.m", "M (ECN / EV echo)", DEC, M_CODES, 0x60)
+add("seth_pr", "bool", "mrc.seth.pr", "PR (probe response)", 8, nil, 0x02)
+add("seth_rsvd_b1", "uint8", "mrc.seth.rsvd_b1", "Reserved (byte 1)", HEX, nil, 0x9D)
+add("seth_ack_psn_offset", "int16", "mrc.seth.ack_psn_offset", "ack_psn_offset", DEC)
+add("seth_entropy", "uint32", "mrc.seth.entropy", "Entropy (echoed WEV)", HEX)
+add("seth_spdcid", "uint16", "mrc.seth.spdcid", "spdcid", DEC)
+add("seth_dpdcid", "uint16", "mrc.seth.dpdcid", "dpdcid", DEC)
+add("seth_port_status", "uint8", "mrc.seth.port_status", "Port status", HEX)
+add("seth_cack_psn", "uint24", "mrc.seth.cack_psn", "Cumulative ACK PSN", DEC)
+add("seth_cc_type", "uint8", "mrc.seth.cc_type", "CC type", DEC, CC_TYPES, 0xF0)
+add("seth_cc_flags_rsvd", "uint8", "mrc.seth.cc_flags_rsvd", "CC flags (reserved)", DEC, nil,
+    0x0C)
+add("seth_psv", "bool", "mrc.seth.psv", "PSV (port status valid)", 8, nil, 0x02)
+add("seth_sva", "bool", "mrc.seth.sva", "SVA (service time added)", 8, nil, 0x01)
+add("seth_mpr", "uint8", "mrc.seth.mpr", "MPR (128-PSN units)", DEC)
+add("seth_sack_offset", "int16", "mrc.seth.sack_offset", "SACK offset", DEC)
+add("seth_sack_bitmap", "uint64", "mrc.seth.sack_bitmap", "SACK bitmap", HEX)
+add("seth_sack_base", "uint24", "mrc.seth.sack_base", "SACK bitmap base PSN", DEC)
 -- CC_STATE
-add_field("cc_ts_echo", ProtoField.uint16("mrc.cc.ts_echo", "ts_echo", base.DEC))
-add_field("cc_rsvd", ProtoField.uint16("mrc.cc.rsvd", "Reserved", base.DEC, nil, 0x8000))
-add_field("cc_ooo_count", ProtoField.uint16("mrc.cc.ooo_count", "Out-of-order count", base.DEC, nil, 0x7FFF))
-add_field("cc_rc", ProtoField.bool("mrc.cc.rc", "RC (restore cwnd)", 8, nil, 0x80))
-add_field("cc_rcv_cwnd_pen", ProtoField.uint8("mrc.cc.rcv_cwnd_pen", "Receiver cwnd penalty", base.DEC, nil, 0x7F))
-add_field("cc_rcvd_bytes", ProtoField.uint24("mrc.cc.rcvd_bytes", "Received bytes (256 B units)", base.DEC))
+add("cc_ts_echo", "uint16", "mrc.cc.ts_echo", "ts_echo", DEC)
+add("cc_rsvd", "uint16", "mrc.cc.rsvd", "Reserved", DEC, nil, 0x8000)
+add("cc_ooo_count", "uint16", "mrc.cc.ooo_count", "Out-of-order count", DEC, nil, 0x7FFF)
+add("cc_rc", "bool", "mrc.cc.rc", "RC (restore cwnd)", 8, nil, 0x80)
+add("cc_rcv_cwnd_pen", "uint8", "mrc.cc.rcv_cwnd_pen", "Receiver cwnd penalty", DEC, nil, 0x7F)
+add("cc_rcvd_bytes", "uint24", "mrc.cc.rcvd_bytes", "Received bytes (256 B units)", DEC)
 -- NETH
-add_field("neth_reserved0", ProtoField.uint16("mrc.neth.reserved0", "Reserved (bytes 0-1)", base.HEX))
-add_field("nack_code", ProtoField.uint8("mrc.nack_code", "NACK code", base.HEX, NACK_CODES))
-add_field("neth_vendor_code", ProtoField.uint8("mrc.neth.vendor_code", "Vendor code", base.HEX))
-add_field("neth_entropy", ProtoField.uint32("mrc.neth.entropy", "Entropy (echoed WEV)", base.HEX))
-add_field("neth_spdcid", ProtoField.uint16("mrc.neth.spdcid", "spdcid", base.DEC))
-add_field("neth_dpdcid", ProtoField.uint16("mrc.neth.dpdcid", "dpdcid", base.DEC))
-add_field("neth_reserved12", ProtoField.uint8("mrc.neth.reserved12", "Reserved (byte 12)", base.HEX))
-add_field("neth_nack_psn", ProtoField.uint24("mrc.neth.nack_psn", "NACK PSN", base.DEC))
-add_field("neth_cc_type", ProtoField.uint8("mrc.neth.cc_type", "CC type", base.DEC, CC_TYPES, 0xF0))
-add_field("neth_cc_flags_rsvd", ProtoField.uint8("mrc.neth.cc_flags_rsvd", "CC flags (reserved)", base.DEC, nil, 0x0C))
-add_field("neth_psv", ProtoField.bool("mrc.neth.psv", "PSV", 8, nil, 0x02))
-add_field("neth_sva", ProtoField.bool("mrc.neth.sva", "SVA (service time added)", 8, nil, 0x01))
-add_field("neth_m", ProtoField.uint8("mrc.neth.m", "M (ECN / EV echo)", base.DEC, M_CODES, 0xC0))
-add_field("neth_reserved17", ProtoField.uint8("mrc.neth.reserved17", "Reserved (byte 17)", base.HEX, nil, 0x3F))
-add_field("neth_ts_echo", ProtoField.uint16("mrc.neth.ts_echo", "ts_echo", base.DEC))
+add("neth_reserved0", "uint16", "mrc.neth.reserved0", "Reserved (bytes 0-1)", HEX)
+add("nack_code", "uint8", "mrc.nack_code", "NACK code", HEX, NACK_CODES)
+add("neth_vendor_code", "uint8", "mrc.neth.vendor_code", "Vendor code", HEX)
+add("neth_entropy", "uint32", "mrc.neth.entropy", "Entropy (echoed WEV)", HEX)
+add("neth_spdcid", "uint16", "mrc.neth.spdcid", "spdcid", DEC)
+add("neth_dpdcid", "uint16", "mrc.neth.dpdcid", "dpdcid", DEC)
+add("neth_reserved12", "uint8", "mrc.neth.reserved12", "Reserved (byte 12)", HEX)
+add("neth_nack_psn", "uint24", "mrc.neth.nack_psn", "NACK PSN", DEC)
+add("neth_cc_type", "uint8", "mrc.neth.cc_type", "CC type", DEC, CC_TYPES, 0xF0)
+add("neth_cc_flags_rsvd", "uint8", "mrc.neth.cc_flags_rsvd", "CC flags (reserved)", DEC, nil,
+    0x0C)
+add("neth_psv", "bool", "mrc.neth.psv", "PSV", 8, nil, 0x02)
+add("neth_sva", "bool", "mrc.neth.sva", "SVA (service time added)", 8, nil, 0x01)
+add("neth_m", "uint8", "mrc.neth.m", "M (ECN / EV echo)", DEC, M_CODES, 0xC0)
+add("neth_reserved17", "uint8", "mrc.neth.reserved17", "Reserved (byte 17)", HEX, nil, 0x3F)
+add("neth_ts_echo", "uint16", "mrc.neth.ts_echo", "ts_echo", DEC)
 -- PETH
-add_field("peth_reserved0", ProtoField.uint24("mrc.peth.reserved0", "Reserved (bytes 0-2)", base.HEX))
-add_field("peth_vendor", ProtoField.uint8("mrc.peth.vendor", "Vendor", base.HEX))
-add_field("peth_probe_id", ProtoField.uint16("mrc.peth.probe_id", "Probe ID", base.DEC))
-add_field("peth_reserved6", ProtoField.uint16("mrc.peth.reserved6", "Reserved (bytes 6-7)", base.HEX))
-add_field("peth_spdcid", ProtoField.uint16("mrc.peth.spdcid", "spdcid", base.DEC))
-add_field("peth_dpdcid", ProtoField.uint16("mrc.peth.dpdcid", "dpdcid", base.DEC))
-add_field("peth_ts16", ProtoField.uint16("mrc.peth.ts16", "ts16 (128 ns ticks)", base.DEC))
-add_field("peth_tsr", ProtoField.uint16("mrc.peth.tsr", "TSR", base.DEC, nil, 0x8000))
-add_field("peth_reserved_tsr", ProtoField.uint16("mrc.peth.reserved_tsr", "Reserved", base.HEX, nil, 0x7FF0))
-add_field("peth_ftype", ProtoField.uint16("mrc.peth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+add("peth_reserved0", "uint24", "mrc.peth.reserved0", "Reserved (bytes 0-2)", HEX)
+add("peth_vendor", "uint8", "mrc.peth.vendor", "Vendor", HEX)
+add("peth_probe_id", "uint16", "mrc.peth.probe_id", "Probe ID", DEC)
+add("peth_reserved6", "uint16", "mrc.peth.reserved6", "Reserved (bytes 6-7)", HEX)
+add("peth_spdcid", "uint16", "mrc.peth.spdcid", "spdcid", DEC)
+add("peth_dpdcid", "uint16", "mrc.peth.dpdcid", "dpdcid", DEC)
+add("peth_ts16", "uint16", "mrc.peth.ts16", "ts16 (128 ns ticks)", DEC)
+add("peth_tsr", "uint16", "mrc.peth.tsr", "TSR", DEC, nil, 0x8000)
+add("peth_reserved_tsr", "uint16", "mrc.peth.reserved_tsr", "Reserved", HEX, nil, 0x7FF0)
+add("peth_ftype", "uint16", "mrc.peth.ftype", "FTYPE", DEC, nil, 0x000F)
 -- ERTH
-add_field("erth_reserved0", ProtoField.uint8("mrc.erth.reserved0", "Reserved (byte 0)", base.HEX))
-add_field("erth_rsvd_b1", ProtoField.uint8("mrc.erth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0xFC))
-add_field("erth_op", ProtoField.uint8("mrc.erth.op", "Operation", base.DEC, ENDPOINT_OPS, 0x03))
-add_field("erth_reserved2", ProtoField.uint8("mrc.erth.reserved2", "Reserved (byte 2)", base.HEX))
-add_field("erth_vendor", ProtoField.uint8("mrc.erth.vendor", "Vendor", base.HEX))
-add_field("erth_port_status_mask", ProtoField.uint32("mrc.erth.port_status_mask", "Port status mask (bit N = port N)", base.HEX))
-add_field("erth_reserved8", ProtoField.uint32("mrc.erth.reserved8", "Reserved (bytes 8-11)", base.HEX))
-add_field("erth_ts16", ProtoField.uint16("mrc.erth.ts16", "ts16 (128 ns ticks)", base.DEC))
-add_field("erth_tsr", ProtoField.uint16("mrc.erth.tsr", "TSR", base.DEC, nil, 0x8000))
-add_field("erth_reserved_tsr", ProtoField.uint16("mrc.erth.reserved_tsr", "Reserved", base.HEX, nil, 0x7FF0))
-add_field("erth_ftype", ProtoField.uint16("mrc.erth.ftype", "FTYPE", base.DEC, nil, 0x000F))
+add("erth_reserved0", "uint8", "mrc.erth.reserved0", "Reserved (byte 0)", HEX)
+add("erth_rsvd_b1", "uint8", "mrc.erth.rsvd_b1", "Reserved (byte 1)", HEX, nil, 0xFC)
+add("erth_op", "uint8", "mrc.erth.op", "Operation", DEC, ENDPOINT_OPS, 0x03)
+add("erth_reserved2", "uint8", "mrc.erth.reserved2", "Reserved (byte 2)", HEX)
+add("erth_vendor", "uint8", "mrc.erth.vendor", "Vendor", HEX)
+add("erth_port_status_mask", "uint32", "mrc.erth.port_status_mask",
+    "Port status mask (bit N = port N)", HEX)
+add("erth_reserved8", "uint32", "mrc.erth.reserved8", "Reserved (bytes 8-11)", HEX)
+add("erth_ts16", "uint16", "mrc.erth.ts16", "ts16 (128 ns ticks)", DEC)
+add("erth_tsr", "uint16", "mrc.erth.tsr", "TSR", DEC, nil, 0x8000)
+add("erth_reserved_tsr", "uint16", "mrc.erth.reserved_tsr", "Reserved", HEX, nil, 0x7FF0)
+add("erth_ftype", "uint16", "mrc.erth.ftype", "FTYPE", DEC, nil, 0x000F)
 -- EETH
-add_field("eeth_reserved0", ProtoField.uint8("mrc.eeth.reserved0", "Reserved (byte 0)", base.HEX))
-add_field("eeth_rsvd_b1", ProtoField.uint8("mrc.eeth.rsvd_b1", "Reserved (byte 1)", base.HEX, nil, 0xC7))
-add_field("eeth_op", ProtoField.uint8("mrc.eeth.op", "Operation", base.DEC, ENDPOINT_OPS, 0x30))
-add_field("eeth_sva", ProtoField.bool("mrc.eeth.sva", "SVA (service time added)", 8, nil, 0x08))
-add_field("eeth_status", ProtoField.uint8("mrc.eeth.status", "Status", base.DEC, EETH_STATUS))
-add_field("eeth_vendor", ProtoField.uint8("mrc.eeth.vendor", "Vendor", base.HEX))
-add_field("eeth_entropy", ProtoField.uint32("mrc.eeth.entropy", "Entropy (request WEV)", base.HEX))
-add_field("eeth_port_status_mask", ProtoField.uint32("mrc.eeth.port_status_mask", "Port status mask (bit N = port N)", base.HEX))
-add_field("eeth_reserved12", ProtoField.bytes("mrc.eeth.reserved12", "Reserved (bytes 12-27)"))
-add_field("eeth_ts_echo", ProtoField.uint16("mrc.eeth.ts_echo", "ts_echo", base.DEC))
-add_field("eeth_svc_time", ProtoField.uint16("mrc.eeth.svc_time", "Service time (128 ns ticks)", base.DEC))
-add_field("eeth_reserved32", ProtoField.uint32("mrc.eeth.reserved32", "Reserved (bytes 32-35)", base.HEX))
+add("eeth_reserved0", "uint8", "mrc.eeth.reserved0", "Reserved (byte 0)", HEX)
+add("eeth_rsvd_b1", "uint8", "mrc.eeth.rsvd_b1", "Reserved (byte 1)", HEX, nil, 0xC7)
+add("eeth_op", "uint8", "mrc.eeth.op", "Operation", DEC, ENDPOINT_OPS, 0x30)
+add("eeth_sva", "bool", "mrc.eeth.sva", "SVA (service time added)", 8, nil, 0x08)
+add("eeth_status", "uint8", "mrc.eeth.status", "Status", DEC, EETH_STATUS)
+add("eeth_vendor", "uint8", "mrc.eeth.vendor", "Vendor", HEX)
+add("eeth_entropy", "uint32", "mrc.eeth.entropy", "Entropy (request WEV)", HEX)
+add("eeth_port_status_mask", "uint32", "mrc.eeth.port_status_mask",
+    "Port status mask (bit N = port N)", HEX)
+add("eeth_reserved12", "bytes", "mrc.eeth.reserved12", "Reserved (bytes 12-27)")
+add("eeth_ts_echo", "uint16", "mrc.eeth.ts_echo", "ts_echo", DEC)
+add("eeth_svc_time", "uint16", "mrc.eeth.svc_time", "Service time (128 ns ticks)", DEC)
+add("eeth_reserved32", "uint32", "mrc.eeth.reserved32", "Reserved (bytes 32-35)", HEX)
 -- Payload, pad, ICRC, trim
-add_field("payload", ProtoField.bytes("mrc.payload", "Payload"))
-add_field("payload_len", ProtoField.uint32("mrc.payload_len", "Payload length", base.DEC))
-add_field("pad_bytes", ProtoField.bytes("mrc.pad_bytes", "Pad"))
-add_field("icrc", ProtoField.uint32("mrc.icrc", "ICRC", base.HEX))
-add_field("icrc_ok", ProtoField.bool("mrc.icrc_ok", "ICRC correct"))
-add_field("icrc_computed", ProtoField.uint32("mrc.icrc_computed", "ICRC computed", base.HEX))
-add_field("trimmed", ProtoField.bool("mrc.trimmed", "Trimmed"))
-
-local field_list = {}
-for _, pf in pairs(f) do field_list[#field_list + 1] = pf end
+add("payload", "bytes", "mrc.payload", "Payload")
+add("payload_len", "uint32", "mrc.payload_len", "Payload length", DEC)
+add("pad_bytes", "bytes", "mrc.pad_bytes", "Pad")
+add("icrc", "uint32", "mrc.icrc", "ICRC", HEX)
+add("icrc_ok", "bool", "mrc.icrc_ok", "ICRC correct")
+add("icrc_computed", "uint32", "mrc.icrc_computed", "ICRC computed", HEX)
+add("trimmed", "bool", "mrc.trimmed", "Trimmed")
 mrc.fields = field_list
 
+local E, S = expert.group, expert.severity
 local ef = {
-  truncated = ProtoExpert.new("mrc.expert.truncated", "MRC packet truncated",
-                              expert.group.MALFORMED, expert.severity.ERROR),
-  bad_pad = ProtoExpert.new("mrc.expert.bad_pad", "Pad count exceeds the payload",
-                            expert.group.MALFORMED, expert.severity.ERROR),
-  reserved = ProtoExpert.new("mrc.expert.reserved", "Reserved field is not zero",
-                             expert.group.PROTOCOL, expert.severity.WARN),
-  invalid = ProtoExpert.new("mrc.expert.invalid", "Invalid field value",
-                            expert.group.PROTOCOL, expert.severity.WARN),
-  trimmed = ProtoExpert.new("mrc.expert.trimmed", "Trimmed data packet (no ICRC)",
-                            expert.group.SEQUENCE, expert.severity.NOTE),
-  rtx = ProtoExpert.new("mrc.expert.rtx", "Retransmission", expert.group.SEQUENCE,
-                        expert.severity.NOTE),
-  nak = ProtoExpert.new("mrc.expert.nak", "Negative acknowledgement", expert.group.SEQUENCE,
-                        expert.severity.WARN),
-  icrc_bad = ProtoExpert.new("mrc.expert.icrc_bad", "ICRC mismatch", expert.group.CHECKSUM,
-                             expert.severity.ERROR),
+  truncated = ProtoExpert.new("mrc.expert.truncated", "MRC packet truncated", E.MALFORMED,
+                              S.ERROR),
+  bad_pad = ProtoExpert.new("mrc.expert.bad_pad", "Pad count exceeds the payload", E.MALFORMED,
+                            S.ERROR),
+  reserved = ProtoExpert.new("mrc.expert.reserved", "Reserved field is not zero", E.PROTOCOL,
+                             S.WARN),
+  invalid = ProtoExpert.new("mrc.expert.invalid", "Invalid field value", E.PROTOCOL, S.WARN),
+  trimmed = ProtoExpert.new("mrc.expert.trimmed", "Trimmed data packet (no ICRC)", E.SEQUENCE,
+                            S.NOTE),
+  rtx = ProtoExpert.new("mrc.expert.rtx", "Retransmission", E.SEQUENCE, S.NOTE),
+  nak = ProtoExpert.new("mrc.expert.nak", "Negative acknowledgement", E.SEQUENCE, S.WARN),
+  icrc_bad = ProtoExpert.new("mrc.expert.icrc_bad", "ICRC mismatch", E.CHECKSUM, S.ERROR),
   icrc_unverified = ProtoExpert.new("mrc.expert.icrc_unverified", "ICRC not verified",
-                                    expert.group.CHECKSUM, expert.severity.CHAT),
-  capture_limited = ProtoExpert.new("mrc.expert.capture_limited", "Packet size limited during capture",
-                                    expert.group.UNDECODED, expert.severity.NOTE),
+                                    E.CHECKSUM, S.CHAT),
+  capture_limited = ProtoExpert.new("mrc.expert.capture_limited",
+                                    "Packet size limited during capture", E.UNDECODED, S.NOTE),
   builtin = ProtoExpert.new("mrc.expert.builtin", "Built-in InfiniBand dissector stopped",
-                            expert.group.MALFORMED, expert.severity.WARN),
-  internal = ProtoExpert.new("mrc.expert.internal", "MRC dissector error",
-                             expert.group.UNDECODED, expert.severity.ERROR),
+                            E.MALFORMED, S.WARN),
+  internal = ProtoExpert.new("mrc.expert.internal", "MRC dissector error", E.UNDECODED,
+                             S.ERROR),
 }
-mrc.experts = { ef.truncated, ef.bad_pad, ef.reserved, ef.invalid, ef.trimmed, ef.rtx, ef.nak,
-                ef.icrc_bad, ef.icrc_unverified, ef.capture_limited, ef.builtin, ef.internal }
+mrc.experts = {
+  ef.truncated, ef.bad_pad, ef.reserved, ef.invalid, ef.trimmed, ef.rtx, ef.nak, ef.icrc_bad,
+  ef.icrc_unverified, ef.capture_limited, ef.builtin, ef.internal,
+}
 
--- Deployment constants (docs/wire-format.md decisions 1 and 7).
-mrc.prefs.stripe = Pref.enum("EV stripe", 1, "Which half of the 32-bit WEV the UDP source port carries",
-                             { { 1, "LOW_IN_SPORT", 1 }, { 2, "HIGH_IN_SPORT", 2 } }, false)
-mrc.prefs.dscp_trimmed = Pref.uint("DSCP TRIMMED", 12, "DSCP a switch writes on a packet it trimmed")
+-- Deployment constants (docs/wire-format.md, decisions 1 and 7).
+local STRIPE_HIGH_IN_SPORT = 2
+mrc.prefs.stripe = Pref.enum("EV stripe", 1,
+                             "Which half of the 32-bit WEV the UDP source port carries",
+                             { { 1, "LOW_IN_SPORT", 1 },
+                               { 2, "HIGH_IN_SPORT", STRIPE_HIGH_IN_SPORT } }, false)
+mrc.prefs.dscp_trimmed = Pref.uint("DSCP TRIMMED", 12,
+                                   "DSCP a switch writes on a packet it trimmed")
 mrc.prefs.dscp_trimmed_lasthop = Pref.uint("DSCP TRIMMED_LASTHOP", 16,
                                            "DSCP the last-hop switch writes on a packet it trimmed")
 mrc.prefs.verify_icrc = Pref.bool("Verify ICRC", true, "Recompute the ICRC of every MRC packet")
 
 ----------------------------------------------------------------------------------------------
--- Outer layers, read through field extractors (this dissector only sees the UDP payload)
+-- Outer layers, read through field extractors: the dissector itself sees only the UDP payload
 ----------------------------------------------------------------------------------------------
 
-local fx_ip_version = Field.new("ip.version")  -- present in both IPv4 and IPv6 headers
+local fx_ip_version = Field.new("ip.version")  -- present in IPv4 and IPv6 headers alike
 local fx_udp_srcport = Field.new("udp.srcport")
 
--- IP headers and the UDP header in front of `tvb`, from the extracted fields of this frame.
--- Returns nil when they cannot be located (e.g. UDP carried in something unusual).
+-- The IP headers and the UDP header in front of `tvb`, or nil when they cannot be located.
+-- outer: the first IP header (switches rewrite its DSCP and trim on it); carrier: the one that
+-- carries UDP (SRv6's inner header; the ICRC covers it).
 local function outer_layers(tvb)
   local udp_fi
-  local payload_off = tvb:offset()
   for _, fi in ipairs({ fx_udp_srcport() }) do
-    if fi.offset + 8 == payload_off then udp_fi = fi end
+    if fi.offset + 8 == tvb:offset() then udp_fi = fi end
   end
   if not udp_fi then return nil end
+  local src = udp_fi.source
+  local src_name = tostring(src)
   local ips = {}
   for _, fi in ipairs({ fx_ip_version() }) do
-    -- Only headers of the same buffer before this UDP header belong to this packet.
-    if fi.offset < udp_fi.offset and tostring(fi.source) == tostring(udp_fi.source) then
-      ips[#ips + 1] = { offset = fi.offset, version = fi.value, source = fi.source }
+    -- Only headers in the same buffer, before this UDP header, belong to this packet.
+    if fi.offset < udp_fi.offset and tostring(fi.source) == src_name then
+      ips[#ips + 1] = { offset = fi.offset, version = fi.value }
     end
   end
   if #ips == 0 then return nil end
-  local src = udp_fi.source
-  local function byte_at(o) return src:range(o, 1):uint() end
-  local function read_ip(ip)
-    if src:len() < ip.offset + (ip.version == 4 and 20 or 40) then return false end
-    if ip.version == 4 then
-      ip.hdr_len = bit32.band(byte_at(ip.offset), 0x0F) * 4
-      ip.dscp = bit32.rshift(byte_at(ip.offset + 1), 2)
-      ip.flow_label = 0
-    elseif ip.version == 6 then
-      local w = src:range(ip.offset, 4):uint()
-      ip.hdr_len = 40
-      ip.dscp = bit32.band(bit32.rshift(w, 22), 0x3F)
-      ip.flow_label = bit32.band(w, 0xFFFFF)
-    else
-      return false
-    end
-    return true
-  end
-  for _, ip in ipairs(ips) do
-    if not read_ip(ip) then return nil end
-  end
   local v6_count = 0
   for _, ip in ipairs(ips) do
-    if ip.version == 6 then v6_count = v6_count + 1 end
+    if ip.version == 4 and src:len() >= ip.offset + 20 then
+      ip.hdr_len = band(src:range(ip.offset, 1):uint(), 0x0F) * 4
+      ip.dscp = rshift(src:range(ip.offset + 1, 1):uint(), 2)
+      ip.flow_label = 0
+    elseif ip.version == 6 and src:len() >= ip.offset + 40 then
+      local w = src:range(ip.offset, 4):uint()
+      ip.hdr_len = 40
+      ip.dscp = band(rshift(w, 22), 0x3F)
+      ip.flow_label = band(w, 0xFFFFF)
+      v6_count = v6_count + 1
+    else
+      return nil
+    end
   end
   return {
-    outer = ips[1],                -- switches rewrite (and trim on) this header
-    carrier = ips[#ips],           -- the header that carries UDP; the ICRC covers it
-    inner_ip6 = v6_count >= 2 and ips[#ips].version == 6 and ips[1].version == 6,
+    outer = ips[1],
+    carrier = ips[#ips],
+    inner_ip6 = v6_count >= 2 and ips[1].version == 6 and ips[#ips].version == 6,
     sport = udp_fi.value,
     udp_offset = udp_fi.offset,
     source = src,
@@ -314,62 +324,69 @@ local CRC_TABLE = {}
 for i = 0, 255 do
   local c = i
   for _ = 1, 8 do
-    if bit32.band(c, 1) == 1 then c = bit32.bxor(bit32.rshift(c, 1), 0xEDB88320) else c = bit32.rshift(c, 1) end
+    if band(c, 1) == 1 then c = bxor(rshift(c, 1), 0xEDB88320) else c = rshift(c, 1) end
   end
   CRC_TABLE[i] = c
 end
 local function crc_update(c, s)
-  for i = 1, #s do
-    c = bit32.bxor(bit32.rshift(c, 8), CRC_TABLE[bit32.band(bit32.bxor(c, s:byte(i)), 0xFF)])
-  end
+  for i = 1, #s do c = bxor(rshift(c, 8), CRC_TABLE[band(bxor(c, s:byte(i)), 0xFF)]) end
   return c
 end
 local function set_byte(s, i, v) return s:sub(1, i - 1) .. string.char(v) .. s:sub(i + 1) end
 
--- ICRC over the masked carrier IP header, UDP (checksum masked), BTH (byte 4 masked) and the rest
--- of the packet up to the ICRC. Returns nil when some of those bytes are not in the capture.
+-- The ICRC over 8 bytes of ones (the LRH), the carrier IP header and UDP header with their
+-- variant fields set to ones, the BTH with byte 4 set to ones, and the rest of the packet up to
+-- the ICRC. nil when some of those bytes are not in the capture.
 local function compute_icrc(tvb, layers, icrc_off)
-  local ip = layers.carrier
-  local src = layers.source
-  if layers.udp_offset + 8 > src:len() or ip.offset + ip.hdr_len > layers.udp_offset then return nil end
+  local ip, src = layers.carrier, layers.source
+  if layers.udp_offset + 8 > src:len() or ip.offset + ip.hdr_len > layers.udp_offset then
+    return nil
+  end
   if icrc_off > tvb:len() or icrc_off < BTH_BYTES then return nil end
   local iph = src:raw(ip.offset, ip.hdr_len)
   if ip.version == 4 then
-    iph = set_byte(iph, 2, 0xFF)                      -- TOS
-    iph = set_byte(iph, 9, 0xFF)                      -- TTL
-    iph = set_byte(set_byte(iph, 11, 0xFF), 12, 0xFF)  -- header checksum
+    iph = set_byte(iph, 2, 0xFF)                          -- TOS
+    iph = set_byte(iph, 9, 0xFF)                          -- TTL
+    iph = set_byte(set_byte(iph, 11, 0xFF), 12, 0xFF)     -- header checksum
   else
-    iph = set_byte(iph, 1, bit32.bor(iph:byte(1), 0x0F))     -- traffic class high nibble
-    iph = iph:sub(1, 1) .. "\255\255\255" .. iph:sub(5)  -- traffic class low bits, flow label
-    iph = set_byte(iph, 8, 0xFF)                             -- hop limit
+    iph = set_byte(iph, 1, bor(iph:byte(1), 0x0F))        -- traffic class, high nibble
+    iph = iph:sub(1, 1) .. "\255\255\255" .. iph:sub(5)   -- traffic class rest, flow label
+    iph = set_byte(iph, 8, 0xFF)                          -- hop limit
   end
-  local udph = src:raw(layers.udp_offset, 6) .. "\255\255"
-  local bth = tvb:raw(0, BTH_BYTES)
-  bth = set_byte(bth, 5, 0xFF)
-  local c = crc_update(0xFFFFFFFF, "\255\255\255\255\255\255\255\255")
-  c = crc_update(c, iph)
-  c = crc_update(c, udph)
-  c = crc_update(c, bth)
+  local udph = src:raw(layers.udp_offset, 6) .. "\255\255"  -- checksum
+  local bth = set_byte(tvb:raw(0, BTH_BYTES), 5, 0xFF)      -- variant byte
+  local c = crc_update(0xFFFFFFFF, string.rep("\255", 8))
+  c = crc_update(crc_update(crc_update(c, iph), udph), bth)
   if icrc_off > BTH_BYTES then c = crc_update(c, tvb:raw(BTH_BYTES, icrc_off - BTH_BYTES)) end
-  return bit32.bnot(c)
+  return bnot(c)
 end
 
 ----------------------------------------------------------------------------------------------
--- Extension headers. Each function gets its header's own bytes (already bounds-checked).
+-- Extension headers. Each function gets its header's own bytes, already bounds-checked.
 ----------------------------------------------------------------------------------------------
 
 local function check_reserved(item, range, name)
-  local nonzero = false
   for i = 0, range:len() - 1 do
-    if range:range(i, 1):uint() ~= 0 then nonzero = true end
+    if range:range(i, 1):uint() ~= 0 then
+      item:add_proto_expert_info(ef.reserved, name .. " is not zero")
+      return
+    end
   end
-  if nonzero then item:add_proto_expert_info(ef.reserved, name .. " is not zero") end
 end
 local function check_reserved_bits(item, value, mask, name)
-  if bit32.band(value, mask) ~= 0 then item:add_proto_expert_info(ef.reserved, name .. " is not zero") end
+  if band(value, mask) ~= 0 then item:add_proto_expert_info(ef.reserved, name .. " is not zero") end
+end
+local function check_op(item, op)
+  if op > 1 then item:add_proto_expert_info(ef.invalid, "endpoint op " .. op .. " is invalid") end
+end
+-- TSR(1) | reserved(11) | FTYPE(4), shared by TSETH, PETH and ERTH.
+local function add_tsr_word(t, r, tsr, reserved, ftype)
+  t:add(tsr, r)
+  check_reserved_bits(t:add(reserved, r), r:uint(), 0x7FF0, "TSR word reserved bits")
+  t:add(ftype, r)
 end
 
-local info = {}  -- summary pieces for the Info column, reset per packet
+local info = {}  -- pieces of the Info column, reset per packet
 
 local dissect_header = {}
 
@@ -377,13 +394,6 @@ function dissect_header.meth(t, r)
   t:add(f.meth_rqmsn, r(0, 2))
   t:add(f.meth_msn, r(2, 2))
   info[#info + 1] = "MSN=" .. r(2, 2):uint()
-end
-
-local function add_tsr_word(t, r, tsr, reserved, ftype)
-  t:add(tsr, r)
-  local it = t:add(reserved, r)
-  check_reserved_bits(it, r:uint(), 0x7FF0, "TSR word reserved bits")
-  t:add(ftype, r)
 end
 
 function dissect_header.tseth(t, r)
@@ -405,18 +415,20 @@ function dissect_header.aeth(t, r)
   local syndrome = r(0, 1):uint()
   local it = t:add(f.aeth_syndrome, r(0, 1))
   t:add(f.aeth_msn, r(1, 3))
-  if bit32.band(syndrome, 0x60) == 0x60 then
-    it:add_proto_expert_info(ef.nak, "NAK: " .. (AETH_SYNDROMES[syndrome] or string.format("syndrome 0x%02x", syndrome)))
+  if band(syndrome, 0x60) == 0x60 then
+    it:add_proto_expert_info(ef.nak, "NAK: " .. (AETH_SYNDROMES[syndrome] or
+                                                 string.format("syndrome 0x%02x", syndrome)))
   end
   info[#info + 1] = string.format("syndrome=0x%02x MSN=%d", syndrome, r(1, 3):uint())
 end
 
 function dissect_header.seth(t, r)
   check_reserved(t:add(f.seth_reserved0, r(0, 1)), r(0, 1), "SETH byte 0")
+  local b1 = r(1, 1):uint()
   local it_m = t:add(f.seth_m, r(1, 1))
+  if band(b1, 0x60) == 0x60 then it_m:add_proto_expert_info(ef.invalid, "M = 3 is invalid") end
   t:add(f.seth_pr, r(1, 1))
-  check_reserved_bits(t:add(f.seth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0x9D, "SETH byte 1 reserved bits")
-  if bit32.band(r(1, 1):uint(), 0x60) == 0x60 then it_m:add_proto_expert_info(ef.invalid, "M = 3 is invalid") end
+  check_reserved_bits(t:add(f.seth_rsvd_b1, r(1, 1)), b1, 0x9D, "SETH byte 1 reserved bits")
   t:add(f.seth_ack_psn_offset, r(2, 2))
   t:add(f.seth_entropy, r(4, 4))
   t:add(f.seth_spdcid, r(8, 2))
@@ -424,7 +436,8 @@ function dissect_header.seth(t, r)
   t:add(f.seth_port_status, r(12, 1))
   t:add(f.seth_cack_psn, r(13, 3))
   t:add(f.seth_cc_type, r(16, 1))
-  check_reserved_bits(t:add(f.seth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C, "SETH cc_flags")
+  check_reserved_bits(t:add(f.seth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C,
+                      "SETH cc_flags")
   t:add(f.seth_psv, r(16, 1))
   t:add(f.seth_sva, r(16, 1))
   t:add(f.seth_mpr, r(17, 1))
@@ -433,8 +446,9 @@ function dissect_header.seth(t, r)
   local cack = r(13, 3):uint()
   local base_psn = (cack + r(18, 2):int()) % 0x1000000
   t:add(f.seth_sack_base, base_psn):set_generated()
-  info[#info + 1] = string.format("cack=%d sack_base=%d bitmap=0x%s", cack, base_psn, r(20, 8):bytes():tohex())
-  if bit32.band(r(1, 1):uint(), 0x02) ~= 0 then info[#info + 1] = "PR" end
+  info[#info + 1] = string.format("cack=%d sack_base=%d bitmap=0x%s", cack, base_psn,
+                                  r(20, 8):bytes():tohex())
+  if band(b1, 0x02) ~= 0 then info[#info + 1] = "PR" end
 end
 
 function dissect_header.cc(t, r)
@@ -451,7 +465,7 @@ function dissect_header.neth(t, r)
   local code = r(2, 1):uint()
   local it = t:add(f.nack_code, r(2, 1))
   if not NACK_CODES[code] then
-    it:add_proto_expert_info(ef.invalid, string.format("NACK code 0x%02x is not defined by MRP0", code))
+    it:add_proto_expert_info(ef.invalid, string.format("NACK code 0x%02x is not in MRP0", code))
   end
   t:add(f.neth_vendor_code, r(3, 1))
   t:add(f.neth_entropy, r(4, 4))
@@ -460,13 +474,16 @@ function dissect_header.neth(t, r)
   check_reserved(t:add(f.neth_reserved12, r(12, 1)), r(12, 1), "NETH byte 12")
   t:add(f.neth_nack_psn, r(13, 3))
   t:add(f.neth_cc_type, r(16, 1))
-  check_reserved_bits(t:add(f.neth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C, "NETH cc_flags")
+  check_reserved_bits(t:add(f.neth_cc_flags_rsvd, r(16, 1)), r(16, 1):uint(), 0x0C,
+                      "NETH cc_flags")
   t:add(f.neth_psv, r(16, 1))
   t:add(f.neth_sva, r(16, 1))
   t:add(f.neth_m, r(17, 1))
-  check_reserved_bits(t:add(f.neth_reserved17, r(17, 1)), r(17, 1):uint(), 0x3F, "NETH byte 17 reserved bits")
+  check_reserved_bits(t:add(f.neth_reserved17, r(17, 1)), r(17, 1):uint(), 0x3F,
+                      "NETH byte 17 reserved bits")
   t:add(f.neth_ts_echo, r(18, 2))
-  info[#info + 1] = string.format("%s nack_psn=%d", NACK_CODES[code] or string.format("code=0x%02x", code),
+  info[#info + 1] = string.format("%s nack_psn=%d",
+                                  NACK_CODES[code] or string.format("code=0x%02x", code),
                                   r(13, 3):uint())
 end
 
@@ -484,10 +501,10 @@ end
 
 function dissect_header.erth(t, r)
   check_reserved(t:add(f.erth_reserved0, r(0, 1)), r(0, 1), "ERTH byte 0")
-  check_reserved_bits(t:add(f.erth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0xFC, "ERTH byte 1 reserved bits")
-  local op = bit32.band(r(1, 1):uint(), 0x03)
-  local it = t:add(f.erth_op, r(1, 1))
-  if op > 1 then it:add_proto_expert_info(ef.invalid, "endpoint op " .. op .. " is invalid") end
+  local b1 = r(1, 1):uint()
+  check_reserved_bits(t:add(f.erth_rsvd_b1, r(1, 1)), b1, 0xFC, "ERTH byte 1 reserved bits")
+  local op = band(b1, 0x03)
+  check_op(t:add(f.erth_op, r(1, 1)), op)
   check_reserved(t:add(f.erth_reserved2, r(2, 1)), r(2, 1), "ERTH byte 2")
   t:add(f.erth_vendor, r(3, 1))
   t:add(f.erth_port_status_mask, r(4, 4))
@@ -499,10 +516,10 @@ end
 
 function dissect_header.eeth(t, r)
   check_reserved(t:add(f.eeth_reserved0, r(0, 1)), r(0, 1), "EETH byte 0")
-  check_reserved_bits(t:add(f.eeth_rsvd_b1, r(1, 1)), r(1, 1):uint(), 0xC7, "EETH byte 1 reserved bits")
-  local op = bit32.band(bit32.rshift(r(1, 1):uint(), 4), 0x03)
-  local it = t:add(f.eeth_op, r(1, 1))
-  if op > 1 then it:add_proto_expert_info(ef.invalid, "endpoint op " .. op .. " is invalid") end
+  local b1 = r(1, 1):uint()
+  check_reserved_bits(t:add(f.eeth_rsvd_b1, r(1, 1)), b1, 0xC7, "EETH byte 1 reserved bits")
+  local op = band(rshift(b1, 4), 0x03)
+  check_op(t:add(f.eeth_op, r(1, 1)), op)
   t:add(f.eeth_sva, r(1, 1))
   t:add(f.eeth_status, r(2, 1))
   t:add(f.eeth_vendor, r(3, 1))
@@ -519,15 +536,58 @@ end
 -- The packet
 ----------------------------------------------------------------------------------------------
 
--- `off` is relative to the UDP payload; the message gives the offset in the frame, as mrct does.
+-- `off` is relative to the UDP payload; messages give the offset in the frame, as mrct does.
 local function truncated(item, tvb, what, off, need, have)
-  item:add_proto_expert_info(ef.truncated, string.format("%s truncated at offset %d: need %d bytes, have %d",
-                                                         what, tvb:offset() + off, need, have))
+  item:add_proto_expert_info(ef.truncated,
+                             string.format("%s truncated at offset %d: need %d bytes, have %d",
+                                           what, tvb:offset() + off, need, have))
 end
--- The packet is complete on the wire but the capture kept fewer bytes (snap length).
+-- The packet is complete on the wire, but the capture kept fewer bytes (snap length).
 local function capture_limited(item, tvb, what, off, need, have)
-  item:add_proto_expert_info(ef.capture_limited, string.format("%s at offset %d not captured: need %d bytes, have %d",
-                                                               what, tvb:offset() + off, need, have))
+  item:add_proto_expert_info(ef.capture_limited,
+                             string.format("%s at offset %d not captured: need %d bytes, have %d",
+                                           what, tvb:offset() + off, need, have))
+end
+
+-- EV format and WEV as the codec derives them (wire.h: DecodedFrame::ev_format,
+-- wev_from_carriage).
+local function entropy(layers)
+  local fmt = "udp"
+  if layers.inner_ip6 then
+    fmt = "srv6"
+  elseif layers.outer.version == 6 and layers.outer.flow_label ~= 0 then
+    fmt = "stev"
+  end
+  if fmt == "udp" then return fmt, layers.sport end
+  local fl16 = band(layers.carrier.flow_label, 0xFFFF)
+  if mrc.prefs.stripe == STRIPE_HIGH_IN_SPORT then
+    return fmt, bor(lshift(layers.sport, 16), fl16)
+  end
+  return fmt, bor(lshift(fl16, 16), layers.sport)
+end
+
+local function dissect_bth(root, tvb, opcode)
+  local b8 = tvb(8, 1):uint()
+  local bth = root:add(tvb(0, BTH_BYTES), "BTH")
+  bth:add(f.opcode, tvb(0, 1))
+  bth:add(f.se, tvb(1, 1))
+  bth:add(f.mig_req, tvb(1, 1))
+  local pad_item = bth:add(f.pad, tvb(1, 1))
+  bth:add(f.tver, tvb(1, 1))
+  bth:add(f.pkey, tvb(2, 2))
+  bth:add(f.variant, tvb(4, 1))
+  bth:add(f.dest_qp, tvb(5, 3))
+  bth:add(f.ack_req, tvb(8, 1))
+  check_reserved_bits(bth:add(f.bth_rsvd6, tvb(8, 1)), b8, 0x40, "BTH byte 8 bit 6")
+  local rtx_item = bth:add(f.rtx, tvb(8, 1))
+  bth:add(f.ts, tvb(8, 1))
+  check_reserved_bits(bth:add(f.bth_rsvd_lo, tvb(8, 1)), b8, 0x0F, "BTH byte 8 bits 3..0")
+  bth:add(f.psn, tvb(9, 3))
+  if band(b8, 0x20) ~= 0 then rtx_item:add_proto_expert_info(ef.rtx) end
+  if band(tvb(1, 1):uint(), 0x30) ~= 0 and not PAD_OPCODES[opcode] then
+    pad_item:add_proto_expert_info(ef.invalid, "pad count on an opcode that carries no pad")
+  end
+  return pad_item
 end
 
 local function dissect_mrc(tvb, pinfo, tree)
@@ -549,73 +609,35 @@ local function dissect_mrc(tvb, pinfo, tree)
     pinfo.cols.info:set("MRC " .. name .. " [truncated]")
     return
   end
-  local b1 = tvb(1, 1):uint()
+  local pad_item = dissect_bth(root, tvb, opcode)
+  local pad = rshift(band(tvb(1, 1):uint(), 0x30), 4)
   local b8 = tvb(8, 1):uint()
-  local pad = bit32.rshift(bit32.band(b1, 0x30), 4)
-  local ts = bit32.band(b8, 0x10) ~= 0
-  local rtx = bit32.band(b8, 0x20) ~= 0
 
-  local bth = root:add(tvb(0, BTH_BYTES), "BTH")
-  bth:add(f.opcode, tvb(0, 1))
-  bth:add(f.se, tvb(1, 1))
-  bth:add(f.mig_req, tvb(1, 1))
-  local pad_item = bth:add(f.pad, tvb(1, 1))
-  bth:add(f.tver, tvb(1, 1))
-  bth:add(f.pkey, tvb(2, 2))
-  bth:add(f.variant, tvb(4, 1))
-  bth:add(f.dest_qp, tvb(5, 3))
-  bth:add(f.ack_req, tvb(8, 1))
-  check_reserved_bits(bth:add(f.bth_rsvd6, tvb(8, 1)), b8, 0x40, "BTH byte 8 bit 6")
-  local rtx_item = bth:add(f.rtx, tvb(8, 1))
-  bth:add(f.ts, tvb(8, 1))
-  check_reserved_bits(bth:add(f.bth_rsvd_lo, tvb(8, 1)), b8, 0x0F, "BTH byte 8 bits 3..0")
-  bth:add(f.psn, tvb(9, 3))
-  if rtx then rtx_item:add_proto_expert_info(ef.rtx) end
-  if pad ~= 0 and not PAD_OPCODES[opcode] then
-    pad_item:add_proto_expert_info(ef.invalid, "pad count on an opcode that carries no pad")
-  end
-
-  -- EV carriage and trim state come from the IP/UDP headers in front of this payload.
+  -- EV carriage and trim state come from the IP and UDP headers in front of this payload.
   local layers = outer_layers(tvb)
   local trimmed = false
   if layers then
-    local fmt
-    if layers.inner_ip6 then
-      fmt = "srv6"
-    elseif layers.outer.version == 6 and layers.outer.flow_label ~= 0 then
-      fmt = "stev"
-    else
-      fmt = "udp"
-    end
-    local wev = layers.sport
-    if fmt ~= "udp" then
-      local fl16 = bit32.band(layers.carrier.flow_label, 0xFFFF)
-      if mrc.prefs.stripe == 2 then
-        wev = bit32.bor(bit32.lshift(layers.sport, 16), fl16)
-      else
-        wev = bit32.bor(bit32.lshift(fl16, 16), layers.sport)
-      end
-    end
+    local fmt, wev = entropy(layers)
     root:add(f.ev_format, fmt):set_generated()
     root:add(f.wev, wev):set_generated()
     local dscp = layers.outer.dscp
-    trimmed = is_data(opcode) and (dscp == mrc.prefs.dscp_trimmed or dscp == mrc.prefs.dscp_trimmed_lasthop)
+    trimmed = is_data(opcode) and
+              (dscp == mrc.prefs.dscp_trimmed or dscp == mrc.prefs.dscp_trimmed_lasthop)
   end
   local trim_item = root:add(f.trimmed, trimmed)
   trim_item:set_generated()
   if trimmed then trim_item:add_proto_expert_info(ef.trimmed) end
 
-  local summary = string.format("MRC %s QP=0x%06x PSN=%d", name, tvb(5, 3):uint(), tvb(9, 3):uint())
-  if bit32.band(b8, 0x80) ~= 0 then summary = summary .. " A" end
-  if rtx then summary = summary .. " RTX" end
+  local summary = string.format("MRC %s QP=0x%06x PSN=%d", name, tvb(5, 3):uint(),
+                                tvb(9, 3):uint())
+  if band(b8, 0x80) ~= 0 then summary = summary .. " A" end
+  if band(b8, 0x20) ~= 0 then summary = summary .. " RTX" end
 
-  -- Extension headers, as the codec walks them: a trimmed packet has no ICRC and may end
-  -- anywhere after the BTH; any other packet must hold its whole stack plus the ICRC.
+  -- Extension headers, walked as the codec walks them: a trimmed packet has no ICRC and may
+  -- end anywhere after the BTH; any other packet must hold its whole stack plus the ICRC.
   local off = BTH_BYTES
-  local body_end
-  if trimmed then
-    body_end = rlen
-  else
+  local body_end = rlen
+  if not trimmed then
     if rlen - off < ICRC_BYTES then
       truncated(root, tvb, "ICRC", off, ICRC_BYTES, rlen - off)
       pinfo.cols.info:set(summary .. " [truncated]")
@@ -623,14 +645,12 @@ local function dissect_mrc(tvb, pinfo, tree)
     end
     body_end = rlen - ICRC_BYTES
   end
-  local stack
+  local stack = CONTROL_STACKS[opcode]
   if is_data(opcode) then
     stack = { "meth" }
-    if ts then stack[#stack + 1] = "tseth" end
+    if band(b8, 0x10) ~= 0 then stack[#stack + 1] = "tseth" end
     stack[#stack + 1] = "reth"
     if IMM_OPCODES[opcode] then stack[#stack + 1] = "imm" end
-  else
-    stack = CONTROL_STACKS[opcode]
   end
   for _, h in ipairs(stack) do
     local size = HEADER_SIZE[h]
@@ -653,17 +673,22 @@ local function dissect_mrc(tvb, pinfo, tree)
   local payload_len = body_end - off
   if not trimmed then
     if pad > payload_len then
-      pad_item:add_proto_expert_info(ef.bad_pad, string.format("pad count %d exceeds the %d bytes after the headers at offset %d",
-                                                               pad, payload_len, tvb:offset() + off))
+      pad_item:add_proto_expert_info(ef.bad_pad, string.format(
+        "pad count %d exceeds the %d bytes after the headers at offset %d", pad, payload_len,
+        tvb:offset() + off))
       pinfo.cols.info:set(summary .. " [bad pad]")
       return
     end
     payload_len = payload_len - pad
   end
-  if payload_len > 0 and off + payload_len <= clen then root:add(f.payload, tvb(off, payload_len)) end
+  if payload_len > 0 and off + payload_len <= clen then
+    root:add(f.payload, tvb(off, payload_len))
+  end
   root:add(f.payload_len, payload_len):set_generated()
   if not trimmed then
-    if pad > 0 and off + payload_len + pad <= clen then root:add(f.pad_bytes, tvb(off + payload_len, pad)) end
+    if pad > 0 and off + payload_len + pad <= clen then
+      root:add(f.pad_bytes, tvb(off + payload_len, pad))
+    end
     if body_end + ICRC_BYTES <= clen then
       local icrc_item = root:add_le(f.icrc, tvb(body_end, ICRC_BYTES))
       local stored = tvb(body_end, ICRC_BYTES):le_uint()
@@ -673,11 +698,13 @@ local function dissect_mrc(tvb, pinfo, tree)
         root:add(f.icrc_computed, computed):set_generated()
         root:add(f.icrc_ok, computed == stored):set_generated()
         if computed ~= stored then
-          icrc_item:add_proto_expert_info(ef.icrc_bad, string.format("ICRC 0x%08x, computed 0x%08x", stored, computed))
+          icrc_item:add_proto_expert_info(ef.icrc_bad, string.format(
+            "ICRC 0x%08x, computed 0x%08x", stored, computed))
           summary = summary .. " [bad ICRC]"
         end
       elseif mrc.prefs.verify_icrc then
-        icrc_item:add_proto_expert_info(ef.icrc_unverified, "ICRC not verified: IP/UDP headers or bytes not available")
+        icrc_item:add_proto_expert_info(ef.icrc_unverified,
+                                        "ICRC not verified: IP/UDP headers or bytes not available")
       end
     else
       capture_limited(root, tvb, "ICRC", body_end, ICRC_BYTES, math.max(clen - body_end, 0))
@@ -694,7 +721,6 @@ end
 ----------------------------------------------------------------------------------------------
 
 local udp_port_table = DissectorTable.get("udp.port")
-local ROCE_PORT = 4791
 local original = udp_port_table:get_dissector(ROCE_PORT)
 local data_dissector = Dissector.get("data")
 
@@ -710,7 +736,11 @@ function mrc.dissector(tvb, pinfo, tree)
   -- expects more bytes after a vendor BTH than a trimmed or truncated MRC packet has).
   -- Dissector:call turns that into a Lua error: catch it and report it on the packet.
   local ok_orig, err_orig = pcall(function()
-    if original then original:call(ib_tvb, pinfo, tree) else data_dissector:call(ib_tvb, pinfo, tree) end
+    if original then
+      original:call(ib_tvb, pinfo, tree)
+    else
+      data_dissector:call(ib_tvb, pinfo, tree)
+    end
   end)
   local ok, err = true, nil
   if is_mrc then ok, err = pcall(dissect_mrc, tvb, pinfo, tree) end
