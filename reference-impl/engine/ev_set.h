@@ -1,0 +1,99 @@
+// The EV set of one QP: EV generation/expansion from an EV profile, the per-packet rotation
+// balanced across planes, EV states (GOOD / SKIP / ASSUMED_BAD / DENIED) with the ev_min_active
+// floor, and the backup set that replaces retired EVs of the same plane. Private header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "reference-impl/engine/engine.h"
+#include "reference-impl/engine/rng.h"
+
+namespace mrc::engine {
+
+inline constexpr uint32_t kNoSlot = UINT32_MAX;
+
+struct EvRecord {
+  uint32_t wev = 0;  // what the packet carries (SRv6: the EV's index, MRP0 C.1)
+  uint8_t port = 0;
+  EvState state = EvState::kGood;
+  enum class Role : uint8_t { kActive, kBackup, kOut } role = Role::kOut;
+  uint32_t slot = kNoSlot;
+  uint64_t skip_epoch = 0;
+  uint64_t skip_since_ns = 0;
+  // Reliability probing while ASSUMED_BAD.
+  uint32_t good_probes = 0;
+  bool probe_outstanding = false;
+  uint16_t probe_id = 0;
+  uint64_t next_probe_ns = 0;
+  uint64_t last_echo_ns = 0;  // last SACK/NACK that echoed this EV (the path delivered)
+  uint64_t packets_sent = 0;
+  wire::EvBytes expanded{};
+};
+
+class EvSet {
+ public:
+  using ChangeFn =
+      std::function<void(uint32_t idx, EvState from, EvState to, std::string_view reason)>;
+
+  // Builds the EVs of a QP from the profile. `format` decides how a WEV is derived from the
+  // expanded EV; `nports` bounds EV ports. Error strings name the field at fault.
+  Status build(const EvProfile& profile, wire::EvFormat format, uint8_t nports, Rng& rng);
+  void set_change_callback(ChangeFn fn) { on_change_ = std::move(fn); }
+  void set_skip_max_ns(uint64_t ns) { skip_max_ns_ = ns; }
+
+  size_t size() const { return evs_.size(); }
+  const EvRecord& at(uint32_t idx) const { return evs_[idx]; }
+  EvRecord& at(uint32_t idx) { return evs_[idx]; }
+  int find_wev(uint32_t wev) const;
+
+  // Next EV for a data packet: GOOD, on a port in `usable_ports` (bit N = port N), not
+  // `avoid_wev` unless it is the only candidate. -1 when none.
+  int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns);
+
+  // GOOD/SKIP -> ASSUMED_BAD, replaced by a backup of the same plane. False when the
+  // ev_min_active floor refuses the demotion.
+  bool demote(uint32_t idx, uint64_t now_ns, std::string_view reason);
+  void skip(uint32_t idx, uint64_t now_ns, std::string_view reason);
+  // ASSUMED_BAD / DENIED -> `to` (GOOD or SKIP), back into a slot of its plane or the backups.
+  void recover(uint32_t idx, EvState to, uint64_t now_ns, std::string_view reason);
+  void deny(uint32_t idx, std::string_view reason);
+
+  uint32_t count(EvState s) const { return counts_[static_cast<int>(s)]; }
+  uint64_t demotions_refused() const { return refused_; }
+  uint32_t min_active() const { return min_active_; }
+  size_t active_slots() const { return slots_.size(); }
+  const std::vector<uint32_t>& slots() const { return slots_; }
+  // SRv6: the expanded EV is wider than the DA, so packets carry a one-segment SRH.
+  bool srh() const { return srh_; }
+  // A GOOD EV of the plane, chosen uniformly; -1 when the plane has none.
+  int random_good_in_plane(uint8_t port, Rng& rng) const;
+  int first_good_in_plane(uint8_t port) const;
+
+ private:
+  void set_state(uint32_t idx, EvState to, std::string_view reason);
+  void wrap(Rng* rng);
+  bool skip_expired(const EvRecord& e, uint64_t now_ns) const;
+  void take_out_of_backups(uint32_t idx);
+
+  std::vector<EvRecord> evs_;
+  std::unordered_map<uint32_t, uint32_t> by_wev_;
+  std::vector<uint32_t> slots_;                     // rotation order, planes interleaved
+  std::vector<std::vector<uint32_t>> plane_slots_;  // slot positions of each plane (index port)
+  std::vector<std::vector<uint32_t>> backups_;      // GOOD backups of each plane (index port)
+  size_t cursor_ = 0;
+  uint64_t epoch_ = 0;
+  uint32_t counts_[4] = {0, 0, 0, 0};
+  uint32_t min_active_ = 1;
+  uint64_t refused_ = 0;
+  uint64_t skip_max_ns_ = 0;
+  bool srh_ = false;
+  Rng shuffle_rng_{1};
+  ChangeFn on_change_;
+};
+
+}  // namespace mrc::engine

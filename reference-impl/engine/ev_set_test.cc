@@ -1,0 +1,187 @@
+// EV set: generation and expansion, rotation balanced over planes, SKIP / ASSUMED_BAD / DENIED
+// with the ev_min_active floor and backup replacement from the same plane.
+#include "reference-impl/engine/ev_set.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "reference-impl/engine/engine_test_util.h"
+
+namespace mrc::engine::testing {
+namespace {
+
+EvSet build(const EvProfile& p, uint8_t nports, wire::EvFormat f = wire::EvFormat::kStev) {
+  EvSet s;
+  Rng rng(5);
+  Status st = s.build(p, f, nports, rng);
+  EXPECT_TRUE(st.ok()) << st.message;
+  return s;
+}
+
+TEST(EvSet, GeneratedEvsExpandIntoTheProfileAndSpreadEquallyOverPorts) {
+  const EvSet s = build(make_ev_profile(64, 0, 1), 4);
+  ASSERT_EQ(s.size(), 64u);
+  std::map<uint8_t, int> per_port;
+  std::set<uint32_t> wevs;
+  for (uint32_t i = 0; i < s.size(); ++i) {
+    const EvRecord& r = s.at(i);
+    ++per_port[r.port];
+    wevs.insert(r.wev);
+    // Field 0: init 0x1000 with 8 random bits in mask 0x00FF; field 1 fully random.
+    EXPECT_EQ(r.wev >> 24, 0x10u);
+    EXPECT_EQ(r.expanded[0], 0x10);
+    EXPECT_EQ(s.find_wev(r.wev), static_cast<int>(i));
+  }
+  EXPECT_EQ(wevs.size(), 64u);
+  for (auto [port, n] : per_port) EXPECT_EQ(n, 16) << int{port};
+  EXPECT_EQ(s.active_slots(), 64u);
+}
+
+TEST(EvSet, ExplicitProfileKeepsOrderPortsAndRejectsBadPorts) {
+  EvProfile p;
+  p.mode = EvMode::kExplicit;
+  p.format_widths = {16, 16};
+  p.fields = {wire::EvField{16, 0, 0, 0xFFFF, 0xFFFF}, wire::EvField{16, 0, 0, 0xFFFF, 0xFFFF}};
+  for (uint8_t i = 0; i < 6; ++i) {
+    EvEntry e;
+    e.ev = {0xAB, i, 0x00, static_cast<uint8_t>(0x10 + i)};
+    e.port = static_cast<uint8_t>(1 + i % 2);
+    p.explicit_evs.push_back(e);
+  }
+  const EvSet s = build(p, 2);
+  ASSERT_EQ(s.size(), 6u);
+  for (uint32_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(s.at(i).wev, (0xABu << 24) | (i << 16) | (0x10 + i));
+    EXPECT_EQ(s.at(i).port, 1 + i % 2);
+  }
+  p.explicit_evs[3].port = 3;
+  EvSet bad;
+  Rng rng(1);
+  Status st = bad.build(p, wire::EvFormat::kStev, 2, rng);
+  EXPECT_EQ(st.code, EINVAL);
+  EXPECT_NE(st.message.find("EV 3 has port 3"), std::string::npos) << st.message;
+  // A UDP fabric carries only 16 bits.
+  st = bad.build(make_ev_profile(4, 0, 1), wire::EvFormat::kUdp, 2, rng);
+  EXPECT_NE(st.message.find("exceeds the 16 bits"), std::string::npos) << st.message;
+}
+
+TEST(EvSet, Srv6WevIsTheIndexAndTheDaIsTheExpansion) {
+  EvProfile p;
+  p.mode = EvMode::kGenerated;
+  p.format_widths = {32, 16, 16, 16, 16, 16, 16};
+  p.fields = {wire::EvField{32, 0xfcbb0000, 0, 0, 0}};
+  for (int k = 0; k < 3; ++k) p.fields.push_back(wire::EvField{16, 0x0100, 0, 0xF, 0x000F});
+  p.ev_count = 8;
+  const EvSet s = build(p, 2, wire::EvFormat::kSrv6);
+  EXPECT_FALSE(s.srh());
+  for (uint32_t i = 0; i < s.size(); ++i) {
+    const EvRecord& r = s.at(i);
+    EXPECT_EQ(r.wev, i);
+    EXPECT_EQ(r.expanded[0], 0xfc);
+    EXPECT_EQ(r.expanded[1], 0xbb);
+    EXPECT_EQ(r.expanded[4], 0x01);  // uSID 1 = 0x010x
+    EXPECT_EQ(r.expanded[10], 0);    // uSIDs 4..6 unused: end of container
+  }
+  p.format_widths = {32, 16};
+  p.fields.resize(2);
+  EvSet bad;
+  Rng rng(1);
+  EXPECT_NE(bad.build(p, wire::EvFormat::kSrv6, 2, rng).message.find(">= 128 bits"),
+            std::string::npos);
+}
+
+TEST(EvSet, RotationAlternatesPlanesAndUsesEveryEvOncePerRound) {
+  EvSet s = build(make_ev_profile(12, 0, 1), 3);
+  const uint32_t all_ports = 0b1110;
+  std::map<uint32_t, int> uses;
+  uint8_t prev_port = 0;
+  for (int i = 0; i < 12; ++i) {
+    const int idx = s.pick(all_ports, false, 0, 0);
+    ASSERT_GE(idx, 0);
+    ++uses[static_cast<uint32_t>(idx)];
+    EXPECT_NE(s.at(static_cast<uint32_t>(idx)).port, prev_port);
+    prev_port = s.at(static_cast<uint32_t>(idx)).port;
+  }
+  EXPECT_EQ(uses.size(), 12u);
+  // Unusable planes are skipped entirely.
+  for (int i = 0; i < 30; ++i) {
+    const int idx = s.pick(0b0100, false, 0, 0);
+    ASSERT_GE(idx, 0);
+    EXPECT_EQ(s.at(static_cast<uint32_t>(idx)).port, 2);
+  }
+  EXPECT_EQ(s.pick(0, false, 0, 0), -1);
+}
+
+TEST(EvSet, AvoidedEvIsUsedOnlyWhenItIsTheLastOne) {
+  EvSet s = build(make_ev_profile(2, 0, 1), 1);
+  const uint32_t w0 = s.at(0).wev;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(s.pick(0b10, true, w0, 0), 1);
+  ASSERT_TRUE(s.demote(1, 0, "test"));
+  EXPECT_EQ(s.pick(0b10, true, w0, 0), 0);  // the only GOOD EV, even though avoided
+}
+
+TEST(EvSet, SkipLastsUntilEveryOtherEvWasUsed) {
+  EvSet s = build(make_ev_profile(8, 0, 1), 2);
+  const int first = s.pick(0b110, false, 0, 0);
+  ASSERT_GE(first, 0);
+  s.skip(static_cast<uint32_t>(first), 0, "test");
+  EXPECT_EQ(s.count(EvState::kSkip), 1u);
+  std::set<int> since;
+  for (int i = 0; i < 40; ++i) {
+    const int idx = s.pick(0b110, false, 0, 0);
+    if (idx == first) break;
+    since.insert(idx);
+  }
+  EXPECT_EQ(since.size(), 7u);  // all seven others came first
+  EXPECT_EQ(s.count(EvState::kSkip), 0u);
+}
+
+TEST(EvSet, DemotionTakesABackupOfTheSamePlaneAndRespectsTheFloor) {
+  // 12 EVs on 2 planes, 8 active (4 per plane), 4 backups, floor 9.
+  EvSet s = build(make_ev_profile(12, 8, 9), 2);
+  EXPECT_EQ(s.active_slots(), 8u);
+  std::vector<std::pair<uint32_t, uint8_t>> changes;
+  s.set_change_callback([&](uint32_t idx, EvState, EvState to, std::string_view) {
+    changes.emplace_back(idx, static_cast<uint8_t>(to));
+  });
+  const uint32_t victim = s.slots()[0];
+  const uint8_t plane = s.at(victim).port;
+  ASSERT_TRUE(s.demote(victim, 100, "loss"));
+  EXPECT_EQ(s.at(victim).state, EvState::kAssumedBad);
+  EXPECT_EQ(s.at(victim).role, EvRecord::Role::kOut);
+  EXPECT_EQ(s.at(victim).next_probe_ns, 100u);
+  const uint32_t replacement = s.slots()[0];
+  EXPECT_NE(replacement, victim);
+  EXPECT_EQ(s.at(replacement).port, plane);  // same plane
+  EXPECT_EQ(s.at(replacement).role, EvRecord::Role::kActive);
+  ASSERT_EQ(changes.size(), 1u);
+  // 11 usable now; two more demotions reach the floor of 9, the next is refused.
+  ASSERT_TRUE(s.demote(s.slots()[1], 100, "loss"));
+  ASSERT_TRUE(s.demote(s.slots()[2], 100, "loss"));
+  EXPECT_EQ(s.count(EvState::kGood), 9u);
+  EXPECT_FALSE(s.demote(s.slots()[3], 100, "loss"));
+  EXPECT_EQ(s.demotions_refused(), 1u);
+  EXPECT_EQ(s.count(EvState::kGood), 9u);
+  // Recovery goes to the backups when the plane's slots are all fine.
+  s.recover(victim, EvState::kGood, 200, "probes_good");
+  EXPECT_EQ(s.at(victim).state, EvState::kGood);
+  EXPECT_EQ(s.at(victim).role, EvRecord::Role::kBackup);
+}
+
+TEST(EvSet, RecoveredEvRetakesASlotHeldByABadEv) {
+  EvSet s = build(make_ev_profile(4, 4, 1), 2);  // no backups
+  const uint32_t victim = s.slots()[0];
+  ASSERT_TRUE(s.demote(victim, 0, "loss"));
+  EXPECT_EQ(s.at(victim).role, EvRecord::Role::kActive);  // nothing to swap in: stays, unused
+  for (int i = 0; i < 10; ++i) EXPECT_NE(s.pick(0b110, false, 0, 0), static_cast<int>(victim));
+  s.recover(victim, EvState::kSkip, 0, "probe_ce");
+  EXPECT_EQ(s.at(victim).state, EvState::kSkip);
+  s.deny(victim, "controller");
+  EXPECT_EQ(s.at(victim).state, EvState::kDenied);
+  EXPECT_EQ(s.count(EvState::kDenied), 1u);
+}
+
+}  // namespace
+}  // namespace mrc::engine::testing

@@ -1,0 +1,703 @@
+// Loss recovery and path management between two endpoints: timeout, SACK gap and trim NACK
+// retransmission, EV retirement and probe recovery, retry exhaustion, ECN, duplicates, lost
+// transport ACKs, corrupted packets, port status, endpoint operations, NSCC.
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "reference-impl/engine/engine_test_util.h"
+
+namespace mrc::engine::testing {
+namespace {
+
+using wire::PacketKind;
+
+struct Sent {
+  uint64_t t_ns;
+  uint32_t psn;
+  uint32_t wev;
+  bool rtx;
+  uint8_t dscp;
+  uint8_t port;
+};
+
+// Every data packet A sent, in order.
+std::vector<Sent> data_sent(const Pair& p) {
+  std::vector<Sent> out;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b || !decode(f, d) || d.op->kind != PacketKind::kMrcData) continue;
+    out.push_back({f.sent_ns, d.bth.psn, wev_of(d), d.bth.rtx, d.dscp(), f.port});
+  }
+  return out;
+}
+
+bool data_psn(const Frame& f, uint32_t psn, bool rtx) {
+  wire::DecodedFrame d;
+  return f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcData && d.bth.psn == psn &&
+         d.bth.rtx == rtx;
+}
+
+// A copy: the event vector grows while the pair keeps running.
+std::optional<Event> find_event(const Side& s, EventKind k, std::string_view key,
+                                std::string_view value) {
+  for (const Event& e : s.events) {
+    if (e.kind != k) continue;
+    const EventField* f = e.find(key);
+    if (f != nullptr && f->type == EventField::Type::kStr && f->s == value) return e;
+  }
+  return std::nullopt;
+}
+
+struct Transfer {
+  Buffer src;
+  Buffer dst;
+  Transfer(Pair& p, size_t len, uint8_t seed)
+      : src(*p.a.ep, len, seed), dst(*p.b.ep, len, seed + 1) {}
+  void post(Pair& p, uint64_t wr_id, size_t off, uint32_t len) {
+    const Sge sge = src.sge(off, len);
+    ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, wr_id, {&sge, 1}, dst.addr(off), dst.mr.rkey).ok());
+  }
+  bool exact() const { return src.bytes == dst.bytes; }
+};
+
+QpParams fast_timeout() {
+  QpParams qp;
+  qp.timeout = 4;  // T = 16.384 us
+  return qp;
+}
+
+TEST(Recovery, TailLossIsRetransmittedAfterTimeoutOnAFreshEvWithRtx) {
+  Pair p(2, 1, fast_timeout());
+  Transfer t(p, 8 * 4096, 1);
+  const uint32_t last = wire::psn_add(p.a.sq_psn, 7);
+  p.hook = [&](Frame& f) { return data_psn(f, last, false) ? Verdict::kDrop : Verdict::kDeliver; };
+  t.post(p, 1, 0, 8 * 4096);
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(p.run([&] {
+    auto w = p.poll(p.a);
+    wcs.insert(wcs.end(), w.begin(), w.end());
+    return !wcs.empty();
+  }));
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(t.exact());
+  const auto sent = data_sent(p);
+  ASSERT_EQ(sent.size(), 9u);
+  const Sent& orig = sent[7];
+  const Sent& rtx = sent[8];
+  EXPECT_EQ(orig.psn, last);
+  EXPECT_FALSE(orig.rtx);
+  EXPECT_EQ(rtx.psn, last);
+  EXPECT_TRUE(rtx.rtx);
+  EXPECT_NE(rtx.wev, orig.wev);  // fresh EV
+  EXPECT_EQ(rtx.dscp, wire::mrp0().dscp().trimmable_retx);
+  const uint64_t T = 1024ull << 4;
+  EXPECT_GE(rtx.t_ns - orig.t_ns, T);
+  EXPECT_LT(rtx.t_ns - orig.t_ns, 2 * T);
+  const std::optional<Event> e = find_event(p.a, EventKind::kRetransmit, "cause", "timeout");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->find("psn")->u, last);
+  EXPECT_EQ(e->find("old_wev")->u, orig.wev);
+  // The EV that lost a packet without a trim is retired.
+  const std::optional<Event> ev = find_event(p.a, EventKind::kEvState, "reason", "timeout");
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->find("wev")->u, orig.wev);
+  EXPECT_EQ(ev->find("to")->s, "ASSUMED_BAD");
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.rtx_timeout, 1u);
+  EXPECT_EQ(st.retransmits, 1u);
+  // The event log as JSON lines: one object per line, the same story.
+  std::istringstream in(p.a.jsonl);
+  std::string line;
+  size_t lines = 0, rtx_lines = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ++lines;
+    EXPECT_EQ(j["node"], "a");
+    if (j["kind"] == "retransmit") {
+      ++rtx_lines;
+      EXPECT_EQ(j["cause"], "timeout");
+      EXPECT_EQ(j["psn"], last);
+      EXPECT_EQ(j["wev"], rtx.wev);
+    }
+  }
+  EXPECT_EQ(lines, p.a.events.size());
+  EXPECT_EQ(rtx_lines, 1u);
+}
+
+TEST(Recovery, MiddleLossIsRetransmittedOnSackGapEvidenceBeforeTimeout) {
+  Pair p(2, 2, fast_timeout());
+  Transfer t(p, 32 * 4096, 3);
+  const uint32_t victim = wire::psn_add(p.a.sq_psn, 2);
+  p.hook = [&](Frame& f) {
+    return data_psn(f, victim, false) ? Verdict::kDrop : Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  const auto sent = data_sent(p);
+  auto it = std::find_if(sent.begin(), sent.end(), [](const Sent& s) { return s.rtx; });
+  ASSERT_NE(it, sent.end());
+  EXPECT_EQ(it->psn, victim);
+  EXPECT_LT(it->t_ns, 1024ull << 4);  // well before the ACK timeout
+  EXPECT_TRUE(find_event(p.a, EventKind::kRetransmit, "cause", "sack_gap").has_value());
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.rtx_sack_gap, 1u);
+  EXPECT_EQ(st.rtx_timeout, 0u);
+}
+
+void trim_test(uint8_t dscp, uint8_t expect_code) {
+  Pair p(2, 3, fast_timeout());
+  Transfer t(p, 16 * 4096, 5);
+  const uint32_t victim = wire::psn_add(p.a.sq_psn, 3);
+  uint32_t victim_wev = 0;
+  p.hook = [&](Frame& f) {
+    if (data_psn(f, victim, false)) {
+      wire::DecodedFrame d;
+      decode(f, d);
+      victim_wev = wev_of(d);
+      f.bytes = trim_frame(f.bytes, dscp);
+    }
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 16 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  // The responder NACKed exactly that PSN, echoing its EV.
+  std::vector<wire::DecodedFrame> nacks;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcNack) nacks.push_back(d);
+  }
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(nacks[0].neth.nack_code, expect_code);
+  EXPECT_EQ(nacks[0].neth.nack_psn, victim);
+  EXPECT_EQ(nacks[0].bth.psn, victim);
+  EXPECT_EQ(nacks[0].neth.entropy, victim_wev);
+  EXPECT_EQ(nacks[0].dscp(), wire::mrp0().dscp().control);
+  const auto sent = data_sent(p);
+  auto it = std::find_if(sent.begin(), sent.end(), [](const Sent& s) { return s.rtx; });
+  ASSERT_NE(it, sent.end());
+  EXPECT_EQ(it->psn, victim);
+  EXPECT_NE(it->wev, victim_wev);
+  EXPECT_EQ(std::count_if(sent.begin(), sent.end(), [](const Sent& s) { return s.rtx; }), 1);
+  // A trim is congestion, not failure: never ASSUMED_BAD.
+  for (const Event& e : p.a.events)
+    if (e.kind == EventKind::kEvState) {
+      EXPECT_NE(e.find("to")->s, "ASSUMED_BAD");
+    }
+  QpStats rst;
+  ASSERT_TRUE(p.b.ep->qp_stats(p.b.qpn, rst).ok());
+  EXPECT_EQ(rst.trimmed_rx, 1u);
+  EXPECT_EQ(rst.nacks_sent, 1u);
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.rtx_nack, 1u);
+  if (expect_code == 0x01) {
+    const std::optional<Event> e = find_event(p.a, EventKind::kEvState, "reason", "nack_trimmed");
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->find("wev")->u, victim_wev);
+    EXPECT_EQ(e->find("to")->s, "SKIP");
+  } else {
+    EXPECT_EQ(count_events(p.a, EventKind::kEvState), 0u);  // last-hop trims carry no penalty
+  }
+}
+
+TEST(Recovery, TrimmedPacketIsNackedAndRetransmittedEvSkipped) {
+  trim_test(wire::mrp0().dscp().trimmed, 0x01);
+}
+
+TEST(Recovery, LastHopTrimIsNackedWithoutEvPenalty) {
+  trim_test(wire::mrp0().dscp().trimmed_lasthop, 0x02);
+}
+
+TEST(Recovery, BlackholedEvIsRetiredProbedAndRecovered) {
+  QpParams qp = fast_timeout();
+  qp.ev = make_ev_profile(8, 0, 1);
+  Pair p(2, 4, qp);
+  Transfer t(p, 256 * 4096, 7);
+  uint32_t victim = 0;
+  bool have_victim = false;
+  bool blackhole = true;
+  size_t probes_dropped = 0;
+  p.hook = [&](Frame& f) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b || !decode(f, d)) return Verdict::kDeliver;
+    const uint32_t w = wev_of(d);
+    if (!have_victim && d.op->kind == PacketKind::kMrcData) {
+      victim = w;
+      have_victim = true;
+    }
+    if (blackhole && have_victim && w == victim) {
+      if (d.op->kind == PacketKind::kMrcProbe) ++probes_dropped;
+      return Verdict::kDrop;
+    }
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 128 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  // Let a few probe periods pass while still broken.
+  p.run_idle(60'000);
+  const std::optional<Event> bad = find_event(p.a, EventKind::kEvState, "to", "ASSUMED_BAD");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->find("wev")->u, victim);
+  EXPECT_GE(probes_dropped, 2u);
+  EXPECT_EQ(count_events(p.a, EventKind::kEvState, "reason", "probes_good"), 0u);
+  {
+    // No data went out on the retired EV after it was retired.
+    const uint64_t retired_at = bad->t_ns;
+    for (const Sent& s : data_sent(p)) EXPECT_FALSE(s.t_ns > retired_at && s.wev == victim);
+  }
+
+  // Repair the path: three consecutive good probe SACKs bring the EV back.
+  blackhole = false;
+  const size_t log_mark = p.log.size();
+  p.run_idle(100'000);
+  const std::optional<Event> good = find_event(p.a, EventKind::kEvState, "reason", "probes_good");
+  ASSERT_TRUE(good.has_value());
+  EXPECT_EQ(good->find("wev")->u, victim);
+  EXPECT_EQ(good->find("to")->s, "GOOD");
+  size_t probe_sacks = 0;
+  for (size_t i = log_mark; i < p.log.size(); ++i) {
+    wire::DecodedFrame d;
+    if (!p.log[i].a_to_b && decode(p.log[i], d) && d.op->kind == PacketKind::kMrcSack &&
+        d.seth.pr) {
+      ++probe_sacks;
+      EXPECT_EQ(d.seth.entropy, victim);
+    }
+  }
+  EXPECT_EQ(probe_sacks, 3u);  // K_RECOVER = 3, then probing stops
+  // Probes consumed no PSN: the next message continues right after the first one.
+  t.post(p, 2, 128 * 4096, 128 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  bool victim_used_again = false;
+  uint32_t max_psn_off = 0;
+  for (const Sent& s : data_sent(p)) {
+    if (s.t_ns >= good->t_ns && s.wev == victim) victim_used_again = true;
+    max_psn_off = std::max(max_psn_off, wire::psn_diff(s.psn, p.a.sq_psn));
+  }
+  EXPECT_TRUE(victim_used_again);
+  EXPECT_EQ(max_psn_off, 255u);
+}
+
+TEST(Recovery, RetryExhaustionFollowsLinearThenExponentialScheduleAndErrorsTheQp) {
+  QpParams qp;
+  qp.timeout = 4;
+  qp.linear_cnt = 2;
+  qp.exp_cnt = 2;
+  qp.ev = make_ev_profile(8, 0, 2);
+  Pair p(2, 5, qp);
+  Transfer t(p, 8192, 9);
+  p.hook = [&](Frame& f) { return f.a_to_b ? Verdict::kDrop : Verdict::kDeliver; };
+  t.post(p, 1, 0, 4096);
+  t.post(p, 2, 4096, 4096);
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(p.run([&] {
+    auto w = p.poll(p.a);
+    wcs.insert(wcs.end(), w.begin(), w.end());
+    return wcs.size() == 2;
+  }));
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+  QpAttr attr;
+  MrcQpAttr mrc;
+  ASSERT_TRUE(p.a.ep->query_qp(p.a.qpn, attr, mrc).ok());
+  EXPECT_EQ(attr.qp_state, QpState::kErr);
+  // Transmissions of the first PSN: original, then retries at T, 2T, 3T (linear), 5T, and the
+  // QP errors at 9T when retry 5 would exceed linear_cnt + exp_cnt = 4.
+  const uint64_t T = 1024ull << 4;
+  std::vector<uint64_t> times;
+  for (const Sent& s : data_sent(p))
+    if (s.psn == p.a.sq_psn) times.push_back(s.t_ns);
+  ASSERT_EQ(times.size(), 5u);
+  const uint64_t t0 = times[0];
+  EXPECT_EQ(times[1] - t0, T);
+  EXPECT_EQ(times[2] - t0, 2 * T);
+  EXPECT_EQ(times[3] - t0, 3 * T);
+  EXPECT_EQ(times[4] - t0, 5 * T);
+  const std::optional<Event> err = find_event(p.a, EventKind::kQpState, "to", "ERR");
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->find("reason")->s, "retry_exceeded");
+  EXPECT_EQ(err->t_ns - t0, 9 * T);
+  // Retransmissions used distinct EVs each time, and the floor kept ev_min_active EVs.
+  std::set<uint32_t> wevs;
+  for (const Sent& s : data_sent(p))
+    if (s.psn == p.a.sq_psn) wevs.insert(s.wev);
+  EXPECT_EQ(wevs.size(), 5u);
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.ev_good + st.ev_skip, 2u);
+  EXPECT_GT(st.ev_demotions_refused, 0u);
+  // Nothing reached B's memory.
+  Buffer fresh(*p.b.ep, 8192, 10);
+  EXPECT_EQ(t.dst.bytes, fresh.bytes);
+}
+
+TEST(Recovery, UnlimitedRetriesNeverGiveUp) {
+  QpParams qp;
+  qp.timeout = 0;  // T = 1.024 us: 30 retries reach the 2^24 cap and stay there
+  qp.linear_cnt = 0;
+  qp.exp_cnt = 25;
+  qp.probe_interval_ns = 1'000'000'000;
+  Pair p(1, 6, qp);
+  Transfer t(p, 4096, 11);
+  bool broken = true;
+  p.hook = [&](Frame& f) { return broken && f.a_to_b ? Verdict::kDrop : Verdict::kDeliver; };
+  t.post(p, 1, 0, 4096);
+  QpStats st;
+  ASSERT_TRUE(p.run(
+      [&] {
+        p.a.ep->qp_stats(p.a.qpn, st);
+        return st.rtx_timeout >= 30;
+      },
+      1'000'000'000'000ull));
+  QpAttr attr;
+  MrcQpAttr mrc;
+  ASSERT_TRUE(p.a.ep->query_qp(p.a.qpn, attr, mrc).ok());
+  EXPECT_EQ(attr.qp_state, QpState::kRts);
+  // The wait between retries is capped at 1.024 us * 2^24 (about 17.2 s).
+  std::vector<uint64_t> times;
+  for (const Frame& f : p.log)
+    if (f.a_to_b && is_kind(f, PacketKind::kMrcData)) times.push_back(f.sent_ns);
+  ASSERT_GE(times.size(), 31u);
+  EXPECT_EQ(times[1] - times[0], 1024u);
+  EXPECT_EQ(times[2] - times[1], 2048u);
+  EXPECT_EQ(times[30] - times[29], 1024ull << 24);
+  broken = false;
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }, 100'000'000'000ull));
+  EXPECT_TRUE(t.exact());
+}
+
+TEST(Recovery, EcnMarkedPacketGetsImmediateSackAndSkipsItsEv) {
+  Pair p(2, 7);
+  Transfer t(p, 16 * 4096, 13);
+  const uint32_t victim = wire::psn_add(p.a.sq_psn, 1);
+  uint32_t victim_wev = 0;
+  p.hook = [&](Frame& f) {
+    if (data_psn(f, victim, false)) {
+      wire::DecodedFrame d;
+      decode(f, d);
+      victim_wev = wev_of(d);
+      wire::rewrite_dscp_ecn({f.bytes.data(), f.bytes.size()}, d, std::nullopt, uint8_t{3});
+    }
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 16 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  size_t ce_sacks = 0;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcSack && d.seth.m == 1) {
+      ++ce_sacks;
+      EXPECT_EQ(d.seth.entropy, victim_wev);
+      EXPECT_EQ(wire::psn_add(d.seth.cack_psn, d.seth.ack_psn_offset), victim);
+    }
+  }
+  EXPECT_EQ(ce_sacks, 1u);
+  const std::optional<Event> e = find_event(p.a, EventKind::kEvState, "reason", "sack_ce");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->find("wev")->u, victim_wev);
+  EXPECT_EQ(e->find("to")->s, "SKIP");
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.retransmits, 0u);
+}
+
+TEST(Recovery, DuplicatedPacketsArePlacedOnceAndCompleteOnce) {
+  Pair p(2, 8);
+  Transfer t(p, 20 * 4096, 15);
+  p.hook = [&](Frame& f) { return f.a_to_b ? Verdict::kDuplicate : Verdict::kDeliver; };
+  ASSERT_TRUE(p.b.ep->post_recv(p.b.qpn, RecvWr{9, {}}).ok());
+  const Sge sge = t.src.sge(0, 20 * 4096);
+  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, t.dst.addr(), t.dst.mr.rkey, 77u).ok());
+  std::vector<Wc> send, recv;
+  ASSERT_TRUE(p.run([&] {
+    auto s = p.poll(p.a);
+    send.insert(send.end(), s.begin(), s.end());
+    auto r = p.poll(p.b);
+    recv.insert(recv.end(), r.begin(), r.end());
+    return !send.empty();
+  }));
+  p.run_idle(100'000);
+  EXPECT_EQ(p.poll(p.a).size(), 0u);
+  EXPECT_EQ(send.size(), 1u);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].imm_data, 77u);
+  EXPECT_TRUE(t.exact());
+  QpStats st;
+  ASSERT_TRUE(p.b.ep->qp_stats(p.b.qpn, st).ok());
+  EXPECT_EQ(st.data_bytes_placed, 20u * 4096);
+  EXPECT_EQ(st.duplicates_rx, 20u);
+}
+
+TEST(Recovery, LostTransportAckIsRecoveredByResendingTheLastPacket) {
+  Pair p(2, 9, fast_timeout());
+  Transfer t(p, 4 * 4096, 17);
+  bool dropped = false;
+  p.hook = [&](Frame& f) {
+    if (!dropped && !f.a_to_b && is_kind(f, PacketKind::kMrcTransportAck)) {
+      dropped = true;
+      return Verdict::kDrop;
+    }
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 4 * 4096);
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(p.run([&] {
+    auto w = p.poll(p.a);
+    wcs.insert(wcs.end(), w.begin(), w.end());
+    return !wcs.empty();
+  }));
+  ASSERT_TRUE(dropped);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(t.exact());
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.rtx_ack_wait, 1u);
+  QpStats rst;
+  ASSERT_TRUE(p.b.ep->qp_stats(p.b.qpn, rst).ok());
+  EXPECT_EQ(rst.duplicates_rx, 1u);
+  EXPECT_EQ(rst.data_bytes_placed, 4u * 4096);
+}
+
+TEST(Recovery, CorruptedPacketIsDroppedOnIcrcAndRecovered) {
+  Pair p(2, 10, fast_timeout());
+  Transfer t(p, 16 * 4096, 19);
+  const uint32_t victim = wire::psn_add(p.a.sq_psn, 5);
+  p.hook = [&](Frame& f) {
+    if (data_psn(f, victim, false)) f.bytes[f.bytes.size() - 100] ^= std::byte{0x40};
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 16 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  EXPECT_EQ(p.b.ep->stats().rx_bad_icrc, 1u);
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_EQ(st.retransmits, 1u);
+}
+
+TEST(Recovery, PeerPortDownStopsThatPlaneUntilItComesBack) {
+  Pair p(2, 11);
+  Transfer t(p, 64 * 4096, 21);
+  ASSERT_TRUE(p.b.ep->set_port_state(2, false, p.now).ok());
+  p.run_idle(50'000);  // the PORT_STATUS_UPDATE reaches A
+  AsyncEvent ae;
+  ASSERT_TRUE(p.b.ep->get_async_event(ae));
+  EXPECT_EQ(ae.type, AsyncEventType::kPortErr);
+  EXPECT_EQ(ae.port, 2);
+  size_t updates = 0;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcEndpointRequest) {
+      ++updates;
+      EXPECT_EQ(d.erth.op, 0);  // PORT_STATUS_UPDATE
+      EXPECT_EQ(d.erth.port_status_mask, 0b010u);
+      EXPECT_EQ(d.bth.dest_qp, wire::kEndpointOpQpn);
+      EXPECT_EQ(f.port, 1);  // only the live port carries it
+    }
+  }
+  EXPECT_EQ(updates, 1u);
+  const size_t mark = p.log.size();
+  t.post(p, 1, 0, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  for (size_t i = mark; i < p.log.size(); ++i)
+    if (p.log[i].a_to_b) {
+      EXPECT_EQ(p.log[i].port, 1) << "frame " << i;
+    }
+  ASSERT_TRUE(p.b.ep->set_port_state(2, true, p.now).ok());
+  p.run_idle(50'000);
+  const size_t mark2 = p.log.size();
+  t.post(p, 2, 32 * 4096, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  size_t on_two = 0;
+  for (size_t i = mark2; i < p.log.size(); ++i)
+    if (p.log[i].a_to_b && p.log[i].port == 2) ++on_two;
+  EXPECT_GT(on_two, 10u);
+  EXPECT_TRUE(t.exact());
+}
+
+TEST(Recovery, LocalPortDownStopsSendingOnIt) {
+  Pair p(2, 12);
+  Transfer t(p, 32 * 4096, 23);
+  ASSERT_TRUE(p.a.ep->set_port_state(1, false, p.now).ok());
+  t.post(p, 1, 0, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  for (const Frame& f : p.log)
+    if (f.a_to_b) {
+      EXPECT_EQ(f.port, 2);
+    }
+}
+
+TEST(Recovery, EvProbeRequestGetsResponseWithRttAndEntropy) {
+  Pair p(2, 13);
+  p.one_way_ns = 3'000;
+  EpRequest req;
+  req.req_id = 5;
+  req.dgid = p.b.ep->config().gid;
+  req.op = wire::EndpointOp::kEvProbe;
+  req.wev = 0x12345678;
+  req.port = 2;
+  req.timeout_ns = 100'000;
+  ASSERT_TRUE(p.a.ep->ep_post_request(req, p.now).ok());
+  EXPECT_EQ(p.a.ep->ep_post_request(req, p.now).code, EBUSY);  // req_id still outstanding
+  EpResponse rsp;
+  ASSERT_TRUE(p.run([&] { return p.a.ep->ep_poll_response(rsp); }));
+  EXPECT_EQ(rsp.req_id, 5);
+  EXPECT_FALSE(rsp.timed_out);
+  EXPECT_EQ(rsp.status, 0);
+  EXPECT_EQ(rsp.port, 2);
+  EXPECT_EQ(rsp.entropy, 0x12345678u);
+  EXPECT_EQ(rsp.rtt_ns, 6'000u);
+  EXPECT_TRUE(rsp.adj_svc_time);
+  EXPECT_EQ(rsp.port_status_mask, 0b110u);
+  // The request carried the requested WEV in sport / flow label; the response used DSCP_CONTROL.
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    ASSERT_TRUE(decode(f, d));
+    if (d.op->kind == PacketKind::kMrcEndpointRequest) {
+      EXPECT_EQ(wev_of(d), 0x12345678u);
+      EXPECT_EQ(d.bth.psn, 5u);
+    }
+    if (d.op->kind == PacketKind::kMrcEndpointResponse) {
+      EXPECT_EQ(d.dscp(), wire::mrp0().dscp().control);
+      EXPECT_EQ(d.bth.psn, 5u);
+    }
+  }
+  // An unanswered request times out.
+  p.hook = [](Frame&) { return Verdict::kDrop; };
+  req.req_id = 6;
+  ASSERT_TRUE(p.a.ep->ep_post_request(req, p.now).ok());
+  ASSERT_TRUE(p.run([&] { return p.a.ep->ep_poll_response(rsp); }));
+  EXPECT_EQ(rsp.req_id, 6);
+  EXPECT_TRUE(rsp.timed_out);
+}
+
+TEST(Recovery, ReceiveOnlyQpMaintainsReverseEvsWithEvProbes) {
+  Pair p(2, 14);
+  Transfer t(p, 512 * 4096, 25);
+  t.post(p, 1, 0, 512 * 4096);
+  p.one_way_ns = 5'000;
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  p.run_idle(100'000);  // let the last probes' responses come back
+  EXPECT_TRUE(t.exact());
+  std::set<uint8_t> probe_ports;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcEndpointRequest) {
+      EXPECT_EQ(d.erth.op, 1);  // EV_PROBE
+      probe_ports.insert(f.port);
+    }
+  }
+  EXPECT_EQ(probe_ports.size(), 2u);  // one per plane
+  EXPECT_GT(count_events(p.b, EventKind::kReverseEv, "reason", "ev_probe"), 0u);
+  // A, which sends, maintains its reverse EVs from data SACKs instead and sends no probes.
+  for (const Frame& f : p.log)
+    if (f.a_to_b) {
+      EXPECT_FALSE(is_kind(f, PacketKind::kMrcEndpointRequest));
+    }
+}
+
+TEST(Recovery, ControllerDeniedEvIsNotUsedUntilAllowedAgain) {
+  Pair p(2, 17);
+  Transfer t(p, 64 * 4096, 31);
+  std::vector<EvInfo> evs;
+  ASSERT_TRUE(p.a.ep->ev_info(p.a.qpn, evs).ok());
+  ASSERT_EQ(evs.size(), 16u);
+  const uint32_t denied = evs[3].wev;
+  ASSERT_TRUE(p.a.ep->modify_ev_state(1, denied, EvState::kDenied).ok());
+  EXPECT_EQ(p.a.ep->modify_ev_state(1, 0xFFFFFFFF, EvState::kDenied).code, ENOENT);
+  EXPECT_EQ(p.a.ep->modify_ev_state(9, denied, EvState::kDenied).code, EINVAL);
+  t.post(p, 1, 0, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  for (const Sent& s : data_sent(p)) EXPECT_NE(s.wev, denied);
+  ASSERT_TRUE(p.a.ep->ev_info(p.a.qpn, evs).ok());
+  EXPECT_EQ(evs[3].state, EvState::kDenied);
+  ASSERT_TRUE(p.a.ep->modify_ev_state(1, denied, EvState::kGood).ok());
+  const size_t mark = p.log.size();
+  t.post(p, 2, 32 * 4096, 32 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  bool used = false;
+  for (size_t i = mark; i < p.log.size(); ++i) {
+    wire::DecodedFrame d;
+    if (p.log[i].a_to_b && decode(p.log[i], d) && wev_of(d) == denied) used = true;
+  }
+  EXPECT_TRUE(used);
+}
+
+TEST(Recovery, DynamicMprFromSackShrinksTheRequesterWindow) {
+  QpParams qp;
+  qp.path_mtu = 256;
+  qp.mpr = 4;
+  qp.mpr_dest = 4;
+  Pair p(2, 15, qp);
+  ASSERT_TRUE(p.b.ep->set_responder_mpr(p.b.qpn, 1).ok());
+  EXPECT_EQ(p.b.ep->set_responder_mpr(p.b.qpn, 5).code, EINVAL);
+  Transfer t(p, 2000 * 256, 27);
+  p.one_way_ns = 20'000;
+  uint32_t max_ahead = 0;
+  bool shrunk = false;
+  p.hook = [&](Frame& f) {
+    wire::DecodedFrame d;
+    if (f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) {
+      QpStats st;
+      p.a.ep->qp_stats(p.a.qpn, st);
+      if (st.mpr_eff_psns == 128) shrunk = true;
+      if (shrunk) max_ahead = std::max(max_ahead, wire::psn_diff(d.bth.psn, st.cack_seen));
+    }
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 2000 * 256);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  EXPECT_TRUE(shrunk);
+  EXPECT_LE(max_ahead, 128u);
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b && decode(f, d) && d.op->kind == PacketKind::kMrcSack) {
+      EXPECT_EQ(d.seth.mpr, 1);
+    }
+  }
+}
+
+TEST(Recovery, NsccKeepsBytesInFlightWithinTheWindowUnderTrims) {
+  QpParams qp;
+  qp.cc = "uet-1.0-nscc";
+  Pair p(2, 16, qp);
+  Transfer t(p, 600 * 4096, 29);
+  uint64_t n = 0;
+  uint64_t violations = 0;
+  p.hook = [&](Frame& f) {
+    if (!f.a_to_b) return Verdict::kDeliver;
+    wire::DecodedFrame d;
+    if (!decode(f, d) || d.op->kind != PacketKind::kMrcData) return Verdict::kDeliver;
+    QpStats st;
+    p.a.ep->qp_stats(p.a.qpn, st);
+    if (st.bytes_in_flight > st.cwnd_bytes + 4096 + 200) ++violations;  // R51
+    if (++n % 20 == 0) f.bytes = trim_frame(f.bytes, wire::mrp0().dscp().trimmed);
+    return Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 600 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  EXPECT_EQ(violations, 0u);
+  EXPECT_GT(count_events(p.a, EventKind::kCwnd), 0u);
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  EXPECT_LT(st.cwnd_bytes, NsccConfig{}.max_cwnd);  // trims pulled the window down
+  EXPECT_GT(st.rtx_nack, 0u);
+}
+
+}  // namespace
+}  // namespace mrc::engine::testing
