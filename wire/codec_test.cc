@@ -186,6 +186,20 @@ TEST(Icrc, Crc32AndSeedMatchTheStandard) {
   EXPECT_EQ(crc32(as_bytes(check + 4, 5), crc32(as_bytes(check, 4))), 0xCBF43926u);
 }
 
+TEST(Icrc, FastCrcEqualsTheTableMethodForEveryLengthAndAlignment) {
+  std::vector<uint8_t> buf(4200);
+  std::mt19937 rng(7);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t len = 0; len < 600; ++len) {
+    for (size_t align : {0, 1, 3, 8}) {
+      const Bytes b = as_bytes(buf.data() + align, len);
+      ASSERT_EQ(crc32(b), crc32_portable(b)) << "len " << len << " align " << align;
+      ASSERT_EQ(crc32(b, 0x12345678), crc32_portable(b, 0x12345678)) << "len " << len;
+    }
+  }
+  EXPECT_EQ(crc32(as_bytes(buf.data(), 4200)), crc32_portable(as_bytes(buf.data(), 4200)));
+}
+
 TEST(Checksum, InternetChecksumRfc1071Example) {
   const uint8_t data[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
   EXPECT_EQ(internet_checksum(as_bytes(data, sizeof data)), 0x220d);

@@ -409,6 +409,8 @@ uint32_t usid_active(const Ipv6Addr& da, unsigned lbl_bits = 32, unsigned nfl_bi
 // Checksums and ICRC
 // ---------------------------------------------------------------------------------------------
 uint32_t crc32(Bytes data, uint32_t crc = 0);  // zlib-compatible (reflected, ~init, ~final)
+// The same CRC with the table method only (no carry-less multiply): the reference in tests.
+uint32_t crc32_portable(Bytes data, uint32_t crc = 0);
 uint16_t internet_checksum(Bytes data, uint32_t initial_sum = 0);
 
 // ---------------------------------------------------------------------------------------------
