@@ -708,4 +708,46 @@ bool rewrite_dscp_ecn(MutBytes frame, DecodedFrame& f, std::optional<uint8_t> ds
   return true;  // TOS/TC are masked in the ICRC: no ICRC change
 }
 
+size_t trim_frame(MutBytes frame, const DecodedFrame& f, uint8_t dscp, const WireProfile& profile,
+                  std::string* error) {
+  auto fail_with = [error](const char* why) -> size_t {
+    if (error) *error = why;
+    return 0;
+  };
+  if (frame.data() != f.frame.data()) return fail_with("trim: the decoded frame is not this buffer");
+  if (f.error || !f.roce || !f.op || f.op->kind != PacketKind::kMrcData)
+    return fail_with("trim: not an MRC data packet");
+  if (f.trimmed) return fail_with("trim: already trimmed");
+  const size_t cut = size_t{f.off_bth} + profile.min_trim_bytes();
+  const size_t ip_end = size_t{f.off_udp} + f.udp.length;
+  if (cut >= ip_end) return fail_with("trim: packet is not longer than the trimmed size");
+  uint8_t* p = reinterpret_cast<uint8_t*>(frame.data());
+  wr16(p + f.off_udp + 4, static_cast<uint32_t>(cut - f.off_udp));
+  if (f.l3 == 4) {
+    wr16(p + f.off_l3 + 2, static_cast<uint32_t>(cut - f.off_l3));
+  } else {
+    wr16(p + f.off_l3 + 4, static_cast<uint32_t>(cut - f.off_l3 - 40));
+    if (f.has_inner_ip6) wr16(p + f.off_inner + 4, static_cast<uint32_t>(cut - f.off_inner - 40));
+  }
+  // Offsets are unchanged by the cut, so the decoded view still locates the headers; the DSCP
+  // rewrite also redoes the IPv4 checksum over the new total length.
+  DecodedFrame g = f;
+  g.frame = Bytes(frame.data(), cut);
+  rewrite_dscp_ecn(MutBytes(frame.data(), cut), g, dscp, std::nullopt);
+  if (f.udp.checksum != 0) {
+    DecodedFrame h;
+    DecodeOptions o;
+    o.link = f.has_eth ? LinkType::kEthernet : LinkType::kRawIp;
+    o.roce_port = f.udp.dport;
+    decode_frame(Bytes(frame.data(), cut), h, o, profile);
+    fix_udp_checksum(MutBytes(frame.data(), cut), h, UdpChecksumPolicy::kCompute);
+  }
+  return cut;
+}
+
+uint32_t wev_of(const DecodedFrame& f, EvFormat format, EvStripe stripe) {
+  const Ipv6Header* ip = f.roce_ip6();
+  return wev_from_carriage(format, stripe, f.udp.sport, ip ? ip->flow_label : 0);
+}
+
 }  // namespace mrc::wire

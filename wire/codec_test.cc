@@ -398,6 +398,57 @@ TEST(Rewrite, DscpEcnRewriteKeepsChecksumsAndIcrc) {
   }
 }
 
+TEST(Rewrite, TrimFrameLikeASwitchInEveryCarrier) {
+  const auto all = samples::all_samples();
+  for (samples::Carrier c : samples::all_carriers()) {
+    const std::string name = std::string(samples::carrier_name(c)) + "/WRITE_MIDDLE";
+    SCOPED_TRACE(name);
+    for (uint8_t dscp : {mrp0().dscp().trimmed, mrp0().dscp().trimmed_lasthop}) {
+      auto frame = copy(find_sample(all, name).frame);
+      DecodedFrame f = decode_ok(frame);
+      std::string err;
+      const size_t n = trim_frame(MutBytes(frame.data(), frame.size()), f, dscp, mrp0(), &err);
+      ASSERT_GT(n, 0u) << err;
+      frame.resize(n);
+      DecodedFrame g = decode_ok(frame);
+      EXPECT_TRUE(g.trimmed);
+      EXPECT_EQ(g.dscp(), dscp);
+      if (g.has_inner_ip6) {
+        EXPECT_EQ(g.inner_ip6.dscp, dscp);
+      }
+      EXPECT_EQ(g.udp.length, 8 + mrp0().min_trim_bytes());
+      EXPECT_EQ(g.headers, kHdrMeth | kHdrTseth);
+      EXPECT_EQ(g.bth.psn, f.bth.psn);
+      EXPECT_EQ(g.meth.msn, f.meth.msn);
+      if (g.l3 == 4) {
+        EXPECT_EQ(internet_checksum(Bytes(frame.data() + g.off_l3, 20)), 0);
+      }
+      // Once trimmed, never again; control packets are not trimmed at all.
+      EXPECT_EQ(trim_frame(MutBytes(frame.data(), frame.size()), g, dscp, mrp0(), &err), 0u);
+      EXPECT_EQ(err, "trim: already trimmed");
+    }
+  }
+  auto sack = copy(find_sample(all, "stev/SACK").frame);
+  DecodedFrame s = decode_ok(sack);
+  EXPECT_EQ(trim_frame(MutBytes(sack.data(), sack.size()), s, 12), 0u);
+  // A non-zero UDP checksum is recomputed over the cut datagram.
+  auto cs = copy(find_sample(all, "stev/WRITE_ONLY/udp-checksum").frame);
+  DecodedFrame d = decode_ok(cs);
+  const size_t n = trim_frame(MutBytes(cs.data(), cs.size()), d, 12);
+  ASSERT_GT(n, 0u);
+  cs.resize(n);
+  DecodedFrame e = decode_ok(cs);
+  EXPECT_EQ(compute_udp_checksum(e), e.udp.checksum);
+}
+
+TEST(Codec, WevOfUsesTheRoceHeader) {
+  const auto all = samples::all_samples();
+  DecodedFrame f = decode_ok(find_sample(all, "srv6-srh/WRITE_FIRST").frame);
+  EXPECT_EQ(wev_of(f, EvFormat::kSrv6, EvStripe::kLowInSport), 0x0003a5c1u);
+  DecodedFrame g = decode_ok(find_sample(all, "udp4/WRITE_FIRST").frame);
+  EXPECT_EQ(wev_of(g, EvFormat::kUdp, EvStripe::kLowInSport), 0xa5c1u);
+}
+
 TEST(Codec, EncodeRejectsBadSpecsWithoutWritingPastTheBuffer) {
   FrameSpec s = samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 1);
   s.bth.opcode = 0xCA;

@@ -518,7 +518,7 @@ struct DecodedFrame {
   uint8_t ecn() const { return l3 == 4 ? ip4.ecn : (l3 == 6 ? ip6.ecn : 0); }
   uint32_t flow_label() const { return l3 == 6 ? ip6.flow_label : 0; }
   bool has(HeaderBit h) const { return (headers & h) != 0; }
-  // The format the frame is carried in, inferred from its headers.
+  // The format the frame is carried in, guessed from its headers (see wev_of).
   EvFormat ev_format() const {
     return has_inner_ip6 ? EvFormat::kSrv6 : (l3 == 6 && ip6.flow_label != 0 ? EvFormat::kStev : EvFormat::kUdp);
   }
@@ -589,6 +589,18 @@ bool restamp_wev(MutBytes frame, DecodedFrame& f, EvFormat format, EvStripe stri
 // Rewrites DSCP/ECN of the outer header (and inner in SRv6 mode), fixing the IPv4 checksum.
 bool rewrite_dscp_ecn(MutBytes frame, DecodedFrame& f, std::optional<uint8_t> dscp,
                       std::optional<uint8_t> ecn);
+// Trims an MRC data packet in place the way a trimming switch does: keeps the first
+// profile.min_trim_bytes() after UDP (BTH+METH+TSETH in MRP0), fixes the IP and UDP lengths,
+// sets `dscp` (the profile's TRIMMED or TRIMMED_LASTHOP) in the outer and inner header with
+// the IPv4 checksum, and recomputes a non-zero UDP checksum. `f` is the decoded `frame`.
+// Returns the new frame length (the caller shrinks its buffer), or 0 with `error` set when the
+// frame is not an untrimmed MRC data packet longer than the trimmed size.
+size_t trim_frame(MutBytes frame, const DecodedFrame& f, uint8_t dscp,
+                  const WireProfile& profile = mrp0(), std::string* error = nullptr);
+// The WEV a decoded packet carries in `format` (sport + flow label of the RoCE IP header).
+// Prefer this over DecodedFrame::ev_format(), which can only guess (a STEV packet whose
+// flow-label half is 0 looks like UDP carriage).
+uint32_t wev_of(const DecodedFrame& f, EvFormat format, EvStripe stripe);
 
 // ---------------------------------------------------------------------------------------------
 // Wire profile: everything about MRC bytes that a second profile could change.

@@ -114,52 +114,15 @@ namespace {
 
 constexpr uint16_t kAbsent = 0xFFFF;
 
-void put_u16(std::vector<std::byte>& b, size_t off, uint16_t v) {
-  b[off] = static_cast<std::byte>(v >> 8);
-  b[off + 1] = static_cast<std::byte>(v & 0xFF);
-}
-
-void set_error(std::string* error, std::string msg) {
-  if (error != nullptr) *error = std::move(msg);
-}
-
 }  // namespace
 
 bool trim_frame(std::vector<std::byte>& frame, uint8_t dscp, const wire::WireProfile& profile,
                 std::string* error) {
   wire::DecodedFrame f;
   wire::decode_frame(wire::as_bytes(frame), f, {}, profile);
-  if (!f.roce || f.off_udp == kAbsent || f.off_l3 == kAbsent) {
-    set_error(error, "trim: not a RoCE frame");
-    return false;
-  }
-  const size_t new_len = size_t{f.off_udp} + 8 + profile.min_trim_bytes();
-  if (new_len >= frame.size()) {
-    set_error(error, "trim: frame of " + std::to_string(frame.size()) +
-                         " bytes is not longer than the trimmed size " + std::to_string(new_len));
-    return false;
-  }
-  // DSCP first, while the frame still decodes whole; the IPv4 checksum is redone below.
-  if (!wire::rewrite_dscp_ecn(wire::MutBytes(frame.data(), frame.size()), f, dscp, std::nullopt)) {
-    set_error(error, "trim: could not rewrite the DSCP");
-    return false;
-  }
-  frame.resize(new_len);
-  put_u16(frame, f.off_udp + 4, static_cast<uint16_t>(8 + profile.min_trim_bytes()));
-  // The cut removed the bytes a UDP checksum covers; MRP0 sends 0 anyway.
-  put_u16(frame, f.off_udp + 6, 0);
-  if (f.l3 == 4) {
-    const size_t ihl_bytes = size_t{f.ip4.ihl} * 4;
-    put_u16(frame, f.off_l3 + 2, static_cast<uint16_t>(new_len - f.off_l3));
-    put_u16(frame, f.off_l3 + 10, 0);
-    const uint16_t sum = wire::internet_checksum(wire::Bytes(frame.data() + f.off_l3, ihl_bytes));
-    put_u16(frame, f.off_l3 + 10, sum);
-  } else if (f.l3 == 6) {
-    put_u16(frame, f.off_l3 + 4, static_cast<uint16_t>(new_len - f.off_l3 - 40));
-  }
-  if (f.has_inner_ip6 && f.off_inner != kAbsent) {
-    put_u16(frame, f.off_inner + 4, static_cast<uint16_t>(new_len - f.off_inner - 40));
-  }
+  const size_t n = wire::trim_frame(wire::MutBytes(frame.data(), frame.size()), f, dscp, profile, error);
+  if (n == 0) return false;
+  frame.resize(n);
   return true;
 }
 

@@ -495,7 +495,7 @@ TEST(Fault, SurgeryRefusesWhatItCannotDo) {
   std::vector<std::byte> not_roce(60, std::byte{0});
   std::string err;
   EXPECT_FALSE(trim_frame(not_roce, 12, wire::mrp0(), &err));
-  EXPECT_NE(err.find("not a RoCE"), std::string::npos);
+  EXPECT_NE(err.find("not an MRC data packet"), std::string::npos);
   auto ack = testing::ack_frame(1, 1);  // already no longer than a trimmed frame
   const auto before = ack;
   EXPECT_FALSE(trim_frame(ack, 12, wire::mrp0(), &err));
