@@ -14,6 +14,8 @@ inline constexpr int kExitUsage = 2;       // bad options or unreadable input
 using Run = std::function<int()>;
 Run add_decode(CLI::App& app);
 Run add_craft(CLI::App& app);
+// Forwards every argument after the subcommand to a tool's own main(argc, argv).
+Run add_passthrough(CLI::App& app, int (*entry)(int, char**), const char* prog);
 #ifdef MRCT_HAVE_CHECK
 Run add_check(CLI::App& app);
 Run add_rules(CLI::App& app);

@@ -3,6 +3,15 @@
 #include <map>
 
 #include "mrct/commands.h"
+#ifdef MRCT_HAVE_FAULTS
+#include "fault-injector/faults.h"
+#endif
+#ifdef MRCT_HAVE_RUNTIME
+#include "reference-impl/runtime/runtime.h"
+#endif
+#ifdef MRCT_HAVE_GUI
+#include "gui/view_main.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"mrct: MRC testbed and conformance suite"};
@@ -20,6 +29,18 @@ int main(int argc, char** argv) {
 #ifdef MRCT_HAVE_CHECK
   add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
   add("rules", "Print the rule catalogue", mrct::add_rules);
+#endif
+#ifdef MRCT_HAVE_FAULTS
+  add("inject", "Fault injector relay on impaired links (see fault-injector/README.md)",
+      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::faults::inject_main, "mrct inject"); });
+#endif
+#ifdef MRCT_HAVE_RUNTIME
+  add("endpoint", "Reference MRC endpoint on real sockets (perftest-style server/client)",
+      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::runtime::endpoint_main, "mrct endpoint"); });
+#endif
+#ifdef MRCT_HAVE_GUI
+  add("view", "Per-path timeline viewer; --export renders headless",
+      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::view::view_main, "mrct view"); });
 #endif
   try {
     app.parse(argc, argv);

@@ -1,0 +1,24 @@
+// Subcommands whose whole command line belongs to their library (inject, endpoint, view): mrct
+// only forwards the arguments, so each tool has one parser and one --help.
+#include <string>
+#include <vector>
+
+#include "mrct/commands.h"
+
+namespace mrct {
+
+Run add_passthrough(CLI::App& app, int (*entry)(int, char**), const char* prog) {
+  app.prefix_command();
+  app.allow_extras();
+  app.set_help_flag();  // --help goes to the tool itself
+  return [&app, entry, prog] {
+    std::vector<std::string> args{prog};
+    for (const std::string& a : app.remaining()) args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return entry(static_cast<int>(args.size()), argv.data());
+  };
+}
+
+}  // namespace mrct
