@@ -1,5 +1,11 @@
 // Subcommands whose whole command line belongs to their library (inject, endpoint, view): mrct
 // only forwards the arguments, so each tool has one parser and one --help.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,6 +24,28 @@ Run add_passthrough(CLI::App& app, int (*entry)(int, char**), const char* prog) 
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     return entry(static_cast<int>(args.size()), argv.data());
+  };
+}
+
+Run add_exec(CLI::App& app, std::vector<std::string> command, std::string pythonpath) {
+  app.prefix_command();
+  app.allow_extras();
+  app.set_help_flag();
+  return [&app, command, pythonpath] {
+    std::vector<std::string> args = command;
+    for (const std::string& a : app.remaining()) args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!pythonpath.empty()) {
+      const char* old = std::getenv("PYTHONPATH");
+      const std::string v = old && *old ? pythonpath + ":" + old : pythonpath;
+      setenv("PYTHONPATH", v.c_str(), 1);
+    }
+    std::fflush(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "mrct: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    return errno == ENOENT ? 127 : kExitUsage;
   };
 }
 

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace mrct {
 
@@ -16,6 +18,9 @@ Run add_decode(CLI::App& app);
 Run add_craft(CLI::App& app);
 // Forwards every argument after the subcommand to a tool's own main(argc, argv).
 Run add_passthrough(CLI::App& app, int (*entry)(int, char**), const char* prog);
+// Replaces mrct with an external program (the Python testbed, the lab script), arguments after
+// the subcommand appended to `command`; PYTHONPATH is extended when given.
+Run add_exec(CLI::App& app, std::vector<std::string> command, std::string pythonpath = {});
 #ifdef MRCT_HAVE_CHECK
 Run add_check(CLI::App& app);
 Run add_rules(CLI::App& app);

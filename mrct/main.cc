@@ -42,6 +42,18 @@ int main(int argc, char** argv) {
   add("view", "Per-path timeline viewer; --export renders headless",
       [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::view::view_main, "mrct view"); });
 #endif
+  // The Python testbed (Debian's interpreter: the one Mininet is installed for) and the lab.
+  const std::string src = MRC_SOURCE_DIR;
+  add("run", "Run one scenario end to end: fabric, endpoints, faults, captures, check, report",
+      [&](CLI::App& sub) {
+        return mrct::add_exec(sub, {"/usr/bin/python3", "-m", "mrctb", "run"}, src + "/testbed");
+      });
+  add("suite", "Run a library of scenarios against an implementation under test",
+      [&](CLI::App& sub) {
+        return mrct::add_exec(sub, {"/usr/bin/python3", "-m", "mrctb", "suite"}, src + "/testbed");
+      });
+  add("lab", "SoftRoCE lab: RoCEv2 RC baselines from the Linux rxe driver in a qemu guest",
+      [&](CLI::App& sub) { return mrct::add_exec(sub, {src + "/lab/mrct-lab"}); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
