@@ -1,0 +1,462 @@
+// The run's other artifacts, folded into the capture index: endpoint event log, injector
+// decision log, checker report; and finding them in a directory.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "gui/view_model_impl.h"
+
+namespace mrc::view {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool read_file(const std::string& path, std::string& out, std::string& error,
+               size_t limit = SIZE_MAX) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    error = path + ": cannot open";
+    return false;
+  }
+  std::ostringstream ss;
+  if (limit == SIZE_MAX) {
+    ss << f.rdbuf();
+    out = ss.str();
+  } else {
+    out.resize(limit);
+    f.read(out.data(), static_cast<std::streamsize>(limit));
+    out.resize(static_cast<size_t>(f.gcount()));
+  }
+  return true;
+}
+
+std::string first_line(const std::string& text) {
+  size_t p = 0;
+  while (p < text.size()) {
+    size_t e = text.find('\n', p);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(p, e - p);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+    p = e + 1;
+  }
+  return {};
+}
+
+// Typed field access that never throws: absent or mistyped fields give nullopt.
+std::optional<uint64_t> get_u64(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number_unsigned()) {
+    if (it != o.end() && it->is_number_integer() && it->get<int64_t>() >= 0)
+      return static_cast<uint64_t>(it->get<int64_t>());
+    return std::nullopt;
+  }
+  return it->get<uint64_t>();
+}
+std::optional<double> get_num(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+std::string get_str(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Calls fn(line_no, object) for each JSON-object line; bad lines become warnings.
+template <typename Fn>
+void for_each_json_line(ViewModel::Impl& m, const std::string& path, Fn fn) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    m.warn(path + ": cannot open");
+    return;
+  }
+  std::string line;
+  uint64_t no = 0, bad = 0;
+  while (std::getline(f, line)) {
+    ++no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json o = json::parse(line, nullptr, false);
+    if (o.is_discarded() || !o.is_object()) {
+      if (++bad <= 5) m.warn(path + ":" + std::to_string(no) + ": not a JSON object, skipped");
+      continue;
+    }
+    fn(no, o);
+  }
+  if (bad > 5) m.warn(path + ": " + std::to_string(bad) + " bad lines in all");
+}
+
+struct EventRec {
+  uint64_t t_ns = 0;
+  std::string node;
+  std::string kind;
+  uint32_t qpn = 0;
+  std::optional<uint64_t> wev, port, psn, attempt;
+  std::optional<double> cwnd, bytes_in_flight;
+  std::string from, to, reason, cause;
+  uint64_t line = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Artifact detection
+// ---------------------------------------------------------------------------------------------
+Artifacts detect_artifacts(const std::string& dir) {
+  Artifacts a;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> reports;
+  for (const fs::path& p : files) {
+    const std::string ext = p.extension().string();
+    std::string text, err;
+    if (ext == ".jsonl" || ext == ".ndjson") {
+      if (!read_file(p.string(), text, err, 1 << 16)) continue;
+      const json o = json::parse(first_line(text), nullptr, false);
+      if (o.is_discarded() || !o.is_object()) continue;
+      if (o.contains("t_ns") && o.contains("kind") && o.contains("node"))
+        a.event_logs.push_back(p.string());
+      else if (o.contains("t_ns") && o.contains("action") && o.contains("link"))
+        a.decision_logs.push_back(p.string());
+    } else if (ext == ".json") {
+      if (fs::file_size(p, ec) > (256u << 20) || ec) continue;
+      if (!read_file(p.string(), text, err)) continue;
+      const json o = json::parse(text, nullptr, false);
+      if (!o.is_discarded() && o.is_object() && o.contains("rules") && o["rules"].is_array() &&
+          (o.contains("verdict") || get_str(o, "tool") == "mrct check"))
+        reports.push_back(p.string());
+    }
+  }
+  // Prefer a file called report.json when a directory holds several reports.
+  for (const auto& r : reports)
+    if (fs::path(r).filename() == "report.json") a.report = r;
+  if (a.report.empty() && !reports.empty()) a.report = reports.front();
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event log
+// ---------------------------------------------------------------------------------------------
+void ViewModel::Impl::apply_event_log(const std::string& path) {
+  std::vector<EventRec> recs;
+  for_each_json_line(*this, path, [&](uint64_t line, const json& o) {
+    EventRec r;
+    r.line = line;
+    const auto t = get_u64(o, "t_ns");
+    const auto q = get_u64(o, "qpn");
+    r.kind = get_str(o, "kind");
+    r.node = get_str(o, "node");
+    if (!t || r.kind.empty()) {
+      if (recs.size() < 5)
+        warn(path + ":" + std::to_string(line) + ": event without t_ns/kind, skipped");
+      return;
+    }
+    r.t_ns = *t;
+    r.qpn = q ? static_cast<uint32_t>(*q) : 0;
+    r.wev = get_u64(o, "wev");
+    r.port = get_u64(o, "port");
+    r.psn = get_u64(o, "psn");
+    r.attempt = get_u64(o, "attempt");
+    r.cwnd = get_num(o, "cwnd");
+    r.bytes_in_flight = get_num(o, "bytes_in_flight");
+    r.from = get_str(o, "from");
+    r.to = get_str(o, "to");
+    r.reason = get_str(o, "reason");
+    r.cause = get_str(o, "cause");
+    recs.push_back(std::move(r));
+  });
+  stats.events += recs.size();
+
+  // Events name the node and its local QPN. A requester's local QPN is the DestQP of the
+  // feedback it receives (Flow::requester_qpn); pick the flow whose EVs the events mention.
+  std::map<std::pair<std::string, uint32_t>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < recs.size(); ++i) groups[{recs[i].node, recs[i].qpn}].push_back(i);
+  for (const auto& [key, idx] : groups) {
+    std::set<uint32_t> wevs;
+    for (size_t i : idx) {
+      const EventRec& r = recs[i];
+      if (r.wev && (r.kind == "ev_state" || r.kind == "retransmit" || r.kind == "probe" ||
+                    r.kind == "nack_rx"))
+        wevs.insert(static_cast<uint32_t>(*r.wev));
+    }
+    if (wevs.empty()) continue;  // nothing ties it to a lane (e.g. a pure responder)
+    uint32_t best = kNone;
+    size_t best_score = 0;
+    bool any_qp_match = false;
+    for (const Flow& f : flows) any_qp_match |= f.requester_qpn && *f.requester_qpn == key.second;
+    for (uint32_t fi = 0; fi < flows.size(); ++fi) {
+      const Flow& f = flows[fi];
+      if (any_qp_match && !(f.requester_qpn && *f.requester_qpn == key.second)) continue;
+      size_t score = 0;
+      for (const Lane& l : f.lanes)
+        if (!l.control && wevs.count(l.wev)) ++score;
+      if (score > best_score) {
+        best_score = score;
+        best = fi;
+      }
+    }
+    if (best == kNone) {
+      warn(path + ": events of node '" + key.first + "' QP " + std::to_string(key.second) +
+           " match no flow of the capture");
+      continue;
+    }
+    Flow& f = flows[best];
+    if (f.requester_node.empty()) f.requester_node = key.first;
+    for (size_t i : idx) {
+      const EventRec& r = recs[i];
+      if (r.kind == "ev_state" && r.wev) {
+        const uint32_t lane = lane_for(f, best, static_cast<uint32_t>(*r.wev), true);
+        if (r.port && *r.port > 0 && *r.port < 256) {
+          f.lanes[lane].plane = static_cast<uint8_t>(*r.port);
+          f.lanes[lane].plane_source = "event log";
+        }
+        ExtMark m;
+        m.ts_ns = r.t_ns;
+        m.kind = MarkKind::kEvState;
+        m.lane = lane;
+        m.to_state = parse_ev_state(r.to);
+        m.text = r.from + " -> " + r.to + (r.reason.empty() ? "" : " (" + r.reason + ")");
+        f.ext.push_back(std::move(m));
+      } else if (r.kind == "cwnd") {
+        if (r.cwnd) f.cwnd.push_back({r.t_ns, *r.cwnd});
+        if (r.bytes_in_flight) f.bytes_in_flight.push_back({r.t_ns, *r.bytes_in_flight});
+      } else if (r.kind == "retransmit" && r.psn) {
+        RtxEvent e;
+        e.ts_ns = r.t_ns;
+        e.psn = static_cast<uint32_t>(*r.psn);
+        e.wev = r.wev ? static_cast<uint32_t>(*r.wev) : 0;
+        e.cause = r.cause;
+        e.attempt = r.attempt.value_or(0);
+        rtx_events[best].push_back(std::move(e));
+      } else if (r.kind == "qp_state") {
+        f.qp_events.emplace_back(
+            r.t_ns, r.from + " -> " + r.to + (r.reason.empty() ? "" : " (" + r.reason + ")"));
+      } else if (r.kind == "probe" && r.wev && r.port && *r.port > 0 && *r.port < 256) {
+        const uint32_t lane = f.lane_of(static_cast<uint32_t>(*r.wev));
+        if (lane != kNone && f.lanes[lane].plane_source != "event log") {
+          f.lanes[lane].plane = static_cast<uint8_t>(*r.port);
+          f.lanes[lane].plane_source = "event log";
+        }
+      }
+    }
+    const auto by_t = [](const SeriesPoint& a, const SeriesPoint& b) { return a.ts_ns < b.ts_ns; };
+    std::stable_sort(f.cwnd.begin(), f.cwnd.end(), by_t);
+    std::stable_sort(f.bytes_in_flight.begin(), f.bytes_in_flight.end(), by_t);
+  }
+  // Retransmit events carry the port of the EV too; use them for lanes the ev_state lines miss.
+  for (const EventRec& r : recs) {
+    if (r.kind != "retransmit" || !r.wev || !r.port || *r.port == 0 || *r.port > 255) continue;
+    for (Flow& f : flows) {
+      if (f.requester_node != r.node) continue;
+      const uint32_t lane = f.lane_of(static_cast<uint32_t>(*r.wev));
+      if (lane != kNone && f.lanes[lane].plane_source != "event log") {
+        f.lanes[lane].plane = static_cast<uint8_t>(*r.port);
+        f.lanes[lane].plane_source = "event log";
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decision log
+// ---------------------------------------------------------------------------------------------
+void ViewModel::Impl::apply_decision_log(const std::string& path) {
+  const wire::WireProfile& profile = wire::mrp0();
+  for_each_json_line(*this, path, [&](uint64_t line, const json& o) {
+    const auto t = get_u64(o, "t_ns");
+    const std::string action = get_str(o, "action");
+    if (!t || action.empty()) {
+      warn(path + ":" + std::to_string(line) + ": decision without t_ns/action, skipped");
+      return;
+    }
+    ++stats.decisions;
+    const bool drop = action == "drop" || action == "corrupt";
+    const bool trim = action == "trim";
+    if (!drop && !trim) return;
+    const auto qpn = get_u64(o, "qpn");
+    const auto psn = get_u64(o, "psn");
+    const auto opcode = get_u64(o, "opcode");
+    const auto ev = get_u64(o, "ev");
+    if (!qpn || !opcode) return;  // not a RoCE packet: no flow to show it on
+    const wire::OpcodeInfo* op = profile.opcode_info(static_cast<uint8_t>(*opcode));
+    const wire::PacketKind kind = op ? op->kind : wire::PacketKind::kUnknown;
+    const bool forward = kind == wire::PacketKind::kMrcData || kind == wire::PacketKind::kRcData ||
+                         kind == wire::PacketKind::kMrcProbe;
+    const std::string reason = get_str(o, "reason");
+    const std::string link = get_str(o, "link");
+    const std::string dir = get_str(o, "dir");
+
+    uint32_t fi = kNone, lane = kNone;
+    if (forward) {
+      // Data: DestQP is the responder's QPN. Prefer the flow that has the EV as a lane.
+      for (uint32_t c = 0; c < flows.size(); ++c) {
+        if (flows[c].responder_qpn != *qpn) continue;
+        const uint32_t l = ev ? flows[c].lane_of(static_cast<uint32_t>(*ev)) : kNone;
+        if (fi == kNone || (l != kNone && lane == kNone)) {
+          fi = c;
+          lane = l;
+        }
+      }
+      if (fi != kNone && lane == kNone && ev)
+        lane = lane_for(flows[fi], fi, static_cast<uint32_t>(*ev), true);
+    } else {
+      // Feedback: DestQP is the requester's QPN; the EV is the feedback's own (reverse) EV.
+      const std::string from_node = dir.substr(0, dir.find('>'));
+      for (uint32_t c = 0; c < flows.size(); ++c) {
+        if (!flows[c].requester_qpn || *flows[c].requester_qpn != *qpn) continue;
+        // dir is "<src node>><dst node>": feedback goes to the requester.
+        const bool node_match =
+            !flows[c].requester_node.empty() && dir.size() > flows[c].requester_node.size() &&
+            dir.substr(dir.size() - flows[c].requester_node.size()) == flows[c].requester_node;
+        if (fi == kNone || node_match) fi = c;
+      }
+      (void)from_node;
+    }
+    if (fi == kNone) return;
+    Flow& f = flows[fi];
+    ExtMark m;
+    m.ts_ns = *t;
+    m.kind = trim ? MarkKind::kTrimmed : MarkKind::kInjectorDrop;
+    m.lane = lane;  // kNone: control lane
+    std::string what = op ? std::string(op->name) : "opcode " + std::to_string(*opcode);
+    m.text = action + " " + what + (reason.empty() ? "" : " " + reason) +
+             (link.empty() ? "" : " on " + link);
+    if (psn && forward && kind != wire::PacketKind::kMrcProbe) {
+      m.has_psn = true;
+      m.psn = static_cast<uint32_t>(*psn);
+      m.rel_psn = rel_psn(f, m.psn);
+    }
+    if (!forward && ev) m.text += " (EV " + format_wev(static_cast<uint32_t>(*ev)) + ")";
+
+    // The frame the decision acted on, when the capture point is before the injector: the last
+    // send of that PSN on that EV at or before the decision.
+    if (lane != kNone && m.has_psn) {
+      Lane& l = f.lanes[lane];
+      size_t p = std::upper_bound(l.frames.begin(), l.frames.end(), *t,
+                                  [&](uint64_t tv, uint32_t i) { return tv < frames[i].ts_ns; }) -
+                 l.frames.begin();
+      for (size_t steps = 0; p > 0 && steps < 1024; --p, ++steps) {
+        FrameInfo& c = frames[l.frames[p - 1]];
+        if (c.psn != m.psn || (c.kind != MarkKind::kFirstTx && c.kind != MarkKind::kRetransmit))
+          continue;
+        if (c.flags & (kFlagDroppedLater | kFlagTrimmedLater)) break;
+        c.flags |= trim ? kFlagTrimmedLater : kFlagDroppedLater;
+        m.frame = l.frames[p - 1];
+        m.rel_psn = c.rel_psn;
+        break;
+      }
+      if (trim && m.frame == kNone) {
+        // Capture point after the trim: the trimmed frame itself is in the capture, already a
+        // mark; link the decision to it instead of adding a second one.
+        size_t q = std::lower_bound(l.frames.begin(), l.frames.end(), *t,
+                                    [&](uint32_t i, uint64_t tv) { return frames[i].ts_ns < tv; }) -
+                   l.frames.begin();
+        for (size_t steps = 0; q < l.frames.size() && steps < 1024; ++q, ++steps) {
+          const FrameInfo& c = frames[l.frames[q]];
+          if (c.kind == MarkKind::kTrimmed && c.psn == m.psn) {
+            m.frame = l.frames[q];
+            m.kind = MarkKind::kOther;  // a note on the frame, not a mark of its own
+            break;
+          }
+        }
+        if (m.kind == MarkKind::kOther) {
+          notes_on_frames.push_back({m.frame, m.text});
+          return;
+        }
+      }
+    }
+    f.ext.push_back(std::move(m));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checker report
+// ---------------------------------------------------------------------------------------------
+bool ViewModel::Impl::apply_report(const std::string& path, bool explicit_file,
+                                   std::string& error) {
+  std::string text, err;
+  const auto fail = [&](const std::string& msg) {
+    if (explicit_file) {
+      error = msg;
+      return false;
+    }
+    warn(msg + " (report ignored)");
+    return true;
+  };
+  if (!read_file(path, text, err)) return fail(err);
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return fail(path + ": not valid JSON");
+  if (!j.is_object() || !j.contains("rules") || !j["rules"].is_array())
+    return fail(path + ": not a checker report (no \"rules\" array)");
+  std::error_code ec;
+  const fs::path cap(opts.capture);
+  size_t rule_no = 0;
+  for (const json& r : j["rules"]) {
+    ++rule_no;
+    if (!r.is_object()) {
+      warn(path + ": rules[" + std::to_string(rule_no - 1) + "] is not an object, skipped");
+      continue;
+    }
+    const std::string status = get_str(r, "status");
+    if (status != "fail" && status != "warn") continue;
+    Violation v;
+    v.id = get_str(r, "id");
+    v.status = status;
+    v.severity = get_str(r, "severity");
+    v.statement = get_str(r, "statement");
+    v.count = get_u64(r, "count").value_or(0);
+    if (r.contains("evidence") && r["evidence"].is_array()) {
+      for (const json& e : r["evidence"]) {
+        if (!e.is_object()) continue;
+        Evidence ev;
+        ev.file = get_str(e, "file");
+        ev.frame_no = get_u64(e, "frame");
+        ev.ts_ns = get_u64(e, "ts_ns").value_or(0);
+        ev.message = get_str(e, "message");
+        // The frame in the opened capture: by number when the evidence names this file, else
+        // the frame nearest its time (captures of one run share the clock).
+        bool same_file = false;
+        if (!ev.file.empty()) {
+          const fs::path ef(ev.file);
+          same_file = fs::exists(ef, ec) && fs::exists(cap, ec) ? fs::equivalent(ef, cap, ec)
+                                                                : ef.filename() == cap.filename();
+          if (!same_file && ef.is_relative()) {
+            const fs::path rel = fs::path(path).parent_path() / ef;
+            same_file = fs::exists(rel, ec) && fs::exists(cap, ec) && fs::equivalent(rel, cap, ec);
+          }
+        }
+        if (same_file && ev.frame_no && *ev.frame_no >= 1 && *ev.frame_no <= frames.size()) {
+          ev.frame = static_cast<uint32_t>(*ev.frame_no - 1);
+        } else if (ev.ts_ns != 0 && !frames.empty()) {
+          size_t lo = 0, hi = frames.size();
+          while (lo < hi) {
+            const size_t mid = (lo + hi) / 2;
+            if (frames[mid].ts_ns < ev.ts_ns)
+              lo = mid + 1;
+            else
+              hi = mid;
+          }
+          if (lo == frames.size())
+            lo = frames.size() - 1;
+          else if (lo > 0 && ev.ts_ns - frames[lo - 1].ts_ns <= frames[lo].ts_ns - ev.ts_ns)
+            --lo;
+          ev.frame = static_cast<uint32_t>(lo);
+          ev.by_time = true;
+        }
+        v.evidence.push_back(std::move(ev));
+      }
+    }
+    violations.push_back(std::move(v));
+  }
+  return true;
+}
+
+}  // namespace mrc::view

@@ -1,0 +1,292 @@
+// mrc_view_model: the index behind the Qt viewer (issue 8), with no Qt dependency.
+//
+// One pass over a capture (pcap/pcapng, memory-mapped, decoded with mrc::wire) builds a compact
+// per-frame table and, per QP data direction ("flow"), one lane per EV grouped by plane, in
+// time order. The optional artifacts of the same run are then folded in: the endpoint event log
+// (EV state changes, cwnd, bytes in flight, retransmit causes), the injector decision log
+// (drops and trims the capture cannot show) and the checker report (violations and the frames
+// they name). Views draw from this index only: everything they need per frame is in FrameInfo,
+// and per-lane frame lists are time-sorted so a view finds what is visible with a binary search.
+//
+// Memory: ~56 bytes per frame plus 4 per frame per list it is in (flow, lane); the captured
+// bytes stay in the file mapping and are decoded again only for the packet pane.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/wire.h"
+
+namespace mrc::view {
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+// What a mark on a lane is. Frames get one kind each; kInjectorDrop and kEvState come from the
+// logs (kTrimmed too, when the capture point is before the trimming switch).
+enum class MarkKind : uint8_t {
+  kFirstTx,       // data, first transmission of its PSN at this capture point
+  kRetransmit,    // data with BTH.RTX=1, or a PSN seen before
+  kTrimmed,       // a trimmed data packet (DSCP TRIMMED / TRIMMED_LASTHOP) or an injector trim
+  kInjectorDrop,  // a drop in the decision log
+  kSack,
+  kNack,
+  kProbe,    // reliability probe
+  kEvState,  // EV state change in the event log
+  kAck,      // transport ACK / NAK
+  kOther,    // anything else of the flow
+};
+inline constexpr size_t kMarkKindCount = 10;
+std::string_view mark_kind_name(MarkKind k);   // "first_tx", "retransmit", ...
+std::string_view mark_kind_label(MarkKind k);  // "first transmission", ...
+std::optional<MarkKind> parse_mark_kind(std::string_view name);
+inline constexpr uint32_t kAllKinds = (1u << kMarkKindCount) - 1;
+constexpr uint32_t kind_bit(MarkKind k) {
+  return 1u << static_cast<unsigned>(k);
+}
+
+enum FrameFlag : uint16_t {
+  kFlagRoce = 1u << 0,
+  kFlagDecodeError = 1u << 1,
+  kFlagRtxBit = 1u << 2,          // BTH.RTX set
+  kFlagCe = 1u << 3,              // ECN CE in the outer header
+  kFlagTrimmedLastHop = 1u << 4,  // trimmed with DSCP TRIMMED_LASTHOP / NACK code 0x02
+  kFlagProbeReply = 1u << 5,      // SACK with PR=1
+  kFlagDroppedLater = 1u << 6,    // the decision log drops this frame after the capture point
+  kFlagTrimmedLater = 1u << 7,    // the decision log trims it after the capture point
+  kFlagDelivered = 1u << 8,       // counted as goodput (first delivery of its PSN)
+  kFlagAckReq = 1u << 9,
+  kFlagRawIp = 1u << 10,           // link type raw IP (else Ethernet)
+  kFlagSackAlwaysSkip = 1u << 11,  // SACK/NACK M = ALWAYS_SKIP
+};
+
+// One captured frame, as the index keeps it.
+struct FrameInfo {
+  uint64_t ts_ns = 0;
+  uint64_t offset = 0;  // of the captured bytes in the file
+  uint32_t caplen = 0;
+  uint32_t psn = 0;     // BTH.PSN (SACK: cack_psn, NACK: nack_psn; both equal BTH.PSN)
+  uint32_t wev = 0;     // the lane's EV: carried WEV (data, probe), echoed entropy (SACK/NACK)
+  int32_t rel_psn = 0;  // PSN relative to the flow's first data PSN, unwrapped
+  uint32_t flow = kNone;
+  uint32_t lane = kNone;  // index into Flow::lanes
+  uint16_t payload = 0;   // IB payload bytes (data)
+  uint16_t flags = 0;     // FrameFlag
+  uint16_t aux = 0;       // probe_id (probe, probe SACK)
+  uint8_t opcode = 0;
+  MarkKind kind = MarkKind::kOther;
+  uint8_t plane = 0;         // 1-based, 0 unknown
+  uint8_t code = 0;          // NACK code
+  uint8_t interface_id = 0;  // pcapng interface (saturated at 255)
+};
+
+enum class EvState : uint8_t { kUnknown, kGood, kSkip, kAssumedBad, kDenied };
+std::string_view ev_state_label(EvState s);
+EvState parse_ev_state(std::string_view s);  // "GOOD", "SKIP", "ASSUMED_BAD", "DENIED"
+
+struct EvSpan {
+  uint64_t from_ns = 0;
+  uint64_t until_ns = UINT64_MAX;
+  EvState state = EvState::kUnknown;
+};
+
+// A mark that is not a captured frame: an injector decision or an event-log entry.
+struct ExtMark {
+  uint64_t ts_ns = 0;
+  MarkKind kind = MarkKind::kInjectorDrop;
+  uint32_t lane = kNone;
+  uint32_t psn = 0;
+  int32_t rel_psn = 0;
+  bool has_psn = false;
+  uint32_t frame = kNone;                // the captured frame it refers to, when found
+  EvState to_state = EvState::kUnknown;  // kEvState
+  std::string text;  // "drop link_down p1.a>s2", "GOOD -> ASSUMED_BAD (sack_gap)"
+};
+
+struct RttSample {
+  uint64_t ts_ns = 0;  // time of the acknowledgement
+  uint64_t rtt_ns = 0;
+  uint32_t frame = kNone;  // the acknowledgement
+};
+
+struct SeriesPoint {
+  uint64_t ts_ns = 0;
+  double value = 0;
+};
+
+struct SackInfo {
+  uint32_t frame = kNone;
+  int32_t rel_cack = 0;
+  int32_t rel_base = 0;  // bitmap bit i covers rel_base + i
+  uint64_t bitmap = 0;
+};
+
+struct Lane {
+  uint32_t wev = 0;
+  bool control = false;          // the flow's reverse-path lane: ACKs, dropped feedback
+  uint8_t plane = 0;             // 1-based, 0 unknown
+  std::string plane_source;      // "event log", "pcapng interface", "source MAC", ""
+  std::vector<uint32_t> frames;  // frame indices, time order
+  std::vector<uint32_t> ext;     // indices into Flow::ext, time order
+  std::array<uint64_t, kMarkKindCount> counts{};
+  std::vector<EvSpan> states;  // from the event log, time order
+  std::vector<RttSample> rtt;
+  // Goodput: delivered payload bytes, as prefix sums over time.
+  std::vector<uint64_t> deliv_ts;
+  std::vector<uint64_t> deliv_cum;
+  std::string label() const;  // "EV 0xe0010002" / "control"
+};
+
+struct Flow {
+  wire::Ipv6Addr requester{}, responder{};  // IPv4 as ::ffff:a.b.c.d
+  bool ipv4 = false;
+  uint32_t responder_qpn = 0;                      // BTH.DestQP of the data
+  std::optional<uint32_t> requester_qpn;           // BTH.DestQP of the SACKs/NACKs
+  std::string requester_node;                      // node name from the event log, when matched
+  uint32_t first_psn = 0;                          // rel_psn 0
+  std::vector<Lane> lanes;                         // sorted: plane, then WEV; the control lane last
+  std::vector<uint32_t> frames;                    // every frame of the flow, time order
+  std::vector<ExtMark> ext;                        // time order
+  std::vector<SackInfo> sacks;                     // time order
+  std::vector<SeriesPoint> cwnd, bytes_in_flight;  // event log
+  std::vector<std::pair<uint64_t, std::string>> qp_events;  // QP state changes
+  std::array<uint64_t, kMarkKindCount> counts{};
+  uint64_t first_ns = 0, last_ns = 0;
+  int32_t min_rel_psn = 0, max_rel_psn = 0;
+  std::vector<uint64_t> deliv_ts, deliv_cum;  // goodput over all lanes
+  std::vector<uint8_t> planes;                // distinct planes, ascending
+  std::string label() const;                  // "fd00::1 -> fd00::2 QP 0x100"
+  uint32_t lane_of(uint32_t wev) const;       // kNone when absent (control lane excluded)
+  uint32_t control_lane() const;              // kNone when absent
+};
+
+// The checker report's failed / warned rules and the frames they name.
+struct Evidence {
+  std::string file;
+  std::optional<uint64_t> frame_no;  // 1-based, in `file`
+  uint64_t ts_ns = 0;
+  std::string message;
+  uint32_t frame = kNone;  // resolved in the opened capture
+  bool by_time = false;    // resolved by timestamp (the evidence names another capture)
+};
+
+struct Violation {
+  std::string id, status, severity, statement;
+  uint64_t count = 0;
+  std::vector<Evidence> evidence;
+};
+
+struct LoadOptions {
+  std::string capture;
+  std::vector<std::string> event_logs;
+  std::vector<std::string> decision_logs;
+  std::string report;
+  // Look for artifacts of the same run next to the capture (and in artifacts_dir).
+  bool detect = true;
+  std::string artifacts_dir;
+  // Plane of a lane from the pcapng interface id (+1) when the capture has several interfaces.
+  bool planes_from_interfaces = true;
+};
+
+// Artifacts found in a directory, recognised by content (first JSON line / top-level keys),
+// not by file name: event logs have "kind" and "node", decision logs "action" and "link",
+// checker reports "rules".
+struct Artifacts {
+  std::vector<std::string> event_logs;
+  std::vector<std::string> decision_logs;
+  std::string report;
+};
+Artifacts detect_artifacts(const std::string& dir);
+
+struct LoadStats {
+  uint64_t frames = 0, roce_frames = 0, decode_errors = 0, other_frames = 0;
+  uint64_t file_bytes = 0;
+  double index_ms = 0, logs_ms = 0, total_ms = 0;
+  uint64_t events = 0, decisions = 0;
+};
+
+struct Filter {
+  std::vector<uint32_t> evs;  // empty: all
+  uint8_t plane = 0;          // 0: all
+  std::optional<uint8_t> opcode;
+  uint32_t kinds = kAllKinds;
+  bool lane_visible(const Lane& l) const;
+  bool frame_visible(const FrameInfo& f) const;
+  bool ext_visible(const ExtMark& m, const Lane& l) const;
+};
+
+struct SelectionStats {
+  uint64_t from_ns = 0, to_ns = 0;
+  std::array<uint64_t, kMarkKindCount> counts{};
+  uint64_t frames = 0;
+  uint64_t data_bytes = 0;       // payload of data frames (first + retransmissions)
+  uint64_t delivered_bytes = 0;  // goodput bytes
+  double goodput_bps = 0;
+  uint32_t lanes_used = 0;
+  std::vector<std::pair<uint8_t, uint64_t>> data_per_plane;
+  uint64_t rtt_samples = 0;
+  double rtt_min_ns = 0, rtt_avg_ns = 0, rtt_max_ns = 0;
+  std::string to_text() const;
+};
+
+class ViewModel {
+ public:
+  ViewModel();
+  ~ViewModel();
+  ViewModel(ViewModel&&) noexcept;
+  ViewModel& operator=(ViewModel&&) noexcept;
+
+  // Reads everything. False with `error` set when the capture cannot be read at all (a truncated
+  // capture keeps the frames before the damage, with a warning). Problems in the optional logs
+  // become warnings; an unreadable report file given explicitly is an error.
+  bool load(const LoadOptions& opts, std::string& error);
+
+  const std::string& capture_path() const;
+  const LoadOptions& options() const;  // with detected artifacts filled in
+  const LoadStats& stats() const;
+  const std::vector<std::string>& warnings() const;
+  const std::vector<FrameInfo>& frames() const;
+  const std::vector<Flow>& flows() const;
+  const std::vector<Violation>& violations() const;
+  uint64_t first_ns() const;
+  uint64_t last_ns() const;
+  bool is_pcapng() const;
+
+  wire::Bytes frame_bytes(uint32_t frame) const;
+  uint32_t frame_orig_len(uint32_t frame) const;  // as recorded; 0 when unknown
+  bool decode(uint32_t frame, wire::DecodedFrame& out) const;
+  std::string field_tree(uint32_t frame) const;
+  std::string summary(uint32_t frame) const;
+  // What the index knows about the frame beyond its headers: kind, lane, matching log entries.
+  std::string describe(uint32_t frame) const;
+
+  // The flow with the most frames; kNone when there is none.
+  uint32_t busiest_flow() const;
+  // A flow by QPN (either side) or by "#index"; kNone when absent.
+  uint32_t find_flow(std::string_view spec) const;
+  // The frame closest in time to ts_ns (any flow), kNone for an empty capture.
+  uint32_t frame_near(uint64_t ts_ns) const;
+  // First index in `list` (frame indices, time order) with ts >= ts_ns.
+  size_t lower_bound(const std::vector<uint32_t>& list, uint64_t ts_ns) const;
+
+  // Delivered bytes per second over (t - window, t] (lane == kNone: the whole flow).
+  double goodput_bps(const Flow& flow, uint32_t lane, uint64_t t_ns, uint64_t window_ns) const;
+  SelectionStats selection_stats(uint32_t flow, uint64_t from_ns, uint64_t to_ns,
+                                 const Filter& filter) const;
+
+  struct Impl;  // gui/view_model_impl.h
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string format_time_ns(uint64_t ns);     // "1.234 ms", "12.5 us", "830 ns"
+std::string format_wev(uint32_t wev);        // "0xe0010002"
+std::string format_rate(double bits_per_s);  // "12.3 Gb/s"
+
+}  // namespace mrc::view
