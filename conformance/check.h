@@ -1,0 +1,322 @@
+// mrc_check: the MRC conformance checker.
+//
+// The one public header of the checker library. It holds the rule catalogue (what vendors
+// certify against), the DUT profile (what the checker needs to know about the device and the
+// deployment), the streaming Checker (frames in, verdicts out), and the reporters.
+//
+// Every verdict is traceable: each rule has a stable ID (MRC-<area>-<nnn>), the research rule(s)
+// it derives from (R1..R52 of the research file, Part D), a source tag, and evidence naming the
+// capture file, the frame number (1-based, as Wireshark counts) and the time. A rule that has no
+// evaluator reports not-run, never pass.
+//
+// Memory is bounded by per-QP state (PSN windows, EV sets, pending obligations) and by the
+// de-duplication window, never by the size of a capture: captures are streamed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/wire.h"
+
+namespace mrc::check {
+
+// ---------------------------------------------------------------------------------------------
+// Rule catalogue
+// ---------------------------------------------------------------------------------------------
+enum class Severity : uint8_t { kError, kWarning, kInfo };
+// Whose behaviour a rule judges. kEither: whichever endpoint sent the packet.
+enum class Side : uint8_t { kRequester, kResponder, kEither, kFabric };
+enum class Status : uint8_t { kPass, kFail, kWarn, kNotApplicable, kNotRun };
+
+std::string_view severity_name(Severity s);  // "error" | "warning" | "info"
+std::string_view side_name(Side s);          // "requester" | "responder" | "either" | "fabric"
+std::string_view status_name(Status s);  // "pass" | "fail" | "warn" | "not-applicable" | "not-run"
+
+struct RuleInfo {
+  std::string_view id;         // "MRC-RSP-004"
+  std::string_view statement;  // one line, our own words
+  std::string_view sources;    // space-separated tags: API PAPER TP UET IBTA RFC PROP
+  Severity severity = Severity::kError;
+  Side side = Side::kEither;
+  std::string_view capture_points;  // where captures must be taken for the rule to be judged
+  std::string_view capability;      // DUT capability / profile data it depends on ("" = none)
+  std::string_view refs;            // space-separated research rules: "R24 R35"
+  bool implemented = false;         // false: catalogued only, reports not-run
+  std::string_view tolerance;       // documented tolerance or evaluation note ("" = exact)
+};
+
+std::span<const RuleInfo> rule_catalogue();
+const RuleInfo* find_rule(std::string_view id);
+std::vector<std::string_view> split_words(std::string_view s);  // "R24 R35" -> {"R24","R35"}
+
+// `mrct rules` prints the catalogue as a table, or as a JSON array with id, statement, source,
+// severity, side, capture_points, capability, refs, implemented, tolerance.
+void print_rules(std::ostream& out, bool json);
+// The text of docs/rules.md (generated; a test keeps the checked-in file equal to it).
+std::string rules_markdown();
+
+// ---------------------------------------------------------------------------------------------
+// DUT profile (JSON): what the checker knows about the QPs, the devices and the deployment.
+// Everything is optional; QPs are inferred from the traffic when not listed.
+// ---------------------------------------------------------------------------------------------
+struct Capabilities {
+  bool trim_nack = true;  // responder sends TRIM NACKs (MRC_DEVICE_CAP_TRIM_NACK)
+  bool trim_nack_dest_unsupported =
+      false;                 // requester declared MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED
+  bool dynamic_mpr = false;  // both sides enabled MRC_QP_CAP_DYNAMIC_MPR
+  bool svc_time = false;     // responder reports service time
+};
+
+struct EvEntry {
+  uint32_t wev = 0;
+  uint8_t port = 0;  // 1-based NIC port (= plane); 0 unknown
+};
+
+struct QpProfile {
+  // Endpoints: node addresses (RoCE-level, the inner header in SRv6 mode) and QPNs.
+  std::optional<wire::Ipv6Addr> requester_addr;  // IPv4 stored v4-mapped (::ffff:a.b.c.d)
+  std::optional<wire::Ipv6Addr> responder_addr;
+  std::optional<uint32_t> requester_qpn;
+  std::optional<uint32_t> responder_qpn;
+  std::optional<wire::EvFormat> ev_format;  // inferred per frame when absent
+  std::optional<uint32_t> pmtu;             // inferred from FIRST/MIDDLE payloads when absent
+  std::optional<uint8_t> mpr;               // requester MPR, 128-PSN units
+  std::optional<uint8_t> mpr_dest;          // responder MPR, 128-PSN units
+  std::optional<uint16_t> max_wimm_dest;    // responder's in-flight WriteIMM limit
+  std::optional<uint8_t> timeout;           // local ACK timeout exponent (1.024 us * 2^t)
+  std::optional<uint8_t> retry_linear;      // linear_cnt (<= 7)
+  std::optional<uint8_t> retry_exp;         // exp_cnt (<= 25, 25 = unlimited)
+  std::optional<uint32_t> initial_psn;      // requester SQ PSN at start
+  std::optional<uint32_t> ev_min_active;
+  std::optional<uint64_t> max_cwnd_bytes;  // CC profile max_cwnd
+  std::vector<EvEntry> evs;                // the EV universe (wire form); empty = unknown
+  std::vector<uint32_t> denied_evs;        // WEVs the controller DENIED
+  Capabilities caps;
+};
+
+struct NodeProfile {
+  std::string name;                   // as in capture file names: <name>-<iface>.pcap
+  std::vector<wire::Ipv6Addr> addrs;  // node GIDs and per-port addresses
+};
+
+struct CapturePointProfile {
+  std::string file;  // basename or path suffix of the capture
+  std::string node;  // node whose interface it was taken on
+  uint8_t port = 0;  // 1-based NIC port (plane), 0 unknown
+};
+
+// Documented tolerances of time- and count-based rules. All times in ns.
+struct Tolerances {
+  uint64_t dedup_window_ns = 20'000'000;  // same packet seen at several points within this
+  uint64_t end_grace_ns = 5'000'000;      // obligations younger than this at trace end: unjudged
+  uint64_t reaction_ns = 100'000;         // requester reaction time to a received signal
+  uint64_t t_ack_max_ns = 1'000'000;      // R30: SACK/NACK after A/RTX/CE data
+  uint64_t t_skip_ns = 5'000'000;         // R39: SKIP may end after this even without rotation
+  double skip_rotation_fraction = 0.5;    // R39: fraction of the other EVs to use first
+  uint64_t t_probe_ns = 10'000'000;       // R41: ASSUMED_BAD EV probed at least this often
+  double timer_tolerance = 0.05;          // R44: retransmission may come this fraction early
+  uint64_t timer_slack_ns = 10'000;       // R44: ... plus this absolute slack
+  uint32_t spray_run_max = 16;            // R8: max run of new data on one EV (min value)
+  uint64_t decision_lookahead_ns = 1'000'000;  // injector decisions applied this early
+  uint64_t ep_timeout_ns = 2'000'000;          // R47: endpoint request considered outstanding
+};
+
+struct DutProfile {
+  wire::DscpPlan dscp;
+  wire::EvStripe stripe = wire::EvStripe::kLowInSport;
+  uint16_t roce_port = wire::kRoceV2Port;
+  std::vector<NodeProfile> nodes;
+  std::vector<CapturePointProfile> capture_points;
+  std::vector<QpProfile> qps;
+  QpProfile defaults;     // applied to inferred QPs (addresses/QPNs ignored)
+  bool infer_qps = true;  // judge traffic of QPs not listed in `qps`
+  std::optional<std::array<uint8_t, 4>> srv6_locator;  // R6: outer DA[0:31]
+  Tolerances tol;
+};
+
+// Parses a DUT profile. On error returns false and sets `error` naming the origin and field:
+// "dut.json: qps[0].mpr: expected an integer 0..255".
+bool parse_profile(std::string_view json_text, std::string_view origin, DutProfile& out,
+                   std::string& error);
+bool load_profile(const std::string& path, DutProfile& out, std::string& error);
+
+// ---------------------------------------------------------------------------------------------
+// Injector decision log (JSON lines): ground truth for drops, trims, corruption, ECN marks.
+// ---------------------------------------------------------------------------------------------
+enum class DecisionAction : uint8_t { kPass, kDrop, kTrim, kDelay, kDup, kCorrupt, kEcn, kOther };
+
+struct Decision {
+  uint64_t t_ns = 0;
+  std::string link;
+  std::string dir;
+  DecisionAction action = DecisionAction::kOther;
+  std::optional<uint32_t> qpn;  // BTH.DestQP of the touched packet
+  std::optional<uint32_t> psn;
+  std::optional<uint8_t> opcode;
+  std::optional<uint32_t> ev;  // WEV of the touched packet
+  std::string reason;
+};
+
+// Parses one line. Empty/whitespace lines return false with empty error.
+bool parse_decision(std::string_view line, Decision& out, std::string& error);
+
+// ---------------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------------
+struct Evidence {
+  uint32_t capture = 0;  // index into Report::captures; UINT32_MAX: not tied to a frame
+  uint64_t frame = 0;    // 1-based frame number in that capture (0 = none)
+  uint64_t ts_ns = 0;
+  std::string message;  // expected vs seen
+};
+
+struct RuleResult {
+  const RuleInfo* rule = nullptr;
+  Status status = Status::kNotRun;
+  uint64_t checked = 0;  // judgements made
+  uint64_t violations = 0;
+  uint64_t excused = 0;            // violations explained by injector decisions
+  std::string reason;              // why not-applicable / not-run
+  std::vector<Evidence> evidence;  // first N violations
+};
+
+struct CaptureSummary {
+  std::string path;
+  std::string node;         // attributed node ("" unknown)
+  std::string attribution;  // how: "option", "profile", "file name", "hop limit", ""
+  bool pcapng = false;
+  uint64_t frames = 0;
+  uint64_t roce_frames = 0;
+  uint64_t decode_errors = 0;
+  std::string error;  // read error (truncated file ...), frames before it were judged
+};
+
+struct FlowSummary {
+  std::string requester;  // address
+  std::string responder;
+  std::optional<uint32_t> requester_qpn;
+  std::optional<uint32_t> responder_qpn;
+  bool configured = false;
+  uint64_t data_packets = 0;
+  uint64_t retransmissions = 0;
+  uint64_t sacks = 0;
+  uint64_t nacks = 0;
+  uint64_t distinct_evs = 0;
+};
+
+struct Annotation {
+  uint32_t capture = 0;
+  uint64_t frame = 0;
+  std::string text;
+};
+
+struct Report {
+  std::vector<RuleResult> results;  // catalogue order
+  std::vector<CaptureSummary> captures;
+  std::vector<std::string> decision_logs;
+  uint64_t decisions = 0;
+  std::vector<FlowSummary> flows;
+  std::vector<std::string> notes;       // input warnings
+  std::vector<Annotation> annotations;  // violating frames, for the annotated pcapng
+  uint64_t frames = 0;                  // observations
+  uint64_t packets = 0;                 // distinct packets after merging capture points
+  uint64_t first_ts_ns = 0;
+  uint64_t last_ts_ns = 0;
+
+  uint64_t count(Status s) const;
+  // 0 conforming, 1 violations (fail; warn too when fail_on_warn).
+  int exit_code(bool fail_on_warn = false) const;
+  const RuleResult* result(std::string_view id) const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Streaming checker: feed frames of all capture points in time order, then finish().
+// ---------------------------------------------------------------------------------------------
+struct PointInfo {
+  std::string path;
+  std::string node;  // "" unknown
+  std::string attribution;
+  uint8_t port = 0;
+  std::optional<wire::Ipv6Addr> node_addr;  // attribution by address (hop-limit heuristic)
+};
+
+struct RuleSelection {
+  std::vector<std::string> only;  // ids or prefixes ("MRC-REQ"); empty = all
+  std::vector<std::string> skip;
+  bool selected(std::string_view id) const;
+};
+
+class Checker {
+ public:
+  explicit Checker(DutProfile profile, RuleSelection selection = {}, size_t max_evidence = 20);
+  ~Checker();
+  Checker(const Checker&) = delete;
+  Checker& operator=(const Checker&) = delete;
+
+  uint32_t add_point(PointInfo point);
+  // One captured frame. Never fails: undecodable frames become decode findings.
+  // orig_len: the frame's length on the wire (0 = as captured); longer means snapped.
+  void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::Bytes data,
+                wire::LinkType link = wire::LinkType::kEthernet, uint32_t orig_len = 0);
+  // One injector decision, delivered in time order relative to frames (see
+  // Tolerances::decision_lookahead_ns).
+  void on_decision(const Decision& d);
+  // Ends the trace at `end_ts_ns` (0: the last frame time), judges pending obligations.
+  Report finish(uint64_t end_ts_ns = 0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Files in, report out: what `mrct check` wraps.
+// ---------------------------------------------------------------------------------------------
+struct CaptureInput {
+  std::string path;
+  std::string node;  // optional attribution
+  uint8_t port = 0;
+};
+// "path", "path@node" or "path@node:port".
+CaptureInput parse_capture_arg(std::string_view arg);
+
+struct CheckOptions {
+  std::vector<CaptureInput> captures;
+  std::string profile_path;                // DUT profile JSON ("" = none)
+  std::vector<std::string> decision_logs;  // injector JSONL
+  std::string json_out;                    // "-" = stdout
+  std::string junit_out;
+  std::string markdown_out;
+  std::string annotated_out;  // annotated pcapng
+  RuleSelection rules;
+  bool fail_on_warn = false;
+  bool quiet = false;  // no human summary on `out`
+  size_t max_evidence = 20;
+};
+
+// Reads and judges everything. Returns false on a usage/input error (message in `error`):
+// missing files, unreadable or non-capture files, bad profile, bad decision log.
+bool check_files(const CheckOptions& opts, Report& report, std::string& error);
+
+// The whole `mrct check`: judge, write the requested reports, print the human summary.
+// Returns the exit code: 0 conforming, 1 violations, 2 usage or input error.
+int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err);
+
+// Reporters.
+void write_json(const Report& r, std::ostream& out);
+void write_junit(const Report& r, std::ostream& out);
+void write_markdown(const Report& r, std::ostream& out);
+void write_human(const Report& r, std::ostream& out);
+// Re-reads the captures (merged on time) and writes them into one pcapng with a packet comment
+// on each violating frame.
+bool write_annotated(const CheckOptions& opts, const Report& r, const std::string& path,
+                     std::string& error);
+
+}  // namespace mrc::check

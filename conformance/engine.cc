@@ -1,0 +1,855 @@
+// The checker engine: flows, merging of capture points, dispatch to the evaluators, results.
+#include <algorithm>
+#include <cstring>
+
+#include "conformance/internal.h"
+
+namespace mrc::check {
+namespace detail {
+
+uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t hash_bytes(const void* p, size_t n, uint64_t h) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  auto mix = [](uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+  };
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, b, 8);
+    h = mix(h ^ w) * 0x9E3779B97F4A7C15ull;
+    b += 8;
+    n -= 8;
+  }
+  uint64_t tail = n;
+  for (size_t i = 0; i < n; ++i) tail = (tail << 8) | b[i];
+  return mix(h ^ tail ^ (uint64_t{n} << 56));
+}
+
+uint64_t content_hash(const wire::DecodedFrame& f) {
+  uint64_t h = 1469598103934665603ull;
+  const uint8_t meth[4] = {static_cast<uint8_t>(f.meth.rqmsn >> 8),
+                           static_cast<uint8_t>(f.meth.rqmsn),
+                           static_cast<uint8_t>(f.meth.msn >> 8), static_cast<uint8_t>(f.meth.msn)};
+  h = fnv1a(meth, 4, h);
+  uint8_t reth[16];
+  for (int i = 0; i < 8; ++i) reth[i] = static_cast<uint8_t>(f.reth.va >> (56 - 8 * i));
+  for (int i = 0; i < 4; ++i) reth[8 + i] = static_cast<uint8_t>(f.reth.rkey >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i) reth[12 + i] = static_cast<uint8_t>(f.reth.dma_len >> (24 - 8 * i));
+  h = fnv1a(reth, 16, h);
+  if (f.has(wire::kHdrImm)) h = fnv1a(&f.immdt.imm, 4, h);
+  const uint64_t len = f.payload.size();
+  h = fnv1a(&len, sizeof len, h);
+  if (!f.payload.empty()) h = hash_bytes(f.payload.data(), f.payload.size(), h);
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PSN records and flows
+// ---------------------------------------------------------------------------------------------
+const Tx* PsnRec::latest() const {
+  if (tx_count == 0) return nullptr;
+  const Tx& t = tx[(tx_next + kTxRing - 1) % kTxRing];
+  return t.valid ? &t : nullptr;
+}
+
+const Tx* PsnRec::latest_before(uint64_t ts) const {
+  const Tx* best = nullptr;
+  for (const Tx& t : tx)
+    if (t.valid && t.ts <= ts && (!best || t.ts > best->ts)) best = &t;
+  return best;
+}
+
+Tx* PsnRec::find(uint64_t pkt) {
+  for (Tx& t : tx)
+    if (t.valid && t.pkt == pkt) return &t;
+  return nullptr;
+}
+
+Tx& PsnRec::push() {
+  Tx& t = tx[tx_next];
+  t = Tx{};
+  t.valid = true;
+  tx_next = static_cast<uint8_t>((tx_next + 1) % kTxRing);
+  return t;
+}
+
+int64_t Flow::unwrap(uint32_t psn) {
+  psn &= wire::kPsnMask;
+  if (!have_ref) {
+    have_ref = true;
+    // Start well away from 0 so that PSNs before the first one stay positive.
+    ref_ext = (int64_t{1} << 32) + psn;
+    base_ext = ref_ext;
+    return ref_ext;
+  }
+  const uint32_t ref = static_cast<uint32_t>(ref_ext) & wire::kPsnMask;
+  int64_t d = static_cast<int64_t>((psn - ref) & wire::kPsnMask);
+  if (d >= (1 << 23)) d -= (1 << 24);
+  const int64_t ext = ref_ext + d;
+  if (ext > ref_ext) ref_ext = ext;
+  return ext;
+}
+
+namespace {
+constexpr size_t kMaxWindow = 65536;  // > max MPR (32640 PSNs) with room for late retransmits
+constexpr int64_t kMaxJump = 8192;    // largest forward step of the window at once
+}  // namespace
+
+PsnRec* Flow::rec(int64_t ext) {
+  if (win.empty() || ext < base_ext) return nullptr;
+  const int64_t i = ext - base_ext;
+  if (i >= static_cast<int64_t>(win.size())) return nullptr;
+  return &win[static_cast<size_t>(i)];
+}
+
+PsnRec* Flow::rec_create(int64_t ext) {
+  if (win.empty()) {
+    base_ext = ext;
+    win.emplace_back();
+    return &win.front();
+  }
+  if (ext < base_ext) {
+    // A PSN before the window: grow backwards only a little (late first sighting).
+    const int64_t need = base_ext - ext;
+    if (need > 4096 || win.size() + static_cast<size_t>(need) > kMaxWindow) return nullptr;
+    for (int64_t k = 0; k < need; ++k) win.emplace_front();
+    base_ext = ext;
+    return &win.front();
+  }
+  const int64_t i = ext - base_ext;
+  // A PSN far beyond the window is a corrupt field or a capture that missed a lot: not judged,
+  // and not allowed to allocate. When the sender really moved on, restart the window there.
+  if (i >= static_cast<int64_t>(win.size()) + kMaxJump) {
+    if (++wild < 64) return nullptr;
+    wild = 0;
+    win.clear();
+    base_ext = ext;
+    win.emplace_back();
+    return &win.front();
+  }
+  wild = 0;
+  while (static_cast<int64_t>(win.size()) <= i) win.emplace_back();
+  return &win[static_cast<size_t>(i)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine
+// ---------------------------------------------------------------------------------------------
+Engine::Engine(DutProfile p, RuleSelection s, size_t max_ev)
+    : prof(std::move(p)), sel(std::move(s)), max_evidence(max_ev) {
+  wire_profile = wire::make_mrp0(prof.dscp, prof.stripe);
+  auto cat = rule_catalogue();
+  for (size_t i = 0; i < kRuleCount; ++i)
+    enabled[i] = cat[i].implemented && sel.selected(cat[i].id);
+  for (const auto& n : prof.nodes) {
+    const int id = static_cast<int>(node_addr.size());
+    node_addr.push_back(n.addrs.front());
+    node_name.push_back(n.name);
+    node_has_point.push_back(false);
+    for (const auto& a : n.addrs) addr_node.emplace(a, id);
+  }
+  for (const auto& q : prof.qps) {
+    const int rq = node_of(*q.requester_addr);
+    const int rs = node_of(*q.responder_addr);
+    Flow& fl = new_flow(rq, rs, *q.requester_addr, *q.responder_addr);
+    fl.prof = q;
+    fl.configured = true;
+    fl.pmtu = q.pmtu.value_or(0);
+    bind_data(fl, *q.responder_qpn);
+    if (q.requester_qpn) bind_ctl(fl, *q.requester_qpn);
+  }
+}
+
+namespace {
+// Caps on state created from the traffic itself, so that garbage cannot grow it without bound.
+constexpr size_t kMaxNodes = 65536;
+constexpr size_t kMaxFlows = 16384;
+}  // namespace
+
+int Engine::node_of(const Addr& a) {
+  auto it = addr_node.find(a);
+  if (it != addr_node.end()) return it->second;
+  if (node_addr.size() >= kMaxNodes) {
+    nodes_refused++;
+    return -1;
+  }
+  const int id = static_cast<int>(node_addr.size());
+  node_addr.push_back(a);
+  node_name.emplace_back();
+  node_has_point.push_back(false);
+  addr_node.emplace(a, id);
+  return id;
+}
+
+Flow& Engine::new_flow(int req_node, int rsp_node, const Addr& req, const Addr& rsp) {
+  auto fl = std::make_unique<Flow>();
+  fl->id = static_cast<int>(flows.size());
+  fl->req_node = req_node;
+  fl->rsp_node = rsp_node;
+  fl->req_addr = req;
+  fl->rsp_addr = rsp;
+  fl->prof = prof.defaults;
+  fl->prof.requester_addr = req;
+  fl->prof.responder_addr = rsp;
+  fl->pmtu = fl->prof.pmtu.value_or(0);
+  by_pair[{req_node, rsp_node}].push_back(fl->id);
+  flows.push_back(std::move(fl));
+  return *flows.back();
+}
+
+void Engine::bind_data(Flow& fl, uint32_t rsp_qpn) {
+  fl.rsp_qpn = rsp_qpn;
+  by_data[{fl.req_node, fl.rsp_node, rsp_qpn}] = fl.id;
+}
+
+void Engine::bind_ctl(Flow& fl, uint32_t req_qpn) {
+  fl.req_qpn = req_qpn;
+  by_ctl[{fl.req_node, fl.rsp_node, req_qpn}] = fl.id;
+}
+
+Flow* Engine::flow_for_data(const Obs& o, uint32_t rsp_qpn, bool create) {
+  auto it = by_data.find({o.src_node, o.dst_node, rsp_qpn});
+  if (it != by_data.end()) return flows[it->second].get();
+  // A flow first seen through its control packets: match the responder QPN's low bits (spdcid).
+  if (auto p = by_pair.find({o.src_node, o.dst_node}); p != by_pair.end()) {
+    for (int id : p->second) {
+      Flow* f = flows[static_cast<size_t>(id)].get();
+      if (!f->rsp_qpn && f->req_qpn) {
+        bind_data(*f, rsp_qpn);
+        return f;
+      }
+    }
+  }
+  if (!create || !prof.infer_qps || o.src_node < 0 || o.dst_node < 0) return nullptr;
+  if (flows.size() >= kMaxFlows) {
+    flows_refused++;
+    return nullptr;
+  }
+  Flow& fl = new_flow(o.src_node, o.dst_node, o.src, o.dst);
+  bind_data(fl, rsp_qpn);
+  return &fl;
+}
+
+Flow* Engine::flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_t> spdcid,
+                           bool create) {
+  // Control packets go responder -> requester.
+  auto it = by_ctl.find({o.dst_node, o.src_node, req_qpn});
+  if (it != by_ctl.end()) return flows[it->second].get();
+  Flow* only = nullptr;
+  int candidates = 0;
+  if (auto p = by_pair.find({o.dst_node, o.src_node}); p != by_pair.end()) {
+    for (int id : p->second) {
+      Flow* f = flows[static_cast<size_t>(id)].get();
+      if (f->req_qpn) continue;
+      if (spdcid && f->rsp_qpn && (*f->rsp_qpn & 0xFFFF) == *spdcid) {
+        bind_ctl(*f, req_qpn);
+        return f;
+      }
+      only = f;
+      ++candidates;
+    }
+  }
+  if (candidates == 1 && (!spdcid || !only->rsp_qpn)) {
+    bind_ctl(*only, req_qpn);
+    return only;
+  }
+  if (!create || !prof.infer_qps || o.src_node < 0 || o.dst_node < 0) return nullptr;
+  if (flows.size() >= kMaxFlows) {
+    flows_refused++;
+    return nullptr;
+  }
+  Flow& fl = new_flow(o.dst_node, o.src_node, o.dst, o.src);
+  bind_ctl(fl, req_qpn);
+  return &fl;
+}
+
+Flow* Engine::flow_for_decision(const Decision& d, bool data) {
+  if (!d.qpn) return nullptr;
+  Flow* best = nullptr;
+  for (auto& f : flows) {
+    const auto& q = data ? f->rsp_qpn : f->req_qpn;
+    if (!q || *q != *d.qpn) continue;
+    if (!best) best = f.get();
+    if (d.psn && f->have_ref) {
+      // Prefer the flow whose PSN window holds the PSN.
+      const uint32_t ref = static_cast<uint32_t>(f->ref_ext) & wire::kPsnMask;
+      if (wire::psn_diff(ref, *d.psn) < 65536 || wire::psn_diff(*d.psn, ref) < 65536)
+        return f.get();
+    }
+  }
+  return best;
+}
+
+bool Engine::requester_captured(const Flow& fl) const {
+  return fl.req_node >= 0 && node_has_point[static_cast<size_t>(fl.req_node)];
+}
+bool Engine::responder_captured(const Flow& fl) const {
+  return fl.rsp_node >= 0 && node_has_point[static_cast<size_t>(fl.rsp_node)];
+}
+// A packet whose ICRC fails is dropped by the receiver: it never counts as an arrival.
+bool Engine::arrival_at_rsp(const Flow& fl, const Obs& o) const {
+  return !o.icrc_bad && (responder_captured(fl) ? o.at_dst : true);
+}
+bool Engine::arrival_at_req(const Flow& fl, const Obs& o) const {
+  return !o.icrc_bad && (requester_captured(fl) ? o.at_dst : o.first);
+}
+
+bool Engine::ctl_dropped(const Flow& fl, const Obs& o) const {
+  if (requester_captured(fl)) return false;
+  for (const auto& [op, psn, t] : fl.ctl_drops)
+    if (op == o.f->bth.opcode && psn == o.f->bth.psn && t >= o.ts &&
+        t - o.ts <= prof.tol.dedup_window_ns)
+      return true;
+  return false;
+}
+
+uint64_t Engine::mpr_eff(const Flow& fl) const {
+  uint64_t m = 0;
+  if (fl.prof.mpr && fl.prof.mpr_dest)
+    m = std::min(*fl.prof.mpr, *fl.prof.mpr_dest);
+  else if (fl.prof.mpr)
+    m = *fl.prof.mpr;
+  else if (fl.prof.mpr_dest)
+    m = *fl.prof.mpr_dest;
+  if (fl.prof.caps.dynamic_mpr && fl.dyn_mpr != 0)
+    m = m ? std::min<uint64_t>(m, fl.dyn_mpr) : fl.dyn_mpr;
+  return m * 128;
+}
+
+uint64_t Engine::timeout_ns(const Flow& fl) const {
+  if (!fl.prof.timeout) return 0;
+  return static_cast<uint64_t>(1024.0 * static_cast<double>(uint64_t{1} << *fl.prof.timeout));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------------
+void Engine::fail(RuleIdx r, const Obs& o, std::string msg) {
+  fail_at(r, o.point, o.frame_no, o.ts, std::move(msg));
+}
+
+void Engine::fail_at(RuleIdx r, uint32_t point, uint64_t frame_no, uint64_t ts, std::string msg) {
+  if (!enabled[r]) return;
+  RuleState& st = rules[r];
+  st.violations++;
+  st.checked = std::max(st.checked, st.violations);
+  const auto& info = rule_catalogue()[r];
+  if (frame_no != 0 && annotations.size() < 100000)
+    annotations.push_back({point, frame_no, std::string(info.id) + ": " + msg});
+  if (st.evidence.size() < max_evidence)
+    st.evidence.push_back({frame_no ? point : UINT32_MAX, frame_no, ts, std::move(msg)});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merging the same packet seen at several capture points
+// ---------------------------------------------------------------------------------------------
+uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t& key) {
+  const uint64_t window = prof.tol.dedup_window_ns;
+  while (!dedup_order.empty() && dedup_order.front().first + window < o.ts) {
+    auto it = dedup.find(dedup_order.front().second);
+    if (it != dedup.end() && it->second.ts == dedup_order.front().first) dedup.erase(it);
+    dedup_order.pop_front();
+  }
+  // The key covers what no switch rewrites: RoCE addresses, sport, the IB bytes minus the BTH
+  // variant byte. Data packets use only BTH+METH+TSETH, which survive trimming, so a trimmed copy
+  // merges with its original; ts16 separates transmissions of one PSN.
+  uint64_t h = fnv1a(o.src.data(), 16);
+  h = fnv1a(o.dst.data(), 16, h);
+  h = fnv1a(&f.udp.sport, 2, h);
+  const bool data = f.op && f.op->kind == wire::PacketKind::kMrcData;
+  if (f.off_bth != 0xFFFF && f.off_bth < f.frame.size()) {
+    const size_t avail = f.frame.size() - f.off_bth;
+    const size_t n = std::min(avail, data ? size_t{20} : size_t{64});
+    const auto* b = reinterpret_cast<const uint8_t*>(f.frame.data()) + f.off_bth;
+    h = fnv1a(b, std::min<size_t>(n, 4), h);
+    if (n > 5) h = fnv1a(b + 5, n - 5, h);
+  }
+  key = h;
+  const size_t slot = o.point % 64;
+  auto [it, inserted] = dedup.try_emplace(h);
+  DedupEntry& e = it->second;
+  if (!inserted) {
+    const bool upstream = o.point == e.first_point;
+    if (upstream && !data && e.n_ids < DedupEntry::kMaxCopies) {
+      // Sent again, byte for byte: a new packet (identical SACKs are legitimate). A data packet
+      // carries ts16, so an identical copy of one is a duplicate even here.
+      o.pkt = e.ids[e.n_ids++] = next_pkt++;
+      o.first = true;
+      return o.pkt;
+    }
+    const size_t k = upstream ? size_t{e.n_ids} - 1 : e.seen[slot];
+    if (!upstream && e.seen[slot] < 255) e.seen[slot]++;
+    o.pkt = e.ids[std::min<size_t>(k, e.n_ids - 1)];
+    o.first = false;
+    hop_rules(o, f, e);
+    e.last_point = o.point;
+    if (f.l3 == 6) {
+      e.outer_da = f.ip6.dst;
+      e.hop_limit = f.ip6.hop_limit;
+    }
+    e.trimmed = e.trimmed || o.trimmed;
+    return o.pkt;
+  }
+  e = DedupEntry{};
+  e.ids[0] = next_pkt++;
+  e.n_ids = 1;
+  e.first_point = o.point;
+  e.ts = o.ts;
+  e.last_point = o.point;
+  if (f.l3 == 6) {
+    e.outer_da = f.ip6.dst;
+    e.hop_limit = f.ip6.hop_limit;
+  }
+  e.srv6 = f.has_inner_ip6;
+  e.ib_len = f.off_udp != 0xFFFF ? static_cast<uint32_t>(f.frame.size() - f.off_udp - 8) : 0;
+  e.trimmed = o.trimmed;
+  dedup_order.emplace_back(o.ts, h);
+  o.pkt = e.ids[0];
+  o.first = true;
+  return o.pkt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+// ---------------------------------------------------------------------------------------------
+void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
+                      wire::LinkType link, uint32_t orig_len) {
+  frames++;
+  if (first_ts == kNoTime) first_ts = ts;
+  last_ts = std::max(last_ts, ts);
+  now = std::max(now, ts);
+  if (now >= next_sweep) {
+    sweep(now);
+    next_sweep = now + 200'000;
+  }
+  PointState& ps = points[point];
+  ps.frames++;
+  wire::DecodeOptions opt;
+  opt.link = link;
+  opt.verify_icrc = true;
+  opt.roce_port = prof.roce_port;
+  const bool ok = wire::decode_frame(data, frame, opt, *wire_profile);
+  if (!ok) ps.decode_errors++;
+  Obs o;
+  o.point = point;
+  o.frame_no = frame_no;
+  o.ts = ts;
+  o.f = &frame;
+  o.snapped = orig_len > data.size();
+  if (!frame.roce) {
+    non_roce_rules(o, frame);
+    return;
+  }
+  ps.roce++;
+  if (!roce_addrs(frame, o.src, o.dst)) return;
+  o.src_node = node_of(o.src);
+  o.dst_node = node_of(o.dst);
+  o.at_src = ps.node >= 0 && ps.node == o.src_node;
+  o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
+  o.format = frame.ev_format();
+  o.trimmed = frame.trimmed;
+  o.ce = frame.ecn() == 3;
+  uint64_t key = 0;
+  merge(o, frame, key);
+  if (o.first) packets++;
+
+  const wire::PacketKind kind = frame.op ? frame.op->kind : wire::PacketKind::kUnknown;
+  Flow* fl = nullptr;
+  switch (kind) {
+    case wire::PacketKind::kMrcData:
+    case wire::PacketKind::kMrcProbe:
+      fl = flow_for_data(o, frame.bth.dest_qp, true);
+      break;
+    case wire::PacketKind::kMrcSack:
+      fl = flow_for_ctl(o, frame.bth.dest_qp, frame.seth.spdcid, true);
+      break;
+    case wire::PacketKind::kMrcNack:
+      fl = flow_for_ctl(o, frame.bth.dest_qp, frame.neth.spdcid, true);
+      break;
+    case wire::PacketKind::kMrcTransportAck:
+      fl = flow_for_ctl(o, frame.bth.dest_qp, std::nullopt, true);
+      break;
+    default:
+      break;
+  }
+  if (fl && fl->prof.ev_format) o.format = *fl->prof.ev_format;
+  o.wev = wire::wev_from_carriage(o.format, prof.stripe, frame.udp.sport, frame.flow_label());
+  o.icrc_bad = frame.icrc_checked && !frame.icrc_ok;
+  if (o.first) {
+    frame_rules(o, frame, ok);
+    ev_carriage(o, frame, fl);
+  }
+  // Stateful rules need every header of the packet; a frame the decoder gave up on is judged by
+  // the framing rules only. So is a corrupted copy first seen away from its sender: its fields
+  // cannot be trusted, and its receiver drops it.
+  if (!ok) return;
+  if (o.icrc_bad && o.first && !o.at_src) return;
+  if (kind == wire::PacketKind::kMrcEndpointRequest ||
+      kind == wire::PacketKind::kMrcEndpointResponse) {
+    on_endpoint(o, frame);
+    return;
+  }
+  if (!fl) return;
+  switch (kind) {
+    case wire::PacketKind::kMrcData:
+      on_data(o, *fl);
+      break;
+    case wire::PacketKind::kMrcProbe:
+      on_probe(o, *fl);
+      break;
+    case wire::PacketKind::kMrcSack:
+      on_sack(o, *fl);
+      break;
+    case wire::PacketKind::kMrcNack:
+      on_nack(o, *fl);
+      break;
+    case wire::PacketKind::kMrcTransportAck:
+      on_tack(o, *fl);
+      break;
+    default:
+      break;
+  }
+}
+
+void Engine::on_decision(const Decision& d) {
+  decisions++;
+  if (d.action == DecisionAction::kCorrupt) {
+    corrupt_times.push_back(d.t_ns);
+    while (corrupt_times.size() > 4096) corrupt_times.pop_front();
+  }
+  if (!d.opcode) return;
+  const wire::OpcodeInfo* info = wire_profile->opcode_info(*d.opcode);
+  if (!info) return;
+  const bool data = info->kind == wire::PacketKind::kMrcData;
+  Flow* fl = flow_for_decision(d, data || info->kind == wire::PacketKind::kMrcProbe);
+  if (!fl) return;
+  if (data && d.psn) {
+    const int64_t p = fl->unwrap(*d.psn);
+    PsnRec* r = fl->rec_create(p);
+    if (!r) return;
+    // Any decision on a data packet proves the requester sent it at d.t_ns.
+    if (auto it = fl->drop_retx.find(p);
+        it != fl->drop_retx.end() && d.t_ns > it->second.since && d.action != DecisionAction::kDrop)
+      fl->drop_retx.erase(it);
+    if (d.action == DecisionAction::kDrop) {
+      bool marked = false;
+      for (Tx& t : r->tx)
+        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev) &&
+            d.t_ns - t.ts < prof.tol.dedup_window_ns) {
+          t.dropped = true;
+          marked = true;
+        }
+      if (!marked) {
+        r->drop_known = true;
+        r->drop_ts = d.t_ns;
+        r->drop_wev = d.ev.value_or(0);
+      }
+      if (fl->fatal_ts == kNoTime && !r->acked && on(REQ_015)) {
+        Pending pd;
+        pd.since = d.t_ns;
+        pd.psn = p;
+        pd.ev = d.ev.value_or(0);
+        pd.frame = 0;
+        pd.point = UINT32_MAX;
+        fl->drop_retx.try_emplace(p, pd);
+      }
+    } else if (d.action == DecisionAction::kTrim) {
+      for (Tx& t : r->tx)
+        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev)) t.trimmed = true;
+      const bool applies = fl->prof.caps.trim_nack && !fl->prof.caps.trim_nack_dest_unsupported;
+      if (applies && !fl->trim_nack.count(p)) {
+        Pending pd;
+        pd.since = d.t_ns;
+        pd.psn = p;
+        pd.ev = d.ev.value_or(0);
+        pd.point = UINT32_MAX;
+        fl->trim_nack.emplace(p, pd);
+      }
+    } else if (d.action == DecisionAction::kEcn) {
+      for (Tx& t : r->tx)
+        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev)) t.ce = true;
+    }
+    return;
+  }
+  if (d.action == DecisionAction::kDrop && d.psn &&
+      (info->kind == wire::PacketKind::kMrcNack || info->kind == wire::PacketKind::kMrcSack ||
+       info->kind == wire::PacketKind::kMrcTransportAck)) {
+    fl->ctl_drops.emplace_back(*d.opcode, *d.psn, d.t_ns);
+    while (fl->ctl_drops.size() > 256) fl->ctl_drops.pop_front();
+  }
+  if (info->kind == wire::PacketKind::kMrcNack && d.psn) {
+    // The responder sent a NACK for this PSN: a pending trim obligation is met even when the
+    // injector then drops the NACK.
+    const int64_t p = fl->unwrap(*d.psn);
+    if (auto it = fl->trim_nack.find(p); it != fl->trim_nack.end() && it->second.since <= d.t_ns)
+      fl->trim_nack.erase(it);
+    if (d.action == DecisionAction::kDrop) {
+      // The NACK never reached the requester: it owes no retransmission for it.
+      if (auto it = fl->nack_retx.find(p); it != fl->nack_retx.end() && !requester_captured(*fl))
+        fl->nack_retx.erase(it);
+    }
+  }
+}
+
+void Engine::settle(Flow& fl, int64_t p, uint64_t at) {
+  const uint64_t grace = prof.tol.end_grace_ns;
+  auto psn_str = [](int64_t x) {
+    return std::to_string(static_cast<uint32_t>(x) & wire::kPsnMask);
+  };
+  if (auto it = fl.nack_retx.find(p); it != fl.nack_retx.end()) {
+    const Pending& pd = it->second;
+    if (pd.since + grace <= at) {
+      judge(REQ_011);
+      fail_at(REQ_011, pd.point, pd.frame, pd.since,
+              "NACK code " + hex(pd.code, 2) + " for PSN " + psn_str(p) +
+                  " reached the requester but the PSN was never retransmitted");
+    }
+    fl.nack_retx.erase(it);
+  }
+  if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end()) {
+    const Pending& pd = it->second;
+    if (pd.since + grace <= at) {
+      judge(REQ_015);
+      fail_at(REQ_015, UINT32_MAX, 0, pd.since,
+              "injector dropped data PSN " + psn_str(p) + " (EV " + hex(pd.ev) + ") at t=" +
+                  std::to_string(pd.since) + " ns; it was never retransmitted nor acknowledged");
+    }
+    fl.drop_retx.erase(it);
+  }
+  if (auto it = fl.trim_nack.find(p); it != fl.trim_nack.end()) {
+    const Pending& pd = it->second;
+    if (pd.since + grace <= at) {
+      judge(RSP_013);
+      fail_at(
+          RSP_013, pd.point, pd.frame, pd.since,
+          "trimmed data PSN " + psn_str(p) + " reached the responder; no TRIMMED NACK followed");
+    }
+    fl.trim_nack.erase(it);
+  }
+}
+
+void Engine::sweep(uint64_t t) {
+  for (auto& fp : flows) {
+    Flow& fl = *fp;
+    while (!fl.ack_order.empty()) {
+      auto [p, deadline] = fl.ack_order.front();
+      if (deadline >= t) break;
+      fl.ack_order.pop_front();
+      auto it = fl.ack_resp.find(p);
+      if (it == fl.ack_resp.end() || it->second.deadline != deadline) continue;
+      judge(RSP_009);
+      fail_at(RSP_009, it->second.point, it->second.frame, it->second.since,
+              "data PSN " + std::to_string(static_cast<uint32_t>(p) & wire::kPsnMask) +
+                  " (A/RTX set) got no SACK or NACK within " +
+                  std::to_string(prof.tol.t_ack_max_ns) + " ns");
+      fl.ack_resp.erase(it);
+    }
+    ev_sweep(fl, t, false);
+  }
+  // Endpoint requests: forget old ones.
+  while (!ep_order.empty() && ep_order.front().first + 10 * prof.tol.ep_timeout_ns < t) {
+    auto it = ep_reqs.find(ep_order.front().second);
+    if (it != ep_reqs.end() && it->second.ts == ep_order.front().first) ep_reqs.erase(it);
+    ep_order.pop_front();
+  }
+}
+
+Report Engine::finish(uint64_t end_ts) {
+  const uint64_t end = end_ts ? end_ts : last_ts;
+  sweep(end);
+  const uint64_t grace = prof.tol.end_grace_ns;
+  auto old_enough = [&](uint64_t since) { return since + grace <= end; };
+  auto psn_str = [](int64_t p) {
+    return std::to_string(static_cast<uint32_t>(p) & wire::kPsnMask);
+  };
+  for (auto& fp : flows) {
+    Flow& fl = *fp;
+    std::vector<int64_t> pending;
+    for (const auto* m : {&fl.nack_retx, &fl.drop_retx, &fl.trim_nack})
+      for (const auto& kv : *m) pending.push_back(kv.first);
+    for (int64_t p : pending) settle(fl, p, end);
+    for (auto& pd : fl.ce_echo) {
+      if (!old_enough(pd.since)) continue;
+      judge(RSP_006);
+      fail_at(RSP_006, pd.point, pd.frame, pd.since,
+              "data PSN " + psn_str(pd.psn) + " arrived with CE on EV " + hex(pd.ev) +
+                  "; no SACK/NACK echoed that EV with M=01/10");
+    }
+    for (auto& [id, pd] : fl.probe_ans) {
+      if (!old_enough(pd.since)) continue;
+      judge(PRB_002);
+      fail_at(PRB_002, pd.point, pd.frame, pd.since,
+              "reliability probe id " + std::to_string(id) +
+                  " reached the responder; no SACK with PR=1 answered it");
+    }
+    for (auto& [p, pd] : fl.ack_resp) {
+      if (pd.deadline > end) continue;
+      judge(RSP_009);
+      fail_at(RSP_009, pd.point, pd.frame, pd.since,
+              "data PSN " + psn_str(p) + " (A/RTX set) got no SACK or NACK within " +
+                  std::to_string(prof.tol.t_ack_max_ns) + " ns");
+    }
+    for (size_t i = 0; i < fl.win.size(); ++i)
+      evict(fl, fl.win[i], fl.base_ext + static_cast<int64_t>(i));
+    ev_sweep(fl, end, true);
+  }
+
+  Report rep;
+  auto cat = rule_catalogue();
+  for (size_t i = 0; i < kRuleCount; ++i) {
+    RuleResult rr;
+    rr.rule = &cat[i];
+    RuleState& st = rules[i];
+    rr.checked = st.checked;
+    rr.violations = st.violations;
+    rr.excused = st.excused;
+    rr.evidence = std::move(st.evidence);
+    if (!cat[i].implemented) {
+      rr.status = Status::kNotRun;
+      rr.reason = "catalogued only: no evaluator yet";
+    } else if (!sel.selected(cat[i].id)) {
+      rr.status = Status::kNotRun;
+      rr.reason = "deselected";
+    } else if (st.violations > 0) {
+      rr.status = cat[i].severity == Severity::kError ? Status::kFail : Status::kWarn;
+    } else if (st.checked == 0) {
+      rr.status = Status::kNotApplicable;
+      rr.reason = st.na_reason.empty() ? "nothing in the trace to judge" : st.na_reason;
+    } else {
+      rr.status = Status::kPass;
+    }
+    rep.results.push_back(std::move(rr));
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    CaptureSummary cs;
+    cs.path = points[i].info.path;
+    cs.node = points[i].node >= 0
+                  ? (node_name[static_cast<size_t>(points[i].node)].empty()
+                         ? format_addr(node_addr[static_cast<size_t>(points[i].node)])
+                         : node_name[static_cast<size_t>(points[i].node)])
+                  : "";
+    cs.attribution = points[i].info.attribution;
+    cs.frames = points[i].frames;
+    cs.roce_frames = points[i].roce;
+    cs.decode_errors = points[i].decode_errors;
+    rep.captures.push_back(std::move(cs));
+  }
+  for (auto& fp : flows) {
+    const Flow& fl = *fp;
+    if (!fl.configured && fl.data_packets == 0 && fl.sacks == 0 && fl.nacks == 0) continue;
+    FlowSummary s;
+    s.requester = format_addr(fl.req_addr);
+    s.responder = format_addr(fl.rsp_addr);
+    s.requester_qpn = fl.req_qpn;
+    s.responder_qpn = fl.rsp_qpn;
+    s.configured = fl.configured;
+    s.data_packets = fl.data_packets;
+    s.retransmissions = fl.retransmissions;
+    s.sacks = fl.sacks;
+    s.nacks = fl.nacks;
+    s.distinct_evs = fl.all_wevs.size();
+    rep.flows.push_back(std::move(s));
+  }
+  if (flows_refused)
+    rep.notes.push_back(std::to_string(flows_refused) + " packets of QPs beyond the first " +
+                        std::to_string(kMaxFlows) + " were not judged statefully");
+  if (nodes_refused)
+    rep.notes.push_back(std::to_string(nodes_refused) +
+                        " packets from addresses beyond the first " + std::to_string(kMaxNodes) +
+                        " were not attributed to nodes");
+  rep.annotations = std::move(annotations);
+  rep.frames = frames;
+  rep.packets = packets;
+  rep.first_ts_ns = first_ts == kNoTime ? 0 : first_ts;
+  rep.last_ts_ns = last_ts;
+  rep.decisions = decisions;
+  return rep;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Public wrappers
+// ---------------------------------------------------------------------------------------------
+bool RuleSelection::selected(std::string_view id) const {
+  auto match = [&](const std::string& pat) {
+    return id == pat ||
+           (id.size() > pat.size() && id.substr(0, pat.size()) == pat && id[pat.size()] == '-');
+  };
+  if (!only.empty() && std::none_of(only.begin(), only.end(), match)) return false;
+  return std::none_of(skip.begin(), skip.end(), match);
+}
+
+uint64_t Report::count(Status s) const {
+  return static_cast<uint64_t>(std::count_if(results.begin(), results.end(),
+                                             [&](const RuleResult& r) { return r.status == s; }));
+}
+
+int Report::exit_code(bool fail_on_warn) const {
+  if (count(Status::kFail) > 0) return 1;
+  if (fail_on_warn && count(Status::kWarn) > 0) return 1;
+  return 0;
+}
+
+const RuleResult* Report::result(std::string_view id) const {
+  for (const auto& r : results)
+    if (r.rule && r.rule->id == id) return &r;
+  return nullptr;
+}
+
+struct Checker::Impl {
+  detail::Engine e;
+  Impl(DutProfile p, RuleSelection s, size_t m) : e(std::move(p), std::move(s), m) {}
+};
+
+Checker::Checker(DutProfile profile, RuleSelection selection, size_t max_evidence)
+    : impl_(std::make_unique<Impl>(std::move(profile), std::move(selection), max_evidence)) {}
+Checker::~Checker() = default;
+
+uint32_t Checker::add_point(PointInfo point) {
+  detail::Engine& e = impl_->e;
+  detail::PointState ps;
+  ps.info = std::move(point);
+  if (!ps.info.node.empty()) {
+    for (size_t i = 0; i < e.node_name.size(); ++i)
+      if (e.node_name[i] == ps.info.node) ps.node = static_cast<int>(i);
+    if (ps.node < 0 && ps.info.node_addr) {
+      ps.node = e.node_of(*ps.info.node_addr);
+      if (e.node_name[static_cast<size_t>(ps.node)].empty())
+        e.node_name[static_cast<size_t>(ps.node)] = ps.info.node;
+    }
+    if (ps.node < 0) {
+      // A node named only on the command line: bind it by address when it is one.
+      if (auto a = detail::parse_addr(ps.info.node)) ps.node = e.node_of(*a);
+    }
+  } else if (ps.info.node_addr) {
+    ps.node = e.node_of(*ps.info.node_addr);
+  }
+  if (ps.node >= 0) e.node_has_point[static_cast<size_t>(ps.node)] = true;
+  e.points.push_back(std::move(ps));
+  return static_cast<uint32_t>(e.points.size() - 1);
+}
+
+void Checker::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::Bytes data,
+                       wire::LinkType link, uint32_t orig_len) {
+  if (point >= impl_->e.points.size()) return;
+  impl_->e.on_frame(point, frame_no, ts_ns, data, link, orig_len);
+}
+
+void Checker::on_decision(const Decision& d) {
+  impl_->e.on_decision(d);
+}
+
+Report Checker::finish(uint64_t end_ts_ns) {
+  return impl_->e.finish(end_ts_ns);
+}
+
+}  // namespace mrc::check

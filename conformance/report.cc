@@ -1,0 +1,305 @@
+// Reporters: JSON (the architecture's report contract), JUnit XML (one testcase per rule),
+// GitHub Markdown step summary, and the human summary.
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "conformance/internal.h"
+
+namespace mrc::check {
+namespace {
+
+std::string verdict(const Report& r) {
+  return r.count(Status::kFail) ? "violations" : "conforming";
+}
+
+std::string capture_name(const Report& r, uint32_t c) {
+  if (c == UINT32_MAX || c >= r.captures.size()) return "";
+  return r.captures[c].path;
+}
+
+std::string rel_time(const Report& r, uint64_t ts) {
+  const double s = static_cast<double>(ts - std::min(ts, r.first_ts_ns)) / 1e9;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "+%.9f s", s);
+  return buf;
+}
+
+std::string where(const Report& r, const Evidence& e) {
+  std::string s;
+  if (e.frame != 0)
+    s = capture_name(r, e.capture) + " frame " + std::to_string(e.frame) + ", ";
+  else
+    s = "(injector log) ";
+  return s + rel_time(r, e.ts_ns);
+}
+
+std::string xml(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
+      default:
+        // XML 1.0 forbids most control characters.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          o += ' ';
+        else
+          o += c;
+    }
+  }
+  return o;
+}
+
+std::string md(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|')
+      o += "\\|";
+    else if (c == '\n')
+      o += ' ';
+    else
+      o += c;
+  }
+  return o;
+}
+
+std::string area_of(std::string_view id) {
+  // "MRC-REQ-004" -> "REQ"
+  const size_t a = id.find('-');
+  const size_t b = id.rfind('-');
+  return a == std::string_view::npos || b <= a ? std::string(id)
+                                               : std::string(id.substr(a + 1, b - a - 1));
+}
+
+}  // namespace
+
+void write_json(const Report& r, std::ostream& out) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["tool"] = "mrct check";
+  j["report_version"] = 1;
+  j["verdict"] = verdict(r);
+  j["exit_code"] = r.exit_code();
+  ordered_json sum;
+  sum["rules"] = r.results.size();
+  sum["pass"] = r.count(Status::kPass);
+  sum["fail"] = r.count(Status::kFail);
+  sum["warn"] = r.count(Status::kWarn);
+  sum["not_applicable"] = r.count(Status::kNotApplicable);
+  sum["not_run"] = r.count(Status::kNotRun);
+  j["summary"] = sum;
+  ordered_json tr;
+  tr["frames"] = r.frames;
+  tr["packets"] = r.packets;
+  tr["first_ts_ns"] = r.first_ts_ns;
+  tr["last_ts_ns"] = r.last_ts_ns;
+  tr["decisions"] = r.decisions;
+  j["trace"] = tr;
+  ordered_json caps = ordered_json::array();
+  for (size_t i = 0; i < r.captures.size(); ++i) {
+    const auto& c = r.captures[i];
+    ordered_json cj;
+    cj["index"] = i;
+    cj["path"] = c.path;
+    cj["node"] = c.node;
+    cj["attribution"] = c.attribution;
+    cj["format"] = c.pcapng ? "pcapng" : "pcap";
+    cj["frames"] = c.frames;
+    cj["roce_frames"] = c.roce_frames;
+    cj["decode_errors"] = c.decode_errors;
+    cj["error"] = c.error;
+    caps.push_back(std::move(cj));
+  }
+  j["captures"] = caps;
+  j["decision_logs"] = r.decision_logs;
+  ordered_json flows = ordered_json::array();
+  for (const auto& f : r.flows) {
+    ordered_json fj;
+    fj["requester"] = f.requester;
+    fj["responder"] = f.responder;
+    fj["requester_qpn"] = f.requester_qpn ? ordered_json(*f.requester_qpn) : ordered_json(nullptr);
+    fj["responder_qpn"] = f.responder_qpn ? ordered_json(*f.responder_qpn) : ordered_json(nullptr);
+    fj["configured"] = f.configured;
+    fj["data_packets"] = f.data_packets;
+    fj["retransmissions"] = f.retransmissions;
+    fj["sacks"] = f.sacks;
+    fj["nacks"] = f.nacks;
+    fj["distinct_evs"] = f.distinct_evs;
+    flows.push_back(std::move(fj));
+  }
+  j["flows"] = flows;
+  j["notes"] = r.notes;
+  ordered_json rules = ordered_json::array();
+  for (const auto& rr : r.results) {
+    ordered_json o;
+    o["id"] = rr.rule->id;
+    o["status"] = status_name(rr.status);
+    o["severity"] = severity_name(rr.rule->severity);
+    o["side"] = side_name(rr.rule->side);
+    o["source"] = split_words(rr.rule->sources);
+    o["refs"] = split_words(rr.rule->refs);
+    o["statement"] = rr.rule->statement;
+    o["count"] = rr.violations;       // the architecture's report contract
+    o["violations"] = rr.violations;  // the name testbed/mrctb reads
+    o["checked"] = rr.checked;
+    o["excused"] = rr.excused;
+    o["reason"] = rr.reason;
+    ordered_json ev = ordered_json::array();
+    for (const auto& e : rr.evidence) {
+      ordered_json ej;
+      if (e.frame != 0) {
+        ej["capture"] = e.capture;
+        ej["file"] = capture_name(r, e.capture);
+        ej["frame"] = e.frame;
+      } else {
+        ej["capture"] = nullptr;
+        ej["frame"] = nullptr;
+      }
+      ej["ts_ns"] = e.ts_ns;
+      ej["message"] = e.message;
+      ev.push_back(std::move(ej));
+    }
+    o["evidence"] = ev;
+    rules.push_back(std::move(o));
+  }
+  j["rules"] = rules;
+  out << j.dump(2) << "\n";
+}
+
+void write_junit(const Report& r, std::ostream& out) {
+  std::map<std::string, std::vector<const RuleResult*>> areas;
+  std::vector<std::string> order;
+  for (const auto& rr : r.results) {
+    const std::string a = area_of(rr.rule->id);
+    if (!areas.count(a)) order.push_back(a);
+    areas[a].push_back(&rr);
+  }
+  auto failing = [](const RuleResult* x) { return x->status == Status::kFail; };
+  auto skipped = [](const RuleResult* x) {
+    return x->status == Status::kNotApplicable || x->status == Status::kNotRun;
+  };
+  size_t fails = 0, skips = 0;
+  for (const auto& rr : r.results) {
+    fails += failing(&rr);
+    skips += skipped(&rr);
+  }
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<testsuites name=\"mrc-conformance\" tests=\"" << r.results.size() << "\" failures=\""
+      << fails << "\" errors=\"0\" skipped=\"" << skips << "\">\n";
+  for (const auto& a : order) {
+    const auto& v = areas[a];
+    size_t f = 0, s = 0;
+    for (auto* x : v) {
+      f += failing(x);
+      s += skipped(x);
+    }
+    out << "  <testsuite name=\"MRC-" << xml(a) << "\" tests=\"" << v.size() << "\" failures=\""
+        << f << "\" errors=\"0\" skipped=\"" << s << "\">\n";
+    for (auto* x : v) {
+      out << "    <testcase classname=\"mrc.conformance." << xml(a) << "\" name=\""
+          << xml(x->rule->id) << "\">\n";
+      std::string body;
+      for (const auto& e : x->evidence) body += where(r, e) + ": " + e.message + "\n";
+      if (x->status == Status::kFail) {
+        out << "      <failure type=\"" << severity_name(x->rule->severity) << "\" message=\""
+            << xml(std::to_string(x->violations) +
+                   " violation(s) of: " + std::string(x->rule->statement))
+            << "\">" << xml(body) << "</failure>\n";
+      } else if (skipped(x)) {
+        out << "      <skipped message=\""
+            << xml(std::string(status_name(x->status)) + ": " + x->reason) << "\"/>\n";
+      } else if (x->status == Status::kWarn) {
+        out << "      <system-out>"
+            << xml("WARN: " + std::to_string(x->violations) + " violation(s) of a " +
+                   std::string(severity_name(x->rule->severity)) + "-level rule\n" + body)
+            << "</system-out>\n";
+      }
+      out << "    </testcase>\n";
+    }
+    out << "  </testsuite>\n";
+  }
+  out << "</testsuites>\n";
+}
+
+void write_markdown(const Report& r, std::ostream& out) {
+  const uint64_t fails = r.count(Status::kFail);
+  out << "## MRC conformance: " << (fails ? "FAIL" : "PASS") << " (" << verdict(r) << ")\n\n"
+      << "| pass | fail | warn | not applicable | not run | frames | packets | QPs |\n"
+      << "|---|---|---|---|---|---|---|---|\n"
+      << "| " << r.count(Status::kPass) << " | " << fails << " | " << r.count(Status::kWarn)
+      << " | " << r.count(Status::kNotApplicable) << " | " << r.count(Status::kNotRun) << " | "
+      << r.frames << " | " << r.packets << " | " << r.flows.size() << " |\n\n";
+  bool any = false;
+  for (const auto& rr : r.results) {
+    if (rr.status != Status::kFail && rr.status != Status::kWarn) continue;
+    if (!any) {
+      out << "### Violations\n\n| Rule | Status | Count | First evidence |\n|---|---|---|---|\n";
+      any = true;
+    }
+    out << "| `" << rr.rule->id << "` " << md(rr.rule->statement) << " | " << status_name(rr.status)
+        << " | " << rr.violations << " | "
+        << (rr.evidence.empty() ? "" : md(where(r, rr.evidence[0]) + ": " + rr.evidence[0].message))
+        << " |\n";
+  }
+  if (any) out << "\n";
+  if (!r.notes.empty()) {
+    out << "### Notes\n\n";
+    for (const auto& n : r.notes) out << "- " << md(n) << "\n";
+    out << "\n";
+  }
+  out << "<details><summary>All " << r.results.size() << " rules</summary>\n\n"
+      << "| Rule | Status | Checked | Violations | Source | Refs | Reason |\n"
+      << "|---|---|---|---|---|---|---|\n";
+  for (const auto& rr : r.results)
+    out << "| `" << rr.rule->id << "` | " << status_name(rr.status) << " | " << rr.checked << " | "
+        << rr.violations << " | " << rr.rule->sources << " | " << rr.rule->refs << " | "
+        << md(rr.reason) << " |\n";
+  out << "\n</details>\n";
+}
+
+void write_human(const Report& r, std::ostream& out) {
+  const uint64_t fails = r.count(Status::kFail), warns = r.count(Status::kWarn);
+  out << "MRC conformance: " << (fails ? "VIOLATIONS" : "CONFORMING") << " — " << fails
+      << " rule(s) failed, " << warns << " warned, " << r.count(Status::kPass) << " passed, "
+      << r.count(Status::kNotApplicable) << " not applicable, " << r.count(Status::kNotRun)
+      << " not run\n";
+  out << "  " << r.frames << " frames, " << r.packets << " distinct packets, " << r.flows.size()
+      << " QP(s)";
+  if (r.decisions) out << ", " << r.decisions << " injector decisions";
+  out << "\n";
+  for (size_t i = 0; i < r.captures.size(); ++i) {
+    const auto& c = r.captures[i];
+    out << "  capture " << i << ": " << c.path << " ("
+        << (c.node.empty() ? "unattributed" : c.node);
+    if (!c.attribution.empty()) out << " by " << c.attribution;
+    out << ", " << c.frames << " frames, " << c.roce_frames << " RoCE";
+    if (c.decode_errors) out << ", " << c.decode_errors << " decode errors";
+    out << ")\n";
+  }
+  for (const auto& rr : r.results) {
+    if (rr.status != Status::kFail && rr.status != Status::kWarn) continue;
+    out << (rr.status == Status::kFail ? "FAIL " : "WARN ") << rr.rule->id << " (" << rr.violations
+        << "x) " << rr.rule->statement << "\n";
+    for (const auto& e : rr.evidence) out << "    " << where(r, e) << ": " << e.message << "\n";
+    if (rr.violations > rr.evidence.size())
+      out << "    ... " << (rr.violations - rr.evidence.size()) << " more\n";
+  }
+}
+
+}  // namespace mrc::check

@@ -1,0 +1,607 @@
+// Requester rules (MRC-REQ-*, MRC-PRB-001, MRC-CC-001) and the arrival side of data packets,
+// judged by reconstructing each QP's PSN window from the data packets and the SACKs.
+#include <algorithm>
+
+#include "conformance/internal.h"
+
+namespace mrc::check::detail {
+namespace {
+
+using wire::MessagePosition;
+
+bool starts(uint8_t pos) {
+  return pos == static_cast<uint8_t>(MessagePosition::kFirst) ||
+         pos == static_cast<uint8_t>(MessagePosition::kOnly);
+}
+bool ends(uint8_t pos) {
+  return pos == static_cast<uint8_t>(MessagePosition::kLast) ||
+         pos == static_cast<uint8_t>(MessagePosition::kOnly);
+}
+const char* pos_name(uint8_t pos) {
+  switch (static_cast<MessagePosition>(pos)) {
+    case MessagePosition::kFirst:
+      return "FIRST";
+    case MessagePosition::kMiddle:
+      return "MIDDLE";
+    case MessagePosition::kLast:
+      return "LAST";
+    case MessagePosition::kOnly:
+      return "ONLY";
+    default:
+      return "?";
+  }
+}
+std::string psn_str(int64_t p) {
+  return std::to_string(static_cast<uint32_t>(p) & wire::kPsnMask);
+}
+
+// PSN records kept below the cumulative ACK, for late retransmissions and duplicate SACKs.
+constexpr int64_t kKeepBehindCack = 8192;
+
+bool valid_pmtu(uint32_t v) {
+  return v == 256 || v == 512 || v == 1024 || v == 2048 || v == 4096;
+}
+
+}  // namespace
+
+void Engine::on_data(Obs& o, Flow& fl) {
+  const wire::DecodedFrame& f = *o.f;
+  // A copy trimmed below BTH+METH+TSETH is judged by MRC-FRM-011 only: it no longer matches
+  // its original, and the responder cannot NACK it.
+  if (!f.has(wire::kHdrMeth)) return;
+  if (f.trimmed && f.off_udp != 0xFFFF &&
+      f.frame.size() - f.off_udp - 8 < wire_profile->min_trim_bytes())
+    return;
+  const int64_t p = fl.unwrap(f.bth.psn);
+  if (!o.first) {
+    PsnRec* r = fl.rec(p);
+    if (!r) return;
+    if (Tx* tx = r->find(o.pkt)) data_arrival(o, fl, p, *r, *tx);
+    return;
+  }
+  fl.data_packets++;
+  fl.all_wevs.insert(o.wev);
+  const auto pos = f.op->position;
+  const bool last_or_only = pos == MessagePosition::kLast || pos == MessagePosition::kOnly;
+  const bool sender_view = o.at_src || !requester_captured(fl);
+
+  // MRC-REQ-006: A on the last packet of a message.
+  if (last_or_only) {
+    judge(REQ_006);
+    if (!f.bth.ack_req)
+      fail(REQ_006, o,
+           std::string(f.op->name) + " PSN " + psn_str(p) +
+               " has A=0; A=1 is required "
+               "on the last packet of every message");
+  }
+  // MRC-REQ-007: DSCP of data. A trimmed copy seen after a switch carries the switch's DSCP.
+  if (!o.trimmed || o.at_src) {
+    judge(REQ_007);
+    const uint8_t d = f.dscp();
+    const auto& pl = prof.dscp;
+    const bool ok = f.bth.rtx ? (d == pl.trimmable_retx || d == pl.trimmable || d == pl.no_trim)
+                              : (d == pl.trimmable || d == pl.no_trim);
+    if (!ok)
+      fail(REQ_007, o,
+           std::string(f.bth.rtx ? "retransmission" : "first transmission") + " of PSN " +
+               psn_str(p) + " uses DSCP " + std::to_string(d) + "; allowed " +
+               (f.bth.rtx ? std::to_string(pl.trimmable_retx) + ", " : std::string()) +
+               std::to_string(pl.trimmable) + " or " + std::to_string(pl.no_trim));
+  }
+  // MRC-REQ-010: TSETH on every data packet.
+  judge(REQ_010);
+  if (!f.bth.ts || !f.has(wire::kHdrTseth))
+    fail(REQ_010, o, "data PSN " + psn_str(p) + " has no TSETH (BTH.TS=0)");
+  // MRC-REQ-012: nothing after a fatal error reached the requester.
+  if (fl.fatal_ts != kNoTime && sender_view) {
+    judge(REQ_012);
+    if (o.ts > fl.fatal_ts + prof.tol.reaction_ns)
+      fail(REQ_012, o,
+           "data PSN " + psn_str(p) + " sent " + std::to_string(o.ts - fl.fatal_ts) +
+               " ns after a fatal NACK/NAK reached the requester");
+  }
+
+  PsnRec* r = fl.rec_create(p);
+  if (!r) return;
+  const bool seen_before = r->tx_count > 0;
+  if (!r->seen) {
+    r->seen = true;
+    r->pos = static_cast<uint8_t>(pos);
+    r->imm = f.op->has_imm;
+    r->msn = f.meth.msn;
+    r->rqmsn = f.meth.rqmsn;
+    r->first_ts = o.ts;
+    r->first_point = o.point;
+    r->first_frame = o.frame_no;
+    r->gap_pending = false;
+  }
+  if (!seen_before)
+    new_psn_checks(o, fl, p, *r);
+  else
+    retx_checks(o, fl, p, *r);
+
+  // Record the transmission.
+  Tx& tx = r->push();
+  tx.pkt = o.pkt;
+  tx.ts = o.ts;
+  tx.point = o.point;
+  tx.frame = o.frame_no;
+  tx.wev = o.wev;
+  tx.rtx = f.bth.rtx;
+  tx.at_src = o.at_src;
+  if (r->drop_known && r->drop_ts >= o.ts && r->drop_ts - o.ts < prof.tol.dedup_window_ns &&
+      (r->drop_wev == 0 || r->drop_wev == o.wev)) {
+    tx.dropped = true;
+    r->drop_known = false;
+  }
+  r->tx_count++;
+  if (seen_before) fl.retransmissions++;
+
+  ev_on_data(o, fl, !seen_before);
+
+  // MRC-REQ-010: ts16 order per sending port, at the requester only.
+  if (o.at_src && f.has(wire::kHdrTseth)) {
+    auto key = std::make_pair(o.point, o.src);
+    auto it = ts16_last.find(key);
+    if (it != ts16_last.end() && o.ts - it->second.second < 4'000'000) {
+      judge(REQ_010);
+      const uint16_t back = static_cast<uint16_t>(it->second.first - f.tseth.ts16);
+      const uint16_t fwd = static_cast<uint16_t>(f.tseth.ts16 - it->second.first);
+      if (fwd >= 0x8000 && back != 0)
+        fail(REQ_010, o,
+             "ts16 went back from " + std::to_string(it->second.first) + " to " +
+                 std::to_string(f.tseth.ts16) + " on this port");
+    }
+    ts16_last[key] = {f.tseth.ts16, o.ts};
+  }
+
+  data_arrival(o, fl, p, *r, tx);
+
+  // Keep the window bounded: drop PSNs well behind the cumulative ACK.
+  while (!fl.win.empty() &&
+         (fl.win.size() > 65536 ||
+          (fl.max_cack_ext && fl.base_ext + kKeepBehindCack < *fl.max_cack_ext))) {
+    evict(fl, fl.win.front(), fl.base_ext);
+    fl.win.pop_front();
+    fl.base_ext++;
+  }
+}
+
+void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
+  const wire::DecodedFrame& f = *o.f;
+  // MRC-REQ-004: RTX=1 on a PSN never sent. Only the requester's own capture can tell, and only
+  // beyond the highest PSN it has shown (earlier PSNs may have left on an uncaptured path).
+  if (f.bth.rtx) {
+    if (o.at_src && fl.have_src_data && p > fl.highest_src_ext) {
+      judge(REQ_004);
+      fail(REQ_004, o,
+           "PSN " + psn_str(p) +
+               " has RTX=1 but was never transmitted before (highest "
+               "PSN so far " +
+               psn_str(fl.highest_src_ext) + ")");
+    }
+  } else {
+    judge(REQ_004);
+  }
+  // MRC-REQ-001: skipped PSNs, as seen at the requester.
+  if (o.at_src) {
+    if (fl.have_src_data && p > fl.highest_src_ext + 1) {
+      const int64_t from = std::max(fl.highest_src_ext + 1, p - 4096);
+      for (int64_t q = from; q < p; ++q) {
+        PsnRec* g = fl.rec_create(q);
+        if (g && !g->seen && !g->acked) {
+          g->gap_pending = true;
+          g->gap_ts = o.ts;
+          g->gap_point = o.point;
+          g->gap_frame = o.frame_no;
+        }
+      }
+    }
+    if (!fl.have_src_data || p > fl.highest_src_ext) fl.highest_src_ext = p;
+    fl.have_src_data = true;
+  }
+  if (!fl.have_data || p > fl.highest_ext) fl.highest_ext = p;
+  fl.have_data = true;
+
+  if (!o.trimmed && !f.trimmed && !r.content_known) {
+    r.content_known = true;
+    r.va = f.reth.va;
+    r.rkey = f.reth.rkey;
+    r.dma_len = f.reth.dma_len;
+    r.payload_len = static_cast<uint32_t>(f.payload.size());
+    r.content_hash = content_hash(f);
+    r.nominal = f.udp.length + 40u;
+  }
+  neighbour_checks(o, fl, p, r);
+
+  // MRC-REQ-008: the MPR window.
+  if (!f.bth.rtx) {
+    const uint64_t mpr = mpr_eff(fl);
+    std::optional<int64_t> cack = fl.max_cack_ext;
+    if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
+    if (mpr == 0) {
+      na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");
+    } else if (cack) {
+      judge(REQ_008);
+      if (p - *cack > static_cast<int64_t>(mpr))
+        fail(REQ_008, o,
+             "new PSN " + psn_str(p) + " sent with cack_seen <= " + psn_str(*cack) +
+                 ": p - cack = " + std::to_string(p - *cack) + " > MPR_eff " + std::to_string(mpr));
+    }
+  }
+
+  // MRC-REQ-009: WriteIMM messages in flight.
+  const auto pos = f.op->position;
+  if (f.op->has_imm && (pos == MessagePosition::kLast || pos == MessagePosition::kOnly)) {
+    fl.imm_ends.push_back(p);
+    while (fl.imm_ends.size() > 65536) fl.imm_ends.pop_front();
+    if (fl.saw_tack)
+      while (!fl.imm_ends.empty() && fl.imm_ends.front() <= fl.max_tack_ext)
+        fl.imm_ends.pop_front();
+    if (!fl.prof.max_wimm_dest) {
+      na(REQ_009, "max_wimm_dest not in the DUT profile");
+    } else if (!fl.saw_tack) {
+      na(REQ_009, "no transport ACK seen on the QP before its WriteIMM messages");
+    } else {
+      judge(REQ_009);
+      if (fl.imm_ends.size() > *fl.prof.max_wimm_dest)
+        fail(REQ_009, o,
+             std::to_string(fl.imm_ends.size()) + " WriteIMM messages outstanding (last PSN " +
+                 psn_str(p) + "), responder max_wimm_dest is " +
+                 std::to_string(*fl.prof.max_wimm_dest));
+    }
+  }
+
+  // MRC-CC-001: bytes in flight.
+  if (r.nominal != 0 && !r.acked) {
+    r.inflight = true;
+    fl.inflight_bytes += r.nominal;
+    fl.max_nominal = std::max(fl.max_nominal, r.nominal);
+    if (!fl.prof.max_cwnd_bytes) {
+      na(CC_001, "max_cwnd not in the DUT profile");
+    } else {
+      judge(CC_001);
+      if (fl.inflight_bytes > *fl.prof.max_cwnd_bytes + fl.max_nominal)
+        fail(CC_001, o,
+             std::to_string(fl.inflight_bytes) + " B in flight after PSN " + psn_str(p) +
+                 " > max_cwnd " + std::to_string(*fl.prof.max_cwnd_bytes) + " + MTU " +
+                 std::to_string(fl.max_nominal));
+    }
+  }
+}
+
+void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
+  const wire::DecodedFrame& f = *o.f;
+  const Tx* prev = r.latest();
+  // MRC-REQ-004
+  judge(REQ_004);
+  if (!f.bth.rtx)
+    fail(REQ_004, o,
+         "PSN " + psn_str(p) + " was transmitted before (frame " + std::to_string(r.first_frame) +
+             " of capture " + std::to_string(r.first_point) + ") but has RTX=0");
+  // MRC-REQ-005
+  if (!o.trimmed && !f.trimmed) {
+    const uint64_t h = content_hash(f);
+    if (r.content_known) {
+      judge(REQ_005);
+      if (h != r.content_hash) {
+        std::string what;
+        if (f.meth.msn != r.msn || f.meth.rqmsn != r.rqmsn) what += " METH";
+        if (f.reth.va != r.va || f.reth.rkey != r.rkey || f.reth.dma_len != r.dma_len)
+          what += " RETH";
+        if (f.payload.size() != r.payload_len) what += " payload length";
+        if (what.empty()) what = " payload/ImmDt bytes";
+        fail(REQ_005, o,
+             "retransmission of PSN " + psn_str(p) + " differs from the original in" + what);
+      }
+    } else {
+      r.content_known = true;
+      r.va = f.reth.va;
+      r.rkey = f.reth.rkey;
+      r.dma_len = f.reth.dma_len;
+      r.payload_len = static_cast<uint32_t>(f.payload.size());
+      r.content_hash = h;
+      r.nominal = f.udp.length + 40u;
+      neighbour_checks(o, fl, p, r);
+    }
+  }
+  // MRC-REQ-014: retry budget.
+  if (fl.prof.retry_linear && fl.prof.retry_exp) {
+    if (*fl.prof.retry_exp != 25) {
+      judge(REQ_014);
+      const unsigned budget = *fl.prof.retry_linear + *fl.prof.retry_exp;
+      if (r.tx_count > budget)
+        fail(REQ_014, o,
+             "PSN " + psn_str(p) + " retransmitted " + std::to_string(r.tx_count) +
+                 " times; retry budget linear+exp = " + std::to_string(budget));
+    }
+  } else {
+    na(REQ_014, "retry counts not in the DUT profile (qps[].retry)");
+  }
+  // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
+  // transmission, and that transmission was not trimmed.
+  if (prev) {
+    const bool evidence =
+        r.nack_ts > prev->ts ||
+        (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
+        fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked;
+    if (!evidence) {
+      const uint64_t t = timeout_ns(fl);
+      const uint64_t interval = o.ts - prev->ts;
+      const double min_ns = static_cast<double>(t) * (1.0 - prof.tol.timer_tolerance) -
+                            static_cast<double>(prof.tol.timer_slack_ns);
+      if (t == 0) {
+        na(REQ_013, "timeout not in the DUT profile (qps[].timeout)");
+      } else if (o.at_src && prev->at_src) {
+        judge(REQ_013);
+        if (static_cast<double>(interval) < min_ns)
+          fail(REQ_013, o,
+               "PSN " + psn_str(p) + " retransmitted " + std::to_string(interval) +
+                   " ns after its previous transmission with no NACK/SACK/probe "
+                   "evidence; timeout T = " +
+                   std::to_string(t) + " ns");
+      } else {
+        na(REQ_013, "needs a capture at the requester's interface");
+      }
+      if (t == 0 || static_cast<double>(interval) >= min_ns) ev_timeout_retire(o, fl, prev->wev);
+    }
+  }
+  // Obligations met by this retransmission.
+  if (auto it = fl.nack_retx.find(p); it != fl.nack_retx.end() && o.ts > it->second.since) {
+    judge(REQ_011);
+    if (fl.active_evs() >= 2 || fl.all_wevs.size() >= 2) {
+      judge(EV_013);
+      if (o.wev == it->second.ev)
+        fail(EV_013, o,
+             "retransmission of PSN " + psn_str(p) + " after a NACK uses the NACKed EV " +
+                 hex(o.wev));
+    }
+    fl.nack_retx.erase(it);
+  }
+  if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && o.ts > it->second.since) {
+    judge(REQ_015);
+    fl.drop_retx.erase(it);
+  }
+}
+
+void Engine::neighbour_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
+  const wire::DecodedFrame& f = *o.f;
+  // MRC-REQ-002 per packet: RETH present, payload sizes against PMTU, message end.
+  if (r.content_known && !o.trimmed && !f.trimmed) {
+    judge(REQ_002);
+    if (!f.has(wire::kHdrReth)) fail(REQ_002, o, "data PSN " + psn_str(p) + " has no RETH");
+    const uint8_t pos = r.pos;
+    if (!starts(pos) || !ends(pos)) {
+      if (!ends(pos)) {
+        if (fl.pmtu == 0) {
+          if (valid_pmtu(r.payload_len))
+            fl.pmtu = r.payload_len;
+          else
+            fail(REQ_002, o,
+                 std::string(pos_name(pos)) + " PSN " + psn_str(p) + " carries " +
+                     std::to_string(r.payload_len) + " B, not a valid PMTU");
+        } else if (r.payload_len != fl.pmtu) {
+          fail(REQ_002, o,
+               std::string(pos_name(pos)) + " PSN " + psn_str(p) + " carries " +
+                   std::to_string(r.payload_len) + " B; PMTU is " + std::to_string(fl.pmtu));
+        }
+      }
+    }
+    if (starts(pos) && ends(pos)) {
+      if (r.payload_len != r.dma_len)
+        fail(REQ_002, o,
+             "ONLY PSN " + psn_str(p) + " carries " + std::to_string(r.payload_len) +
+                 " B but DMALen is " + std::to_string(r.dma_len));
+    } else if (starts(pos)) {
+      MsgRec& m = fl.msgs[r.msn];
+      m.first_psn = p;
+      m.va_first = r.va;
+      m.first_known = true;
+      if (fl.msgs.size() > 4096) fl.msgs.erase(fl.msgs.begin());
+    } else if (ends(pos)) {
+      auto it = fl.msgs.find(r.msn);
+      if (it != fl.msgs.end() && it->second.first_known && p > it->second.first_psn) {
+        const MsgRec& m = it->second;
+        if (r.va + r.payload_len != m.va_first + r.dma_len)
+          fail(REQ_002, o,
+               "LAST PSN " + psn_str(p) + " ends at VA " + hex(r.va + r.payload_len) +
+                   " but the message (FIRST VA " + hex(m.va_first) + ", DMALen " +
+                   std::to_string(r.dma_len) + ") ends at " + hex(m.va_first + r.dma_len));
+        else if (fl.pmtu && r.va - m.va_first != static_cast<uint64_t>(p - m.first_psn) * fl.pmtu)
+          fail(REQ_002, o,
+               "LAST PSN " + psn_str(p) + " is " + std::to_string(p - m.first_psn) +
+                   " packets after FIRST but its VA is " + std::to_string(r.va - m.va_first) +
+                   " B after FIRST's");
+      }
+    }
+  }
+  // Pairs (p-1, p) and (p, p+1): opcode adjacency, MSN/RQMSN, RETH progression.
+  auto pair = [&](int64_t a, PsnRec& A, PsnRec& B) {
+    judge(REQ_001);
+    if (ends(A.pos) != starts(B.pos)) {
+      fail(REQ_001, o,
+           "PSN " + psn_str(a) + " is " + pos_name(A.pos) + " but PSN " + psn_str(a + 1) + " is " +
+               pos_name(B.pos));
+      return;
+    }
+    judge(REQ_003);
+    if (!starts(B.pos)) {
+      if (A.msn != B.msn || A.rqmsn != B.rqmsn)
+        fail(REQ_003, o,
+             "PSNs " + psn_str(a) + " and " + psn_str(a + 1) +
+                 " are in one message but carry MSN/RQMSN " + std::to_string(A.msn) + "/" +
+                 std::to_string(A.rqmsn) + " and " + std::to_string(B.msn) + "/" +
+                 std::to_string(B.rqmsn));
+      if (A.content_known && B.content_known) {
+        judge(REQ_002);
+        if (A.rkey != B.rkey || A.dma_len != B.dma_len)
+          fail(REQ_002, o, "R_Key/DMALen change inside the message at PSN " + psn_str(a + 1));
+        else if (fl.pmtu && B.va != A.va + fl.pmtu)
+          fail(REQ_002, o,
+               "VA of PSN " + psn_str(a + 1) + " is " + hex(B.va) + "; expected " +
+                   hex(A.va + fl.pmtu) + " (previous VA + PMTU " + std::to_string(fl.pmtu) + ")");
+      }
+    } else {
+      const uint16_t want_msn = static_cast<uint16_t>(A.msn + 1);
+      const uint16_t want_rq = static_cast<uint16_t>(A.rqmsn + (A.imm ? 1 : 0));
+      if (B.msn != want_msn || B.rqmsn != want_rq)
+        fail(REQ_003, o,
+             "message starting at PSN " + psn_str(a + 1) + " has MSN/RQMSN " +
+                 std::to_string(B.msn) + "/" + std::to_string(B.rqmsn) + "; after MSN/RQMSN " +
+                 std::to_string(A.msn) + "/" + std::to_string(A.rqmsn) +
+                 (A.imm ? " (WriteIMM)" : "") + " expected " + std::to_string(want_msn) + "/" +
+                 std::to_string(want_rq));
+    }
+  };
+  if (PsnRec* a = fl.rec(p - 1); a && a->seen) pair(p - 1, *a, r);
+  if (PsnRec* b = fl.rec(p + 1); b && b->seen) pair(p, r, *b);
+}
+
+void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) {
+  const wire::DecodedFrame& f = *o.f;
+  (void)r;
+  if (o.trimmed) {
+    tx.trimmed = true;
+    tx.trim_dscp = f.dscp();
+  }
+  if (o.ce) tx.ce = true;
+  if (o.icrc_bad) tx.corrupt = true;
+  if (o.at_dst) {
+    tx.at_dst = true;
+    if (!o.trimmed && !o.icrc_bad) tx.at_dst_intact = true;
+  }
+  if (!arrival_at_rsp(fl, o) || tx.dropped) return;
+  if (!tx.ack_obl) {
+    tx.ack_obl = true;
+    fl.rx_bytes += std::max<uint64_t>(f.payload.size(), 1024);
+    // MRC-RSP-006: CE echoes whose byte window closed.
+    for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
+      if (fl.rx_bytes > it->bytes_deadline) {
+        judge(RSP_006);
+        fail_at(RSP_006, it->point, it->frame, it->since,
+                "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
+                    "; no SACK/NACK echoed that EV with M=01/10 within 32 KiB of later arrivals");
+        it = fl.ce_echo.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // MRC-RSP-009: A=1 or RTX=1 elicits a SACK/NACK (judged with a capture at the responder).
+    if ((f.bth.ack_req || f.bth.rtx) && !o.icrc_bad) {
+      if (responder_captured(fl)) {
+        if (!fl.ack_resp.count(p)) {
+          Pending pd;
+          pd.since = o.ts;
+          pd.point = o.point;
+          pd.frame = o.frame_no;
+          pd.deadline = o.ts + prof.tol.t_ack_max_ns;
+          fl.ack_resp.emplace(p, pd);
+          fl.ack_order.emplace_back(p, pd.deadline);
+        }
+      } else {
+        na(RSP_009, "needs a capture at the responder's interface");
+      }
+    }
+  }
+  if (o.trimmed && !tx.trim_obl) {
+    tx.trim_obl = true;
+    if (!fl.prof.caps.trim_nack || fl.prof.caps.trim_nack_dest_unsupported) {
+      na(RSP_013, "responder does not send TRIM NACKs for this QP (profile capabilities)");
+    } else {
+      Pending& pd = fl.trim_nack[p];
+      pd.since = o.ts;
+      pd.point = o.point;
+      pd.frame = o.frame_no;
+      pd.psn = p;
+      pd.ev = tx.wev;
+      pd.code = f.dscp() == prof.dscp.trimmed_lasthop ? 0x02 : 0x01;
+    }
+  }
+  if (o.ce && !tx.ce_obl) {
+    tx.ce_obl = true;
+    Pending pd;
+    pd.since = o.ts;
+    pd.point = o.point;
+    pd.frame = o.frame_no;
+    pd.psn = p;
+    pd.ev = tx.wev;
+    pd.bytes_deadline = fl.rx_bytes + 32768;
+    fl.ce_echo.push_back(pd);
+  }
+}
+
+void Engine::ack_covered(Flow& fl, int64_t p, PsnRec& r, uint64_t ts) {
+  if (r.acked) return;
+  r.acked = true;
+  r.gap_pending = false;
+  if (r.inflight) {
+    r.inflight = false;
+    fl.inflight_bytes -= std::min<uint64_t>(fl.inflight_bytes, r.nominal);
+  }
+  if (auto it = fl.nack_retx.find(p); it != fl.nack_retx.end() && it->second.since <= ts) {
+    judge(REQ_011);
+    fl.nack_retx.erase(it);
+  }
+  if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && it->second.since <= ts) {
+    judge(REQ_015);
+    fl.drop_retx.erase(it);
+  }
+}
+
+void Engine::evict(Flow& fl, PsnRec& r, int64_t p) {
+  // Obligations on this PSN are judged now, so that their tables stay as small as the window.
+  settle(fl, p, now);
+  if (r.inflight) {
+    r.inflight = false;
+    fl.inflight_bytes -= std::min<uint64_t>(fl.inflight_bytes, r.nominal);
+  }
+  if (r.gap_pending && !r.seen && !r.acked) {
+    r.gap_pending = false;
+    if (r.gap_ts + prof.tol.end_grace_ns <= now) {
+      judge(REQ_001);
+      fail_at(REQ_001, r.gap_point, r.gap_frame, r.gap_ts,
+              "PSN " + psn_str(p) +
+                  " was skipped: later PSNs left the requester, this one was "
+                  "never seen at any capture point nor acknowledged");
+    }
+  }
+}
+
+void Engine::on_probe(const Obs& o, Flow& fl) {
+  const wire::DecodedFrame& f = *o.f;
+  const uint16_t id = f.peth.probe_id;
+  if (o.first) {
+    judge(PRB_001);
+    if (f.bth.psn != 0 || !f.bth.ack_req)
+      fail(PRB_001, o,
+           "reliability probe id " + std::to_string(id) + " has PSN " + std::to_string(f.bth.psn) +
+               " and A=" + (f.bth.ack_req ? "1" : "0") +
+               "; a probe consumes no PSN (PSN 0) and requests an ACK (A=1)");
+    ProbeRec& pr = fl.probes[id];
+    pr = ProbeRec{};
+    pr.wev = o.wev;
+    pr.ts = o.ts;
+    pr.point = o.point;
+    pr.frame = o.frame_no;
+    fl.probe_order.push_back(id);
+    while (fl.probe_order.size() > 4096) {
+      fl.probes.erase(fl.probe_order.front());
+      fl.probe_order.pop_front();
+    }
+    if (o.at_src || !requester_captured(fl)) ev_probe_sent(o, fl, o.wev);
+  }
+  auto it = fl.probes.find(id);
+  if (it == fl.probes.end()) return;
+  if (o.ce) it->second.ce = true;
+  if (o.at_dst) it->second.ce_known = true;
+  if (arrival_at_rsp(fl, o) && !o.icrc_bad && !fl.probe_ans.count(id)) {
+    Pending pd;
+    pd.since = o.ts;
+    pd.point = o.point;
+    pd.frame = o.frame_no;
+    pd.ev = o.wev;
+    fl.probe_ans.emplace(id, pd);
+  }
+}
+
+}  // namespace mrc::check::detail

@@ -1,0 +1,956 @@
+// Proof that every rule can pass and can fail: crafted traces, each a conforming exchange with
+// exactly one deviation. A failing trace must trigger its rule and no other error-level rule.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "conformance/fixtures.h"
+#include "conformance/internal.h"
+
+namespace mrc::check {
+namespace {
+
+using fixtures::DataPkt;
+using fixtures::Fate;
+using fixtures::kUs;
+using fixtures::SackPkt;
+using fixtures::Session;
+using fixtures::Trace;
+using wire::MessagePosition;
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks
+// ---------------------------------------------------------------------------------------------
+void clean_base(Session& s) {
+  s.write(3000);       // FIRST MIDDLE LAST
+  s.write(100, true);  // ONLY_IMM
+  s.write(2048);       // FIRST LAST
+  s.write(0);          // ONLY, zero length
+}
+
+// Keeps the trace going past the end grace, so that pending obligations are judged.
+void tail(Session& s) {
+  s.advance(300 * kUs);
+  s.write(1024);
+}
+
+// Responder SACK for `psn` shortly after now (the time the packet arrives).
+void sack_soon(Session& s, uint32_t psn, uint8_t m = 0) {
+  const uint64_t saved = s.now;
+  s.now += s.one_way + kUs;
+  s.sack(psn, m);
+  s.now = saved;
+}
+
+// The NACK for the packet just sent, at its arrival; the requester reacts one RTT later.
+void nack_soon(Session& s, uint32_t psn, uint8_t code, uint32_t entropy, uint8_t m = 0) {
+  const uint64_t saved = s.now;
+  s.now += s.one_way + kUs;
+  s.nack(psn, code, entropy, m);
+  s.now = saved;
+}
+
+// Retransmits `psn` (not on `not_ev`), has it SACKed, then the transport ACK.
+void retx_and_ack(Session& s, uint32_t psn, uint32_t not_ev,
+                  const std::function<void(DataPkt&)>& mut = {}) {
+  s.retransmit(psn, not_ev, Fate::kDeliver, mut);
+  sack_soon(s, psn);
+  s.advance(s.gap);
+  if (s.cack() >= psn) s.tack(s.cack());
+  s.advance(s.gap);
+}
+
+// A single data packet of a fresh one-packet message with A=1.
+DataPkt only_pkt(Session& s, uint32_t len = 1024) {
+  DataPkt p;
+  p.psn = s.next_psn++;
+  p.pos = MessagePosition::kOnly;
+  p.msn = s.msn++;
+  p.rqmsn = s.rqmsn;
+  p.va = s.va;
+  s.va += len + 4096;
+  p.dma_len = len;
+  p.len = len;
+  p.wev = s.next_ev();
+  p.ack = true;
+  p.seed = static_cast<uint8_t>(p.psn);
+  return p;
+}
+
+// SRv6 frames: inner header between the node GIDs, outer DA a uSID path, seen at h1, at a
+// switch after one shift and at h2 after three.
+struct Srv6 {
+  Trace& t;
+  uint32_t psn = 1000;
+  uint16_t msn = 0;
+  uint64_t now = 1'000'000;
+  std::string bad_da;  // outer DA seen at the switch, when a test wants a wrong shift
+  explicit Srv6(Trace& tr) : t(tr) {
+    t.points = {
+        {"h1-eth0.pcapng", "h1", 0}, {"s1-eth1.pcapng", "", 0}, {"h2-eth0.pcapng", "h2", 0}};
+  }
+  static wire::Ipv6Addr a(const char* s) { return *wire::parse_ipv6(s); }
+  wire::FrameSpec spec(bool from_req, uint32_t wev, uint8_t dscp) const {
+    wire::FrameSpec s;
+    s.has_eth = true;
+    s.l3 = 6;
+    s.has_inner_ip6 = true;
+    const auto c = wire::carry_wev(wire::EvFormat::kSrv6, wire::EvStripe::kLowInSport, wev);
+    s.inner_ip6.src = a(from_req ? "fd00::1" : "fd00::2");
+    s.inner_ip6.dst = a(from_req ? "fd00::2" : "fd00::1");
+    s.inner_ip6.flow_label = c.flow_label;
+    s.inner_ip6.dscp = dscp;
+    s.ip6 = s.inner_ip6;
+    s.ip6.src = a(from_req ? "fd01::1" : "fd01::2");
+    s.ip6.dst = a(from_req ? "fcbb:0:101:201:301:e02::" : "fcbb:0:102:202:302:e01::");
+    s.ip6.hop_limit = 64;
+    s.has_udp = true;
+    s.udp.sport = c.sport;
+    s.udp.dport = wire::kRoceV2Port;
+    s.roce = true;
+    return s;
+  }
+  // Adds the frame as seen at h1/s1/h2 (sender first), shifting the DA on the way.
+  void emit(const wire::FrameSpec& s, bool from_req) {
+    const uint32_t order[3] = {from_req ? 0u : 2u, 1u, from_req ? 2u : 0u};
+    wire::FrameSpec cur = s;
+    for (int hop = 0; hop < 3; ++hop) {
+      if (hop == 1) {
+        wire::usid_shift(cur.ip6.dst);
+        cur.ip6.hop_limit -= 1;
+        if (!bad_da.empty() && from_req) cur.ip6.dst = a(bad_da.c_str());
+      }
+      if (hop == 2) {
+        wire::FrameSpec fix = cur;
+        fix.ip6.dst = s.ip6.dst;
+        for (int k = 0; k < 3; ++k) wire::usid_shift(fix.ip6.dst);
+        fix.ip6.hop_limit = static_cast<uint8_t>(s.ip6.hop_limit - 3);
+        cur = fix;
+      }
+      t.add(order[hop], now + static_cast<uint64_t>(hop) * 2 * kUs, wire::encode_frame(cur));
+    }
+  }
+  void message() {
+    const uint32_t wev = 3 + psn % 5;
+    wire::FrameSpec d = spec(true, wev, 4);
+    d.ip6.ecn = d.inner_ip6.ecn = 2;
+    d.bth.opcode = 0xCA;
+    d.bth.dest_qp = 0x202;
+    d.bth.psn = psn;
+    d.bth.ack_req = true;
+    d.bth.ts = true;
+    d.meth = {0, msn};
+    d.tseth.ts16 = static_cast<uint16_t>(now / 128);
+    d.reth = {0x100000 + 8192ull * msn, 0xabc001, 64};
+    static const std::vector<std::byte> pay(64, std::byte{7});
+    d.payload = wire::as_bytes(pay);
+    emit(d, true);
+    now += 7 * kUs;
+    wire::FrameSpec k = spec(false, 0x9001, 46);
+    k.bth.opcode = 0xDC;
+    k.bth.dest_qp = 0x101;
+    k.bth.psn = psn;
+    k.seth.cack_psn = psn;
+    k.seth.entropy = wev;
+    k.seth.spdcid = 0x202;
+    k.seth.dpdcid = 0x101;
+    k.seth.sack_offset = 1;
+    emit(k, false);
+    now += 10 * kUs;
+    ++psn;
+    ++msn;
+  }
+};
+
+std::string srv6_profile(const char* locator) {
+  return fixtures::profile(
+      std::string(R"({"srv6_locator": ")") + locator + R"(", "captures": null})",
+      R"({"ev_format": "srv6", "evs": null, "timeout": null})");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------------------------
+struct Scenario {
+  std::string name;
+  std::string expect;  // rule that must fail (error) or warn (warning); "" = fully conforming
+  std::function<void(Trace&)> build;
+};
+
+std::vector<Scenario> scenarios() {
+  std::vector<Scenario> v;
+  auto add = [&](std::string name, std::string expect, std::function<void(Trace&)> b) {
+    v.push_back({std::move(name), std::move(expect), std::move(b)});
+  };
+
+  // A conforming exchange that exercises CE echo and SKIP, a trim with its NACK and
+  // retransmission, a loss recovered by timeout (with the injector's decision), EV retirement,
+  // a reliability probe bringing the EV back, and an endpoint EV probe.
+  add("clean", "", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    // ECN: the responder echoes CE (M=01); the requester skips that EV for a rotation.
+    s.write(2048, false, [](size_t i, DataPkt&, Fate& f) {
+      if (i == 0) f = Fate::kCe;
+    });
+    s.write(4096);
+    // Trim: NACK TRIMMED, retransmission on another EV.
+    uint32_t trimmed = 0, trimmed_ev = 0;
+    s.write(2048, false, [&](size_t i, DataPkt& p, Fate& f) {
+      if (i == 1) {
+        f = Fate::kTrim;
+        trimmed = p.psn;
+        trimmed_ev = p.wev;
+      }
+    });
+    s.nack(trimmed, 0x01, trimmed_ev);
+    s.advance(5 * kUs);
+    s.avoid.insert(trimmed_ev);
+    retx_and_ack(s, trimmed, trimmed_ev);
+    s.write(3072);
+    s.avoid.erase(trimmed_ev);
+    // Loss without trim: timeout retransmission, EV retired until a probe succeeds.
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    s.decision(s.now + 1 * kUs, "drop", p.psn, 0xCA, p.wev);
+    s.advance(40 * kUs);
+    s.avoid.insert(p.wev);
+    retx_and_ack(s, p.psn, p.wev);
+    s.write(2048);
+    s.probe(1, p.wev, true, 0);
+    s.advance(20 * kUs);
+    s.avoid.erase(p.wev);
+    s.write(4096);
+    s.ep_probe(7, 0x00050105);
+    s.advance(20 * kUs);
+    s.write(1024, true);
+    tail(s);
+  });
+  // A QP the responder fails with UNEXP_EVENT: the requester goes quiet (data already on its
+  // way within the reaction time is allowed).
+  add("clean-fatal", "", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    nack_soon(s, p.psn, 0x19, p.wev);
+    s.advance(s.one_way * 2 + kUs + 1 * kUs);  // NACK reached the requester 1 us ago
+    DataPkt q = only_pkt(s);
+    s.send(q);
+    sack_soon(s, q.psn);
+    s.advance(400 * kUs);
+    s.ep_probe(9, 0x00050101);
+  });
+  add("clean-srv6", "", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    for (int i = 0; i < 6; ++i) x.message();
+  });
+
+  // ------------------------------------------------------------------------------- framing
+  add("icrc", "MRC-FRM-001", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    SackPkt k;
+    k.cack = s.cack();
+    k.ack_off = 0;
+    k.entropy = s.rx_wev[k.cack];
+    k.rcvd_bytes = static_cast<uint32_t>((s.rx_nominal + 255) / 256);
+    auto f = s.sack_frame(k);
+    f[14 + 40 + 8 + 40] ^= std::byte{0x11};  // CC_STATE.ts_echo: covered by the ICRC
+    t.add(1, s.now, f);
+    t.add(0, s.now + s.one_way, f);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("udp-port", "MRC-FRM-002", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    auto f = s.data_frame(only_pkt(s), s.now);
+    s.next_psn--;  // not a RoCE packet: the PSN was not consumed
+    s.msn--;
+    f[14 + 40 + 3] = std::byte{0xB8};  // dport 4791 -> 4792
+    t.add(0, s.now, f);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("unknown-opcode", "MRC-FRM-003", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    auto f = s.tack_frame(s.cack());
+    f[14 + 40 + 8] = std::byte{0xE5};
+    wire::DecodedFrame d;
+    wire::decode_frame(wire::as_bytes(f), d);
+    ASSERT_TRUE(wire::fix_icrc(wire::MutBytes(f.data(), f.size()), d));  // only the opcode is wrong
+    t.add(1, s.now, f);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("read-opcode", "MRC-FRM-004", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    wire::FrameSpec r;
+    r.has_eth = true;
+    r.l3 = 6;
+    r.ip6.src = s.req;
+    r.ip6.dst = s.rsp;
+    r.has_udp = true;
+    r.udp.sport = 0x0100;
+    r.roce = true;
+    r.bth.opcode = 0x0C;  // RC RDMA READ request
+    r.bth.dest_qp = s.rsp_qpn;
+    r.bth.psn = 5000;
+    r.reth = {0x1000, 0xabc001, 4096};
+    t.add(0, s.now, wire::encode_frame(r));
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("pkey", "MRC-FRM-005", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.pkey = 0x7FFF; });
+    tail(s);
+  });
+  add("pad", "MRC-FRM-006", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(2047, false, [](size_t i, DataPkt& p, Fate&) {
+      if (i == 1) p.pad = 0;
+    });
+    tail(s);
+  });
+  add("truncated-sack", "MRC-FRM-007", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    SackPkt k;
+    k.cack = s.cack();
+    k.entropy = s.rx_wev[k.cack];
+    auto f = s.sack_frame(k);
+    f.resize(f.size() - 8);
+    const uint16_t ipl = static_cast<uint16_t>(f.size() - 14 - 40);
+    f[14 + 4] = std::byte(ipl >> 8);
+    f[14 + 5] = std::byte(ipl & 0xFF);
+    f[14 + 40 + 4] = std::byte(ipl >> 8);
+    f[14 + 40 + 5] = std::byte(ipl & 0xFF);
+    t.add(1, s.now, f);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("reserved-bit", "MRC-FRM-008", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.rsvd_bit = true; });
+    tail(s);
+  });
+  add("srv6-locator", "MRC-FRM-009", [](Trace& t) {
+    t.profile = srv6_profile("fcbc::");
+    Srv6 x(t);
+    for (int i = 0; i < 3; ++i) x.message();
+  });
+  add("srv6-shift", "MRC-FRM-010", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    x.message();
+    x.bad_da = "fcbb:0:999::";
+    x.message();
+    x.bad_da.clear();
+    x.message();
+  });
+  add("trim-too-short", "MRC-FRM-011", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p;
+    s.write(2048, false, [&](size_t i, DataPkt& q, Fate& f) {
+      if (i == 0) {
+        p = q;
+        f = Fate::kDrop;  // replaced by the short trimmed copy below
+      }
+    });
+    auto f = s.data_frame(p, s.now, true);
+    f.resize(f.size() - 4);  // BTH+METH only: TSETH cut
+    const uint16_t ipl = static_cast<uint16_t>(f.size() - 14 - 40);
+    f[14 + 4] = std::byte(ipl >> 8);
+    f[14 + 5] = std::byte(ipl & 0xFF);
+    f[14 + 40 + 4] = std::byte(ipl >> 8);
+    f[14 + 40 + 5] = std::byte(ipl & 0xFF);
+    t.add(1, s.now, f);
+    tail(s);
+  });
+
+  // ------------------------------------------------------------------------------- EVs
+  add("no-spray", "MRC-EV-001", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.evs = {0x00050101};
+    s.write(20 * 1024);
+    tail(s);
+  });
+  add("flow-label-high-bits", "MRC-EV-003", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.fl_high = 1; });
+    tail(s);
+  });
+  add("ev-outside-profile", "MRC-EV-004", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.wev = 0x00050777; });
+    tail(s);
+  });
+  add("ev-wrong-port", "MRC-EV-005", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.wev = 0x00050300; });
+    tail(s);
+  });
+  add("ev-denied", "MRC-EV-006", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"denied_evs": [327943]})");  // 0x00050107
+    Session s(t);
+    clean_base(s);
+    s.write(8192);
+    tail(s);
+  });
+  add("skip-ignored", "MRC-EV-008", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    uint32_t e = 0;
+    s.write(1024, false, [&](size_t, DataPkt& p, Fate& f) {
+      f = Fate::kCe;
+      e = p.wev;
+    });
+    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+    tail(s);
+  });
+  add("bad-ev-reused", "MRC-EV-009", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    uint32_t e = 0;
+    s.write(
+        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
+        [](size_t, SackPkt& k) {
+          k.m = 2;
+          return true;
+        });
+    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+    tail(s);
+  });
+  add("bad-ev-not-probed", "MRC-EV-010", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    uint32_t e = 0;
+    s.write(
+        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
+        [](size_t, SackPkt& k) {
+          k.m = 2;
+          return true;
+        });
+    s.avoid.insert(e);
+    for (int i = 0; i < 10; ++i) {
+      s.write(1024);
+      s.advance(60 * kUs);
+    }
+  });
+  add("retx-same-ev", "MRC-EV-013", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    nack_soon(s, p.psn, 0x07, p.wev);
+    s.advance(12 * kUs);
+    retx_and_ack(s, p.psn, 0, [&](DataPkt& q) { q.wev = p.wev; });
+    tail(s);
+  });
+
+  // ------------------------------------------------------------------------------- requester
+  add("opcode-sequence", "MRC-REQ-001", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt first = only_pkt(s, 2048);
+    first.pos = MessagePosition::kFirst;
+    first.len = 1024;
+    first.ack = false;
+    s.send(first);
+    sack_soon(s, first.psn);
+    s.advance(s.gap);
+    s.write(1024);  // starts a new message while the previous one never ended
+    tail(s);
+  });
+  add("va-progression", "MRC-REQ-002", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(3000, false, [](size_t i, DataPkt& p, Fate&) {
+      if (i == 1) p.va += 8;
+    });
+    tail(s);
+  });
+  add("msn-not-incremented", "MRC-REQ-003", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false,
+            [&](size_t, DataPkt& p, Fate&) { p.msn = static_cast<uint16_t>(s.msn - 1); });
+    tail(s);
+  });
+  add("rtx-on-new-psn", "MRC-REQ-004", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.rtx = true; });
+    tail(s);
+  });
+  add("retx-content-changed", "MRC-REQ-005", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    nack_soon(s, p.psn, 0x07, p.wev);
+    s.advance(12 * kUs);
+    retx_and_ack(s, p.psn, p.wev, [](DataPkt& q) { q.seed ^= 0x55; });
+    tail(s);
+  });
+  add("no-ack-on-last", "MRC-REQ-006", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(2048, false, [](size_t i, DataPkt& p, Fate&) {
+      if (i == 1) p.ack = false;
+    });
+    tail(s);
+  });
+  add("retx-dscp-on-first", "MRC-REQ-007", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.dscp = s.dscp.trimmable_retx; });
+    tail(s);
+  });
+  add("mpr-window", "MRC-REQ-008", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"mpr": 1, "mpr_dest": 1})");
+    Session s(t);
+    uint32_t oor = 0, oor_ev = 0;
+    s.write(
+        140 * 1024, false,
+        [&](size_t i, DataPkt& p, Fate&) {
+          if (i == 130) {
+            oor = p.psn;
+            oor_ev = p.wev;
+          }
+        },
+        [&](size_t i, SackPkt&) {
+          if (i == 130) s.nack(oor, 0x0B, oor_ev);  // responder: beyond its window
+          return i == 0 || i == 139;
+        });
+    tail(s);
+  });
+  add("wimm-exceeded", "MRC-REQ-009", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"max_wimm_dest": 2})");
+    Session s(t);
+    clean_base(s);
+    for (int i = 0; i < 3; ++i) s.write(100, true, {}, {}, false);
+    s.tack(s.cack());
+    tail(s);
+  });
+  add("no-tseth", "MRC-REQ-010", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.ts = false; });
+    tail(s);
+  });
+  add("nack-not-retransmitted", "MRC-REQ-011", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    s.received.erase(p.psn);  // the responder had no buffer for it
+    nack_soon(s, p.psn, 0x07, p.wev);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("data-after-fatal", "MRC-REQ-012", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    nack_soon(s, p.psn, 0x19, p.wev);
+    s.advance(40 * kUs);
+    s.write(1024);
+  });
+  add("early-timeout", "MRC-REQ-013", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    s.advance(12 * kUs);  // T = 32.768 us
+    retx_and_ack(s, p.psn, p.wev);
+    tail(s);
+  });
+  add("retry-budget", "MRC-REQ-014", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"retry": {"linear": 1, "exp": 1}})");
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    uint32_t last_ev = p.wev;
+    for (int k = 0; k < 2; ++k) {
+      s.advance(40 * kUs);
+      s.avoid.insert(last_ev);
+      s.retransmit(p.psn, last_ev, Fate::kDrop);
+      last_ev = s.sent[p.psn].wev;
+    }
+    s.advance(40 * kUs);
+    s.avoid.insert(last_ev);
+    retx_and_ack(s, p.psn, last_ev);
+    s.write(1024);
+  });
+  add("drop-not-retransmitted", "MRC-REQ-015", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    s.decision(s.now + kUs, "drop", p.psn, 0xCA, p.wev);
+    s.advance(s.gap);
+    tail(s);
+  });
+
+  // ------------------------------------------------------------------------------- responder
+  add("sack-psn", "MRC-RSP-001", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psn = static_cast<int>(k.cack + 1);
+      return true;
+    });
+    tail(s);
+  });
+  add("cack-decreases", "MRC-RSP-002", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    const uint32_t old = s.cack();
+    s.write(2048);
+    s.sack(old, 0, [&](SackPkt& k) {
+      k.cack = old;
+      k.ack_off = 0;
+      k.entropy = s.rx_wev[old];
+      k.bitmap = 0;
+      k.ooo = 0;
+    });
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("sack-of-lost-psn", "MRC-RSP-003", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    s.received.insert(p.psn);  // the responder claims it
+    const uint64_t saved = s.now;
+    s.now += s.one_way + kUs;
+    s.sack(p.psn, 0, [&](SackPkt& k) { k.entropy = p.wev; });
+    s.now = saved + s.gap;
+    tail(s);
+  });
+  add("sack-entropy", "MRC-RSP-004", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.entropy ^= 0x1;
+      return true;
+    });
+    tail(s);
+  });
+  add("sack-m-invalid", "MRC-RSP-005", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.m = 3;
+      return true;
+    });
+    tail(s);
+  });
+  add("ce-not-echoed", "MRC-RSP-006", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(
+        3072, false,
+        [](size_t i, DataPkt&, Fate& f) {
+          if (i == 0) f = Fate::kCe;
+        },
+        [](size_t i, SackPkt&) { return i != 0; });
+    for (int i = 0; i < 40; ++i) s.write(1024);
+  });
+  add("rcvd-bytes-decrease", "MRC-RSP-007", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.rcvd_bytes = 0;
+      return true;
+    });
+    tail(s);
+  });
+  add("sack-mpr-without-dynamic", "MRC-RSP-008", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.mpr = 4;
+      return true;
+    });
+    tail(s);
+  });
+  add("ack-request-ignored", "MRC-RSP-009", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(
+        1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
+    s.advance(100 * kUs);
+    tail(s);
+  });
+  add("tack-syndrome", "MRC-RSP-010", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, {}, false);
+    s.tack(s.cack(), 0x00);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("tack-covers-lost-psn", "MRC-RSP-010", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kDrop);
+    s.advance(s.gap);
+    s.tack(p.psn);  // "placed" a PSN that never arrived
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("sack-dscp", "MRC-RSP-011", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.dscp = 0;
+      return true;
+    });
+    tail(s);
+  });
+  add("nack-code", "MRC-RSP-012", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(1024);
+    s.nack(s.cack(), 0x05, s.rx_wev[s.cack()]);
+    s.advance(s.gap);
+    tail(s);
+  });
+  add("trim-not-nacked", "MRC-RSP-013", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.write(2048, false, [](size_t i, DataPkt&, Fate& f) {
+      if (i == 0) f = Fate::kTrim;
+    });
+    tail(s);
+  });
+  add("oor-nack-in-window", "MRC-RSP-014", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    s.received.erase(p.psn);
+    nack_soon(s, p.psn, 0x0B, p.wev);
+    s.advance(12 * kUs);
+    retx_and_ack(s, p.psn, p.wev);
+    tail(s);
+  });
+
+  // ------------------------------------------------------------------------------- probes
+  add("probe-psn", "MRC-PRB-001", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.probe(3, 0x00050101, true, 0, 5);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("probe-unanswered", "MRC-PRB-002", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    s.probe(3, 0x00050101, false);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("ep-dest-qp", "MRC-PRB-003", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    Session::EpOpts o;
+    o.dest_qp = 3;
+    s.ep_probe(11, 0x00050102, o);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("ep-two-responses", "MRC-PRB-004", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    Session::EpOpts o;
+    o.responses = 2;
+    s.ep_probe(11, 0x00050102, o);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("ep-req-id-reuse", "MRC-PRB-005", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    Session::EpOpts o;
+    o.responses = 0;
+    s.ep_probe(11, 0x00050102, o);
+    s.advance(20 * kUs);
+    s.ep_probe(11, 0x00050103);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("ep-response-dscp", "MRC-PRB-006", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    Session::EpOpts o;
+    o.rsp_dscp = 0;
+    s.ep_probe(11, 0x00050102, o);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+  add("ep-entropy", "MRC-PRB-008", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    Session::EpOpts o;
+    o.entropy = 0x00050104;
+    s.ep_probe(11, 0x00050102, o);
+    s.advance(20 * kUs);
+    tail(s);
+  });
+
+  // ------------------------------------------------------------------------------- CC
+  add("cwnd-exceeded", "MRC-CC-001", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"max_cwnd": 4096})");
+    Session s(t);
+    s.write(8192, false, {}, [](size_t i, SackPkt&) { return i == 7; });
+    tail(s);
+  });
+  return v;
+}
+
+std::string failing_summary(const Report& r) {
+  std::string s;
+  for (const auto& rr : r.results) {
+    if (rr.status != Status::kFail && rr.status != Status::kWarn) continue;
+    s += std::string(status_name(rr.status)) + " " + std::string(rr.rule->id) + ":";
+    for (const auto& e : rr.evidence)
+      s += "\n    frame " + std::to_string(e.frame) + ": " + e.message;
+    s += "\n";
+  }
+  return s;
+}
+
+void PrintTo(const Scenario& s, std::ostream* os) {
+  *os << s.name << " -> " << (s.expect.empty() ? "clean" : s.expect);
+}
+
+class RuleScenario : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(RuleScenario, TriggersExactlyItsRule) {
+  const Scenario& sc = GetParam();
+  Trace t;
+  sc.build(t);
+  const Report r = fixtures::run(t);
+  const auto fails = fixtures::with_status(r, Status::kFail, true);
+  const RuleInfo* want = sc.expect.empty() ? nullptr : find_rule(sc.expect);
+  if (!want) {
+    ASSERT_TRUE(sc.expect.empty()) << "unknown rule " << sc.expect;
+    EXPECT_TRUE(fails.empty()) << failing_summary(r);
+    EXPECT_EQ(r.count(Status::kWarn), 0u) << failing_summary(r);
+    EXPECT_EQ(r.exit_code(), 0);
+  } else if (want->severity == Severity::kError) {
+    EXPECT_EQ(fails, std::set<std::string>{sc.expect}) << failing_summary(r);
+    EXPECT_EQ(r.exit_code(), 1);
+  } else {
+    EXPECT_TRUE(fails.empty()) << failing_summary(r);
+    EXPECT_EQ(r.result(sc.expect)->status, Status::kWarn) << failing_summary(r);
+    EXPECT_EQ(r.exit_code(), 0);
+    EXPECT_EQ(r.exit_code(true), 1);
+  }
+  if (want) {
+    const RuleResult* rr = r.result(sc.expect);
+    ASSERT_FALSE(rr->evidence.empty());
+    EXPECT_FALSE(rr->evidence[0].message.empty());
+  }
+}
+
+// The same trace through files (pcapng per capture point, profile, decision log) gives the
+// same statuses as the in-memory run.
+TEST_P(RuleScenario, FilesGiveTheSameVerdicts) {
+  const Scenario& sc = GetParam();
+  Trace t;
+  sc.build(t);
+  const Report a = fixtures::run(t);
+  const std::string dir = ::testing::TempDir() + "/mrc_check_" + sc.name;
+  const Report b = fixtures::run_files(t, dir);
+  ASSERT_EQ(a.results.size(), b.results.size());
+  for (size_t i = 0; i < a.results.size(); ++i)
+    EXPECT_EQ(status_name(a.results[i].status), status_name(b.results[i].status))
+        << a.results[i].rule->id << "\nfiles:\n"
+        << failing_summary(b);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, RuleScenario, ::testing::ValuesIn(scenarios()),
+                         [](const ::testing::TestParamInfo<Scenario>& i) {
+                           std::string n = i.param.name;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+// Every implemented rule has a scenario where it passes and one where it fails (or warns);
+// catalogued-only rules always report not-run.
+TEST(RuleCoverage, EveryRuleCanPassAndFail) {
+  std::map<std::string, std::set<Status>> seen;
+  for (const auto& sc : scenarios()) {
+    Trace t;
+    sc.build(t);
+    const Report r = fixtures::run(t);
+    for (const auto& rr : r.results) seen[std::string(rr.rule->id)].insert(rr.status);
+  }
+  for (const auto& rule : rule_catalogue()) {
+    const auto& st = seen[std::string(rule.id)];
+    if (!rule.implemented) {
+      EXPECT_EQ(st, std::set<Status>{Status::kNotRun}) << rule.id;
+      continue;
+    }
+    EXPECT_TRUE(st.count(Status::kPass)) << rule.id << " never passes in any scenario";
+    const Status bad = rule.severity == Severity::kError ? Status::kFail : Status::kWarn;
+    EXPECT_TRUE(st.count(bad)) << rule.id << " never fails in any scenario";
+  }
+}
+
+TEST(RuleCoverage, CleanTraceJudgesMostRules) {
+  Trace t;
+  scenarios()[0].build(t);
+  const Report r = fixtures::run(t);
+  const auto pass = fixtures::with_status(r, Status::kPass);
+  // The clean trace is meant to exercise nearly everything; list what it leaves unjudged.
+  std::string na;
+  for (const auto& rr : r.results)
+    if (rr.status == Status::kNotApplicable)
+      na += std::string(rr.rule->id) + " (" + rr.reason + ") ";
+  EXPECT_GE(pass.size(), 45u) << "not applicable: " << na;
+}
+
+TEST(RuleSelection, DeselectedRulesReportNotRun) {
+  Trace t;
+  for (const auto& sc : scenarios())
+    if (sc.name == "pkey") sc.build(t);
+  RuleSelection sel;
+  sel.skip = {"MRC-FRM-005"};
+  const Report r = fixtures::run(t, sel);
+  EXPECT_EQ(r.result("MRC-FRM-005")->status, Status::kNotRun);
+  EXPECT_EQ(r.result("MRC-FRM-005")->reason, "deselected");
+  EXPECT_EQ(r.exit_code(), 0);
+  sel.skip.clear();
+  sel.only = {"MRC-REQ"};
+  const Report q = fixtures::run(t, sel);
+  EXPECT_EQ(q.result("MRC-FRM-005")->status, Status::kNotRun);
+  EXPECT_EQ(q.result("MRC-REQ-001")->status, Status::kPass);
+}
+
+}  // namespace
+}  // namespace mrc::check

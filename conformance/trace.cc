@@ -1,0 +1,393 @@
+// Trace assembly: captures from several points merged on time, attribution of each capture to
+// a node, injector decision logs interleaved with the frames; and `mrct check` end to end.
+#include <algorithm>
+#include <fstream>
+#include <ostream>
+#include <unordered_map>
+
+#include "conformance/internal.h"
+
+namespace mrc::check {
+namespace detail {
+
+namespace {
+
+std::string basename_of(const std::string& path) {
+  const size_t s = path.find_last_of('/');
+  return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+// A host's own interface sees every RoCE frame with the host as source or destination, and the
+// frames it sends carry a higher hop limit than those that crossed routers to reach it. A capture
+// on a link between switches shows several hosts and is left unattributed.
+std::optional<Addr> guess_capture_node(const std::string& path, const DutProfile& prof,
+                                       std::string& how) {
+  wire::CaptureReader rd;
+  if (!rd.open(path)) return std::nullopt;
+  wire::CaptureRecord rec;
+  wire::DecodedFrame f;
+  wire::DecodeOptions opt;
+  opt.roce_port = prof.roce_port;
+  std::vector<Addr> common;
+  bool first = true;
+  std::unordered_map<Addr, int, AddrHash> max_hl;  // per source
+  int n = 0;
+  while (n < 2000 && rd.next(rec)) {
+    opt.link = rec.link;
+    wire::decode_frame(rec.data, f, opt);
+    if (!f.roce) continue;
+    Addr s{}, d{};
+    if (!roce_addrs(f, s, d)) continue;
+    ++n;
+    const int hl = f.l3 == 6 ? f.ip6.hop_limit : f.ip4.ttl;
+    auto [it, fresh] = max_hl.try_emplace(s, hl);
+    if (!fresh) it->second = std::max(it->second, hl);
+    if (first) {
+      common = {s, d};
+      first = false;
+    } else {
+      common.erase(std::remove_if(common.begin(), common.end(),
+                                  [&](const Addr& a) { return a != s && a != d; }),
+                   common.end());
+    }
+    if (common.empty()) return std::nullopt;
+  }
+  if (n == 0) return std::nullopt;
+  for (const Addr& x : common) {
+    auto mine = max_hl.find(x);
+    if (mine == max_hl.end()) continue;
+    int others = -1;
+    for (const auto& [a, hl] : max_hl)
+      if (a != x) others = std::max(others, hl);
+    if (others >= 0 && mine->second > others) {
+      how = "hop limit";
+      return x;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+CaptureInput parse_capture_arg(std::string_view arg) {
+  CaptureInput in;
+  const size_t at = arg.rfind('@');
+  if (at == std::string_view::npos || at == 0) {
+    in.path = std::string(arg);
+    return in;
+  }
+  in.path = std::string(arg.substr(0, at));
+  std::string_view node = arg.substr(at + 1);
+  // "node:port" (a node name never holds ':' unless it is an IPv6 address, which has several).
+  const size_t colon = node.rfind(':');
+  if (colon != std::string_view::npos && node.find(':') == colon) {
+    const std::string_view port = node.substr(colon + 1);
+    if (!port.empty() && port.size() <= 3 &&
+        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const int v = std::stoi(std::string(port));
+      if (v <= 255) {
+        in.port = static_cast<uint8_t>(v);
+        node = node.substr(0, colon);
+      }
+    }
+  }
+  in.node = std::string(node);
+  return in;
+}
+
+namespace {
+
+struct DecisionStream {
+  std::string path;
+  std::ifstream in;
+  uint64_t line_no = 0;
+  bool has = false;
+  Decision next;
+};
+
+// Reads the next decision; false with `error` set on a malformed line.
+bool advance(DecisionStream& s, std::string& error) {
+  std::string line;
+  s.has = false;
+  while (std::getline(s.in, line)) {
+    ++s.line_no;
+    std::string e;
+    Decision d;
+    if (parse_decision(line, d, e)) {
+      s.next = std::move(d);
+      s.has = true;
+      return true;
+    }
+    if (!e.empty()) {
+      error = s.path + ":" + std::to_string(s.line_no) + ": " + e;
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Source {
+  std::unique_ptr<wire::CaptureReader> rd;
+  wire::CaptureRecord rec;
+  bool has = false;
+  uint64_t frame_no = 0;
+};
+
+// Opens the captures and attributes each to a node. False on an unreadable file.
+bool open_sources(const CheckOptions& opts, const DutProfile& prof, std::vector<Source>& src,
+                  std::vector<PointInfo>& pts, std::string& error) {
+  for (const auto& c : opts.captures) {
+    Source s;
+    s.rd = std::make_unique<wire::CaptureReader>();
+    if (!s.rd->open(c.path)) {
+      error = s.rd->error().empty() ? c.path + ": cannot open" : s.rd->error();
+      return false;
+    }
+    PointInfo pi;
+    pi.path = c.path;
+    pi.port = c.port;
+    const std::string base = detail::basename_of(c.path);
+    if (!c.node.empty()) {
+      pi.node = c.node;
+      pi.attribution = "option";
+    } else {
+      for (const auto& cp : prof.capture_points) {
+        if (base == cp.file || c.path == cp.file || detail::ends_with(c.path, "/" + cp.file)) {
+          pi.node = cp.node;
+          if (pi.port == 0) pi.port = cp.port;
+          pi.attribution = "profile";
+        }
+      }
+      if (pi.node.empty()) {
+        for (const auto& n : prof.nodes)
+          if (base.size() > n.name.size() + 1 && base.compare(0, n.name.size(), n.name) == 0 &&
+              base[n.name.size()] == '-') {
+            pi.node = n.name;
+            pi.attribution = "file name";
+          }
+      }
+      if (pi.node.empty()) {
+        std::string how;
+        if (auto a = detail::guess_capture_node(c.path, prof, how)) {
+          pi.node_addr = *a;
+          pi.node = detail::format_addr(*a);
+          pi.attribution = how;
+        }
+      }
+    }
+    src.push_back(std::move(s));
+    pts.push_back(std::move(pi));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
+  error.clear();
+  DutProfile prof;
+  if (!opts.profile_path.empty() && !load_profile(opts.profile_path, prof, error)) return false;
+  if (opts.captures.empty()) {
+    error = "no capture files given";
+    return false;
+  }
+  for (const auto& id : opts.rules.only)
+    if (!find_rule(id) &&
+        std::none_of(rule_catalogue().begin(), rule_catalogue().end(),
+                     [&](const RuleInfo& r) { return r.id.substr(0, id.size()) == id; })) {
+      error = "unknown rule or prefix '" + id + "' (see mrct rules)";
+      return false;
+    }
+  const uint64_t lookahead = prof.tol.decision_lookahead_ns;
+  Checker ck(prof, opts.rules, opts.max_evidence);
+  std::vector<Source> src;
+  std::vector<PointInfo> pts;
+  if (!open_sources(opts, prof, src, pts, error)) return false;
+  for (auto& p : pts) ck.add_point(p);
+
+  std::vector<std::unique_ptr<DecisionStream>> logs;
+  for (const auto& path : opts.decision_logs) {
+    auto s = std::make_unique<DecisionStream>();
+    s->path = path;
+    s->in.open(path);
+    if (!s->in) {
+      error = path + ": cannot open the decision log";
+      return false;
+    }
+    if (!advance(*s, error)) return false;
+    logs.push_back(std::move(s));
+  }
+
+  std::vector<std::string> read_errors(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    src[i].has = src[i].rd->next(src[i].rec);
+    if (!src[i].has) read_errors[i] = src[i].rd->error();
+  }
+  auto next_decision = [&]() -> DecisionStream* {
+    DecisionStream* best = nullptr;
+    for (auto& l : logs)
+      if (l->has && (!best || l->next.t_ns < best->next.t_ns)) best = l.get();
+    return best;
+  };
+  uint64_t last_ts = 0;
+  for (;;) {
+    size_t pick = src.size();
+    for (size_t i = 0; i < src.size(); ++i)
+      if (src[i].has && (pick == src.size() || src[i].rec.ts_ns < src[pick].rec.ts_ns)) pick = i;
+    if (pick == src.size()) break;
+    Source& s = src[pick];
+    while (DecisionStream* d = next_decision()) {
+      if (d->next.t_ns > s.rec.ts_ns + lookahead) break;
+      ck.on_decision(d->next);
+      if (!advance(*d, error)) return false;
+    }
+    last_ts = std::max(last_ts, s.rec.ts_ns);
+    ck.on_frame(static_cast<uint32_t>(pick), ++s.frame_no, s.rec.ts_ns, s.rec.data, s.rec.link,
+                s.rec.orig_len);
+    s.has = s.rd->next(s.rec);
+    if (!s.has) read_errors[pick] = s.rd->error();
+  }
+  while (DecisionStream* d = next_decision()) {
+    ck.on_decision(d->next);
+    if (!advance(*d, error)) return false;
+  }
+  report = ck.finish(last_ts);
+  for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {
+    report.captures[i].pcapng = src[i].rd->is_pcapng();
+    report.captures[i].error = read_errors[i];
+    if (!read_errors[i].empty())
+      report.notes.push_back("capture " + opts.captures[i].path + " ends early: " + read_errors[i] +
+                             " (" + std::to_string(src[i].frame_no) +
+                             " frames before it were judged)");
+    if (report.captures[i].node.empty())
+      report.notes.push_back(
+          "capture " + opts.captures[i].path +
+          " is not attributed to a node; rules that need the requester's or the "
+          "responder's own capture are not judged from it (name it "
+          "<node>-<iface>.pcap with the node in the profile, or pass path@node)");
+  }
+  report.decision_logs = opts.decision_logs;
+  return true;
+}
+
+bool write_annotated(const CheckOptions& opts, const Report& r, const std::string& path,
+                     std::string& error) {
+  std::map<std::pair<uint32_t, uint64_t>, std::string> comments;
+  for (const auto& a : r.annotations) {
+    std::string& c = comments[{a.capture, a.frame}];
+    if (!c.empty()) c += "\n";
+    c += a.text;
+  }
+  std::vector<Source> src;
+  for (const auto& c : opts.captures) {
+    Source s;
+    s.rd = std::make_unique<wire::CaptureReader>();
+    if (!s.rd->open(c.path)) {
+      error = s.rd->error();
+      return false;
+    }
+    s.has = s.rd->next(s.rec);
+    src.push_back(std::move(s));
+  }
+  wire::CaptureWriter w;
+  const wire::LinkType link =
+      !src.empty() && src[0].has ? src[0].rec.link : wire::LinkType::kEthernet;
+  if (!w.open(path, wire::CaptureFormat::kPcapng, link)) {
+    error = w.error();
+    return false;
+  }
+  uint64_t skipped = 0;
+  for (;;) {
+    size_t pick = src.size();
+    for (size_t i = 0; i < src.size(); ++i)
+      if (src[i].has && (pick == src.size() || src[i].rec.ts_ns < src[pick].rec.ts_ns)) pick = i;
+    if (pick == src.size()) break;
+    Source& s = src[pick];
+    ++s.frame_no;
+    if (s.rec.link == link) {
+      auto it = comments.find({static_cast<uint32_t>(pick), s.frame_no});
+      std::string text;
+      if (it != comments.end()) {
+        text = "[" + opts.captures[pick].path + " frame " + std::to_string(s.frame_no) + "]\n" +
+               it->second;
+      }
+      if (!w.write(s.rec.ts_ns, s.rec.data, s.rec.orig_len, text)) {
+        error = w.error();
+        return false;
+      }
+    } else {
+      ++skipped;
+    }
+    s.has = s.rd->next(s.rec);
+  }
+  if (!w.close()) {
+    error = w.error();
+    return false;
+  }
+  if (skipped) error = std::to_string(skipped) + " frames with another link type were left out";
+  return true;
+}
+
+namespace {
+
+bool write_to(const std::string& path, std::ostream& out, std::ostream& err,
+              void (*fn)(const Report&, std::ostream&), const Report& r) {
+  if (path == "-") {
+    fn(r, out);
+    return true;
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) {
+      err << "mrct check: cannot write " << path << "\n";
+      return false;
+    }
+    fn(r, f);
+    f.flush();
+    if (!f) {
+      err << "mrct check: write error on " << path << "\n";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err << "mrct check: cannot rename " << tmp << " to " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
+  Report r;
+  std::string error;
+  if (!check_files(opts, r, error)) {
+    err << "mrct check: " << error << "\n";
+    return 2;
+  }
+  if (!opts.json_out.empty() && !write_to(opts.json_out, out, err, write_json, r)) return 2;
+  if (!opts.junit_out.empty() && !write_to(opts.junit_out, out, err, write_junit, r)) return 2;
+  if (!opts.markdown_out.empty() && !write_to(opts.markdown_out, out, err, write_markdown, r))
+    return 2;
+  if (!opts.annotated_out.empty()) {
+    std::string e;
+    if (!write_annotated(opts, r, opts.annotated_out, e)) {
+      err << "mrct check: annotated capture: " << e << "\n";
+      return 2;
+    }
+    if (!e.empty()) err << "mrct check: annotated capture: " << e << "\n";
+  }
+  for (const auto& n : r.notes) err << "mrct check: note: " << n << "\n";
+  if (!opts.quiet && opts.json_out != "-") write_human(r, out);
+  return r.exit_code(opts.fail_on_warn);
+}
+
+}  // namespace mrc::check

@@ -1,0 +1,52 @@
+// mrct check / mrct rules: thin wrappers over the conformance library.
+#include <iostream>
+#include <memory>
+
+#include "conformance/check.h"
+#include "mrct/commands.h"
+
+namespace mrct {
+
+Run add_check(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> captures;
+    mrc::check::CheckOptions opts;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("captures", a->captures,
+                 "capture files, each optionally tagged PATH@NODE[:PORT] with its capture point")
+      ->required();
+  app.add_option("--profile", a->opts.profile_path, "DUT profile (JSON): QPs, capabilities, limits");
+  app.add_option("--decisions", a->opts.decision_logs, "injector decision log(s), JSON lines");
+  app.add_option("--json", a->opts.json_out, "write the JSON report here ('-' = stdout)");
+  app.add_option("--junit", a->opts.junit_out, "write JUnit XML (one testcase per rule)");
+  app.add_option("--markdown", a->opts.markdown_out, "write a GitHub Markdown summary");
+  app.add_option("--annotate", a->opts.annotated_out, "write a pcapng with a comment on each violating frame");
+  app.add_option("--only", a->opts.rules.only, "judge only these rule ids or prefixes");
+  app.add_option("--skip", a->opts.rules.skip, "do not judge these rule ids or prefixes");
+  app.add_flag("--fail-on-warn", a->opts.fail_on_warn, "exit 1 on warnings too");
+  app.add_flag("-q,--quiet", a->opts.quiet, "no human summary");
+  app.add_option("--max-evidence", a->opts.max_evidence, "evidence items kept per rule");
+  return [a] {
+    a->opts.captures.clear();
+    for (const std::string& c : a->captures) a->opts.captures.push_back(mrc::check::parse_capture_arg(c));
+    return mrc::check::run_check(a->opts, std::cout, std::cerr);
+  };
+}
+
+Run add_rules(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  auto markdown = std::make_shared<bool>(false);
+  app.add_flag("--json", *json, "JSON array: id, statement, source, severity, side, refs, ...");
+  app.add_flag("--markdown", *markdown, "the text of docs/rules.md");
+  return [json, markdown] {
+    if (*markdown) {
+      std::cout << mrc::check::rules_markdown();
+    } else {
+      mrc::check::print_rules(std::cout, *json);
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace mrct
