@@ -1,0 +1,569 @@
+// The Runtime: one engine, its ports on real interfaces, and the epoll loop that drives it.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "reference-impl/runtime/sys.h"
+
+namespace mrc::runtime {
+namespace {
+
+constexpr size_t kRxBudget = 256;  // frames per port per loop iteration
+constexpr size_t kTxBudget = 512;  // frames taken from the engine per loop iteration
+
+uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string pcap_name(const std::string& prefix, const std::string& iface) {
+  return prefix + "-" + iface + ".pcap";
+}
+
+}  // namespace
+
+std::string_view io_kind_name(IoKind k) {
+  return k == IoKind::kPacket ? "packet" : "socket";
+}
+
+std::optional<IoKind> parse_io_kind(std::string_view s) {
+  if (s == "packet") return IoKind::kPacket;
+  if (s == "socket") return IoKind::kSocket;
+  return std::nullopt;
+}
+
+struct Runtime::Impl {
+  RuntimeConfig cfg;
+  std::vector<IfaceInfo> ifaces;
+  std::vector<std::unique_ptr<PortIo>> ports;
+  std::vector<std::optional<wire::MacAddr>> next_hops;
+  std::unique_ptr<engine::Endpoint> ep;
+  std::unique_ptr<Mutator> mutator;
+  Fd epfd, timerfd, wakefd, sink;
+  std::vector<std::unique_ptr<wire::CaptureWriter>> captures;
+  std::FILE* event_log = nullptr;
+  std::vector<char> event_log_buf;
+  std::string line;
+  AppHook app;
+  engine::EventSink observer;
+
+  // One transmit batch in engine order (all ports), and back-pressure state.
+  std::unique_ptr<TxIo> tx;
+  std::vector<engine::TxPacket> batch;
+  size_t batch_n = 0;
+  bool blocked = false;
+  engine::TxPacket cur;
+  std::vector<engine::TxPacket> extra;
+  std::vector<TxItem> items;
+  std::vector<std::byte> rx_scratch;
+
+  // loop control
+  std::thread thread;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> running{false};
+  std::mutex cmd_mu;
+  std::condition_variable cmd_cv;
+  struct Cmd {
+    const std::function<void(engine::Endpoint&)>* fn;
+    bool done = false;
+  };
+  std::deque<Cmd*> cmds;
+  Status loop_status;
+
+  RuntimeStats st;
+  uint64_t armed_ns = UINT64_MAX;
+  int64_t rt_offset = 0;
+
+  Status open();
+  Status loop();
+  void receive_all(bool& more);
+  bool transmit(uint64_t now);
+  void enqueue(engine::TxPacket& pkt, uint64_t now);
+  void flush();
+  void run_cmds();
+  void arm_timer(uint64_t deadline);
+  void set_writable_watch(bool on);
+  void on_event(const engine::Event& e);
+  RuntimeStats snapshot();
+};
+
+Status Runtime::Impl::open() {
+  if (cfg.planes.empty()) return Status::Error(EINVAL, "runtime: no plane interfaces given");
+  if (cfg.planes.size() > engine::kMaxPorts)
+    return Status::Error(EINVAL, "runtime: " + std::to_string(cfg.planes.size()) +
+                                     " planes, the engine supports " +
+                                     std::to_string(engine::kMaxPorts));
+  const wire::Ipv6Addr& gid = cfg.endpoint.gid;
+  if (gid[10] == 0xFF && gid[11] == 0xFF &&
+      std::all_of(gid.begin(), gid.begin() + 10, [](uint8_t b) { return b == 0; }))
+    return Status::Error(ENOTSUP,
+                         "runtime: IPv4 GIDs (::ffff:a.b.c.d) are not supported; the "
+                         "runtime speaks RoCEv2 over IPv6");
+  rt_offset = realtime_offset_ns();
+  cfg.endpoint.ports.clear();
+  for (size_t i = 0; i < cfg.planes.size(); ++i) {
+    const PlaneConfig& pc = cfg.planes[i];
+    for (size_t j = 0; j < i; ++j)
+      if (cfg.planes[j].iface == pc.iface)
+        return Status::Error(EINVAL, "runtime: interface " + pc.iface + " given for planes " +
+                                         std::to_string(j + 1) + " and " + std::to_string(i + 1));
+    IfaceInfo info;
+    if (Status s = query_iface(pc.iface, info); !s.ok()) return s;
+    if (!info.up) return Status::Error(ENETDOWN, "plane interface " + pc.iface + " is down");
+    ifaces.push_back(info);
+    engine::PortConfig port;
+    port.mac = info.mac;
+    if (pc.next_hop_mac) port.next_hop_mac = *pc.next_hop_mac;
+    port.srv6_source = first_global_ipv6(pc.iface);
+    cfg.endpoint.ports.push_back(port);
+    next_hops.push_back(pc.next_hop_mac);
+
+    PortIoConfig io;
+    io.iface = info;
+    io.ring_frames = cfg.rx_ring_frames;
+    io.batch = std::max<uint32_t>(1, cfg.batch);
+    io.ev_format = cfg.endpoint.ev_format;
+    uint32_t fb = 1024;
+    while (fb < cfg.max_frame_bytes + 256) fb *= 2;
+    io.frame_bytes = fb;
+    std::unique_ptr<PortIo> port_io;
+    Status s =
+        cfg.io == IoKind::kPacket ? open_packet_io(io, port_io) : open_socket_io(io, gid, port_io);
+    if (!s.ok()) return s;
+    ports.push_back(std::move(port_io));
+  }
+  {
+    Status s = cfg.io == IoKind::kPacket ? open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx)
+                                         : open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx);
+    if (!s.ok()) return s;
+  }
+  if (Status s = open_sink_socket(sink); !s.ok()) {
+    // Not fatal: another endpoint in this namespace may hold the port without SO_REUSEADDR.
+    std::fprintf(stderr, "mrc runtime: warning: %s; the kernel may answer RoCE packets with ICMP\n",
+                 s.message.c_str());
+  }
+  try {
+    ep = std::make_unique<engine::Endpoint>(cfg.endpoint);
+  } catch (const std::exception& e) {
+    return Status::Error(EINVAL, std::string("engine configuration: ") + e.what());
+  }
+  if (cfg.mutant != Mutant::kNone) {
+    try {
+      const wire::WireProfile& prof = cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0();
+      mutator = std::make_unique<Mutator>(cfg.mutant, cfg.endpoint.ev_format, prof,
+                                          static_cast<uint8_t>(cfg.planes.size()));
+    } catch (const std::exception& e) {
+      return Status::Error(EINVAL, e.what());
+    }
+  }
+  ep->set_event_sink([this](const engine::Event& e) { on_event(e); });
+  // The engine's clock starts now, so that events of the QP setup carry real times.
+  ep->on_timer(monotonic_ns());
+
+  if (!cfg.pcap_prefix.empty()) {
+    for (const IfaceInfo& i : ifaces) {
+      auto w = std::make_unique<wire::CaptureWriter>();
+      if (!w->open(pcap_name(cfg.pcap_prefix, i.name), wire::CaptureFormat::kPcap))
+        return Status::Error(EIO, "capture: " + w->error());
+      captures.push_back(std::move(w));
+    }
+  }
+  if (!cfg.event_log_path.empty()) {
+    event_log = std::fopen(cfg.event_log_path.c_str(), "w");
+    if (event_log == nullptr) return sys_error("event log " + cfg.event_log_path);
+    event_log_buf.resize(1 << 20);
+    std::setvbuf(event_log, event_log_buf.data(), _IOFBF, event_log_buf.size());
+  }
+
+  epfd = Fd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd.ok()) return sys_error("epoll_create1");
+  timerfd = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!timerfd.ok()) return sys_error("timerfd_create");
+  wakefd = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wakefd.ok()) return sys_error("eventfd");
+  auto add = [&](int fd, uint64_t tag) -> Status {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    if (epoll_ctl(epfd.get(), EPOLL_CTL_ADD, fd, &ev) < 0) return sys_error("epoll_ctl ADD");
+    return Status::Ok();
+  };
+  for (size_t p = 0; p < ports.size(); ++p)
+    if (Status s = add(ports[p]->fd(), p); !s.ok()) return s;
+  if (Status s = add(timerfd.get(), 1000); !s.ok()) return s;
+  if (Status s = add(wakefd.get(), 1001); !s.ok()) return s;
+  if (Status s = add(tx->fd(), 1002); !s.ok()) return s;
+  set_writable_watch(false);
+
+  batch.resize(std::max<uint32_t>(1, cfg.batch));
+  st.planes.resize(ports.size());
+  return Status::Ok();
+}
+
+void Runtime::Impl::on_event(const engine::Event& e) {
+  if (e.kind == engine::EventKind::kEvState) {
+    if (const engine::EventField* to = e.find("to")) {
+      if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad))
+        ++st.ev_to_assumed_bad;
+      else if (to->s == engine::ev_state_name(engine::EvState::kSkip))
+        ++st.ev_to_skip;
+      else if (to->s == engine::ev_state_name(engine::EvState::kDenied))
+        ++st.ev_to_denied;
+      else if (to->s == engine::ev_state_name(engine::EvState::kGood))
+        ++st.ev_recovered;
+    }
+  }
+  if (mutator) mutator->on_event(e);
+  if (event_log != nullptr) {
+    engine::Event shifted = e;
+    shifted.t_ns = e.t_ns + static_cast<uint64_t>(rt_offset);
+    line.clear();
+    engine::append_event_json(line, shifted, cfg.endpoint.name);
+    std::fwrite(line.data(), 1, line.size(), event_log);
+  }
+  if (observer) observer(e);
+}
+
+void Runtime::Impl::receive_all(bool& more) {
+  for (size_t p = 0; p < ports.size(); ++p) {
+    const uint8_t port = static_cast<uint8_t>(p + 1);
+    const uint64_t now = monotonic_ns();
+    wire::CaptureWriter* cap = captures.empty() ? nullptr : captures[p].get();
+    const size_t n =
+        ports[p]->receive(kRxBudget, [&](std::span<const std::byte> frame, uint64_t ts) {
+          if (cap != nullptr) cap->write(ts, frame);
+          std::span<const std::byte> f = mutator ? mutator->on_rx(frame, rx_scratch) : frame;
+          ep->on_packet(f, port, now);
+        });
+    if (n == kRxBudget) more = true;
+  }
+}
+
+void Runtime::Impl::enqueue(engine::TxPacket& pkt, uint64_t now) {
+  if (pkt.port == 0 || pkt.port > ports.size() || pkt.frame.size() < 14) return;
+  const size_t p = pkt.port - 1;
+  if (cfg.io == IoKind::kPacket) {
+    // The engine's MACs were fixed at construction; the next hop may have been resolved later.
+    if (!next_hops[p]) {
+      ++ports[p]->stats.tx_no_next_hop;
+      return;
+    }
+    std::memcpy(pkt.frame.data(), next_hops[p]->data(), 6);
+    std::memcpy(pkt.frame.data() + 6, ifaces[p].mac.data(), 6);
+  }
+  if (!captures.empty())
+    captures[p]->write(now + static_cast<uint64_t>(rt_offset), wire::as_bytes(pkt.frame));
+  if (batch_n == batch.size()) {
+    flush();
+    if (batch_n == batch.size()) batch.emplace_back();  // blocked: hold it until writable
+  }
+  batch[batch_n].frame.swap(pkt.frame);
+  batch[batch_n].port = pkt.port;
+  ++batch_n;
+}
+
+void Runtime::Impl::flush() {
+  if (batch_n == 0) return;
+  items.resize(batch_n);
+  for (size_t i = 0; i < batch_n; ++i) {
+    const size_t p = batch[i].port - 1;
+    items[i].frame = {batch[i].frame.data(), batch[i].frame.size()};
+    items[i].ifindex = ifaces[p].index;
+    if (next_hops[p]) items[i].dst_mac = *next_hops[p];
+  }
+  const int r = tx->send({items.data(), batch_n});
+  // A hard error (interface gone, EMSGSIZE ...) loses the frames like a bad link would; the
+  // engine's recovery deals with it.
+  const size_t sent = r < 0 ? batch_n : static_cast<size_t>(r);
+  for (size_t i = 0; i < sent; ++i) {
+    PlaneStats& ps = ports[batch[i].port - 1]->stats;
+    if (r < 0) {
+      ++ps.tx_errors;
+    } else {
+      ++ps.tx_frames;
+      ps.tx_bytes += batch[i].frame.size();
+    }
+  }
+  if (sent < batch_n) {
+    for (size_t i = sent; i < batch_n; ++i) {
+      batch[i - sent].frame.swap(batch[i].frame);
+      batch[i - sent].port = batch[i].port;
+    }
+    batch_n -= sent;
+    if (!blocked) set_writable_watch(true);
+    blocked = true;
+    ++ports[batch[0].port - 1]->stats.tx_blocked;
+  } else {
+    batch_n = 0;
+    if (blocked) set_writable_watch(false);
+    blocked = false;
+  }
+}
+
+void Runtime::Impl::set_writable_watch(bool on) {
+  epoll_event ev{};
+  ev.events = on ? EPOLLOUT : 0u;
+  ev.data.u64 = 1002;
+  (void)epoll_ctl(epfd.get(), EPOLL_CTL_MOD, tx->fd(), &ev);
+}
+
+bool Runtime::Impl::transmit(uint64_t now) {
+  if (blocked) flush();
+  // While the socket pushes back, leave the frames in the engine (its pacing and windows still
+  // apply) instead of queueing without bound here.
+  if (blocked) return false;
+  size_t taken = 0;
+  while (taken < kTxBudget && ep->poll_tx(now, cur)) {
+    ++taken;
+    if (mutator) {
+      extra.clear();
+      if (!mutator->on_tx(cur, extra)) continue;
+      enqueue(cur, now);
+      for (engine::TxPacket& x : extra) enqueue(x, now);
+    } else {
+      enqueue(cur, now);
+    }
+  }
+  flush();
+  return taken == kTxBudget;
+}
+
+void Runtime::Impl::run_cmds() {
+  std::unique_lock<std::mutex> lk(cmd_mu);
+  while (!cmds.empty()) {
+    Cmd* c = cmds.front();
+    cmds.pop_front();
+    lk.unlock();
+    (*c->fn)(*ep);
+    lk.lock();
+    c->done = true;
+    cmd_cv.notify_all();
+  }
+}
+
+void Runtime::Impl::arm_timer(uint64_t deadline) {
+  if (deadline == armed_ns) return;
+  itimerspec its{};
+  if (deadline != UINT64_MAX) {
+    its.it_value.tv_sec = static_cast<time_t>(deadline / 1'000'000'000ull);
+    its.it_value.tv_nsec = static_cast<long>(deadline % 1'000'000'000ull);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  }
+  (void)timerfd_settime(timerfd.get(), TFD_TIMER_ABSTIME, &its, nullptr);
+  armed_ns = deadline;
+}
+
+Status Runtime::Impl::loop() {
+  const uint64_t cpu0 = thread_cpu_ns();
+  epoll_event evs[32];
+  Status result;
+  bool done = false;
+  while (!stop_requested.load(std::memory_order_relaxed)) {
+    ++st.loop_iterations;
+    bool more = false;
+    receive_all(more);
+    uint64_t now = monotonic_ns();
+    // Timers run only once the rings are empty: after the thread was descheduled for longer
+    // than an RTO, the SACKs that arrived meanwhile must be seen before the retransmission timer
+    // judges their PSNs lost (else a 115 ms scheduling gap cost 942 spurious timeouts).
+    if (!more && ep->next_deadline_ns() <= now) {
+      ep->on_timer(now);
+      ++st.timer_fires;
+    }
+    run_cmds();
+    uint64_t app_wake = UINT64_MAX;
+    if (app) app_wake = app(*ep, now, done);
+    now = monotonic_ns();
+    more |= transmit(now);
+    if (done) break;
+
+    const uint64_t deadline = std::min(ep->next_deadline_ns(), app_wake);
+    int timeout = -1;
+    if (more || cfg.busy_poll) {
+      timeout = 0;
+    } else if (deadline <= monotonic_ns()) {
+      continue;
+    } else {
+      arm_timer(deadline);
+    }
+    if (timeout != 0) ++st.epoll_waits;
+    const int n = epoll_wait(epfd.get(), evs, 32, timeout);
+    if (n < 0 && errno != EINTR) {
+      result = sys_error("epoll_wait");
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = evs[i].data.u64;
+      uint64_t v;
+      if (tag == 1000) {
+        (void)!read(timerfd.get(), &v, sizeof v);
+        armed_ns = UINT64_MAX;
+      } else if (tag == 1001) {
+        (void)!read(wakefd.get(), &v, sizeof v);
+      }
+    }
+  }
+  // Whatever the engine still has to say (final SACKs) goes out before the loop ends.
+  transmit(monotonic_ns());
+  st.loop_cpu_ns += thread_cpu_ns() - cpu0;
+  run_cmds();
+  return result;
+}
+
+RuntimeStats Runtime::Impl::snapshot() {
+  RuntimeStats out = st;
+  out.planes.clear();
+  for (auto& p : ports) {
+    p->ring_drops();
+    out.planes.push_back(p->stats);
+  }
+  out.endpoint = ep->stats();
+  if (mutator) {
+    out.mutant_changed = mutator->frames_changed();
+    out.mutant_added = mutator->frames_added();
+    out.mutant_dropped = mutator->frames_dropped();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Runtime::~Runtime() {
+  stop();
+  (void)close_outputs();
+}
+
+std::unique_ptr<Runtime> Runtime::create(const RuntimeConfig& cfg, Status& status) {
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  status = impl->open();
+  if (!status.ok()) return nullptr;
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+engine::Endpoint& Runtime::endpoint() {
+  return *impl_->ep;
+}
+const RuntimeConfig& Runtime::config() const {
+  return impl_->cfg;
+}
+const std::vector<IfaceInfo>& Runtime::ifaces() const {
+  return impl_->ifaces;
+}
+
+Status Runtime::resolve_next_hops(const std::vector<std::vector<wire::Ipv6Addr>>& dsts_per_plane,
+                                  uint64_t timeout_ns) {
+  if (impl_->cfg.io != IoKind::kPacket) return Status::Ok();
+  for (size_t p = 0; p < impl_->ifaces.size(); ++p) {
+    if (impl_->next_hops[p]) continue;
+    std::vector<wire::Ipv6Addr> dsts;
+    if (p < dsts_per_plane.size()) dsts = dsts_per_plane[p];
+    wire::MacAddr mac;
+    Status s = resolve_next_hop(impl_->ifaces[p].name, dsts, timeout_ns, mac);
+    if (!s.ok()) return s;
+    // Written from the caller's thread before traffic starts, or through call().
+    impl_->next_hops[p] = mac;
+  }
+  return Status::Ok();
+}
+
+std::optional<wire::MacAddr> Runtime::next_hop(uint8_t port) const {
+  if (port == 0 || port > impl_->next_hops.size()) return std::nullopt;
+  return impl_->next_hops[port - 1];
+}
+
+void Runtime::set_app(AppHook hook) {
+  impl_->app = std::move(hook);
+}
+void Runtime::set_event_observer(engine::EventSink sink) {
+  impl_->observer = std::move(sink);
+}
+
+Status Runtime::run() {
+  if (impl_->running.exchange(true)) return Status::Error(EBUSY, "runtime: loop already running");
+  impl_->stop_requested = false;
+  impl_->loop_status = impl_->loop();
+  impl_->running = false;
+  return impl_->loop_status;
+}
+
+Status Runtime::start() {
+  if (impl_->running.exchange(true)) return Status::Error(EBUSY, "runtime: loop already running");
+  impl_->stop_requested = false;
+  impl_->thread = std::thread([this] {
+    impl_->loop_status = impl_->loop();
+    std::lock_guard<std::mutex> lk(impl_->cmd_mu);
+    impl_->running = false;
+    impl_->cmd_cv.notify_all();
+  });
+  return Status::Ok();
+}
+
+void Runtime::stop() {
+  impl_->stop_requested = true;
+  if (impl_->wakefd.ok()) {
+    const uint64_t one = 1;
+    (void)!write(impl_->wakefd.get(), &one, sizeof one);
+  }
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool Runtime::running() const {
+  return impl_->running.load();
+}
+
+void Runtime::call(const std::function<void(engine::Endpoint&)>& fn) {
+  if (!impl_->thread.joinable() || !impl_->running.load()) {
+    fn(*impl_->ep);
+    return;
+  }
+  Impl::Cmd c{&fn};
+  std::unique_lock<std::mutex> lk(impl_->cmd_mu);
+  impl_->cmds.push_back(&c);
+  const uint64_t one = 1;
+  (void)!write(impl_->wakefd.get(), &one, sizeof one);
+  impl_->cmd_cv.wait(lk, [&] { return c.done || !impl_->running.load(); });
+  if (!c.done) {
+    // The loop ended before it got to the command: run it here (the engine is free now).
+    auto it = std::find(impl_->cmds.begin(), impl_->cmds.end(), &c);
+    if (it != impl_->cmds.end()) impl_->cmds.erase(it);
+    lk.unlock();
+    fn(*impl_->ep);
+  }
+}
+
+RuntimeStats Runtime::stats() {
+  RuntimeStats out;
+  call([&](engine::Endpoint&) { out = impl_->snapshot(); });
+  return out;
+}
+
+Status Runtime::close_outputs() {
+  Status result;
+  for (auto& c : impl_->captures) {
+    if (!c->close() && result.ok()) result = Status::Error(EIO, "capture: " + c->error());
+  }
+  impl_->captures.clear();
+  if (impl_->event_log != nullptr) {
+    if (std::fclose(impl_->event_log) != 0 && result.ok())
+      result = sys_error("event log " + impl_->cfg.event_log_path);
+    impl_->event_log = nullptr;
+  }
+  return result;
+}
+
+}  // namespace mrc::runtime

@@ -1,0 +1,480 @@
+// Integration tests on real kernels (root): two host namespaces over 1, 2 and 8 planes of veth
+// links, a Linux router namespace per plane (topo.sh), plain IPv6 routing (STEV) and SRv6 uSID
+// (End next-csid on the routers, End.DT6 on the hosts). The endpoints are forked children that
+// enter the host namespaces and run endpoint_main. Every test removes its namespaces, also on
+// failure, and checks that nothing of it is left.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reference-impl/runtime/runtime.h"
+#include "wire/wire.h"
+
+namespace mrc::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTopo = std::string(MRC_SOURCE_DIR) + "/reference-impl/runtime/topo.sh";
+const std::string kMrct = std::string(MRC_BIN_DIR) + "/mrct";
+const std::string kCcVeth = std::string(MRC_SOURCE_DIR) + "/reference-impl/runtime/cc-veth.toml";
+
+std::string sh(const std::string& cmd, int* rc = nullptr) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  if (rc) *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_root() {
+  return geteuid() == 0;
+}
+
+// Namespaces of runs that crashed before cleaning up (their pid is gone) are removed.
+void remove_stale() {
+  const std::string list = sh("ip netns list");
+  std::istringstream in(list);
+  std::string line;
+  std::set<std::string> prefixes;
+  while (std::getline(in, line)) {
+    if (line.rfind("mrcrt", 0) != 0) continue;
+    size_t k = 5;
+    while (k < line.size() && isdigit(static_cast<unsigned char>(line[k]))) ++k;
+    const std::string pid = line.substr(5, k - 5);
+    if (!pid.empty() && !fs::exists("/proc/" + pid)) prefixes.insert(line.substr(0, k + 1));
+  }
+  for (const std::string& p : prefixes) sh("bash " + kTopo + " down " + p);
+}
+
+// The namespaces of one test; the destructor removes them.
+class Topo {
+ public:
+  Topo(char tag, int planes, const std::string& mode) {
+    prefix_ = "mrcrt" + std::to_string(getpid()) + std::string(1, tag);
+    planes_ = planes;
+    int rc = 0;
+    const std::string out =
+        sh("bash " + kTopo + " up " + prefix_ + " " + std::to_string(planes) + " " + mode, &rc);
+    ok_ = rc == 0;
+    if (!ok_) ADD_FAILURE() << "topo.sh up failed: " << out;
+    dir_ = fs::temp_directory_path() / prefix_;
+    fs::create_directories(dir_);
+  }
+  ~Topo() {
+    // Every child of the test was reaped before this point: nothing may still run inside.
+    const std::string procs = sh("for n in $(ip netns list | awk '{print $1}' | grep '^" + prefix_ +
+                                 "'); do ip netns pids $n; done");
+    EXPECT_TRUE(procs.empty()) << "processes left in the namespaces: " << procs;
+    sh("bash " + kTopo + " down " + prefix_);
+    const std::string left = sh("ip netns list | grep " + prefix_ + " || true");
+    EXPECT_TRUE(left.empty()) << "namespaces left behind: " << left;
+    if (!::testing::Test::HasFailure()) fs::remove_all(dir_);
+  }
+  bool ok() const { return ok_; }
+  std::string ns(const std::string& n) const { return prefix_ + n; }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string ifaces(char side) const {
+    std::string s;
+    for (int p = 1; p <= planes_; ++p)
+      s += (p > 1 ? "," : "") + std::string(1, side) + std::to_string(p);
+    return s;
+  }
+  int planes() const { return planes_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string prefix_;
+  int planes_ = 0;
+  bool ok_ = false;
+  fs::path dir_;
+};
+
+// A child process in a namespace: endpoint_main(args) or exec(args).
+class Child {
+ public:
+  Child(const std::string& netns, std::vector<std::string> args, const std::string& out_path,
+        bool exec_program = false) {
+    out_ = out_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int nsfd = open(("/var/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) _exit(120);
+      const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) _exit(121);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      if (exec_program) {
+        execvp(argv[0], argv.data());
+        _exit(122);
+      }
+      const int rc = endpoint_main(static_cast<int>(args.size()), argv.data());
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Exit code, or -1 (killed) after timeout.
+  int wait(double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      int st = 0;
+      const pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      }
+      if (std::chrono::steady_clock::now() > end) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        reaped_ = true;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  void signal(int sig) const { kill(pid_, sig); }
+  std::string output() const { return read_file(out_); }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string out_;
+};
+
+struct RunResult {
+  int server_rc = -1, client_rc = -1;
+  std::string server_out, client_out;
+  nlohmann::json client, server;  // --json results
+};
+
+// Server in host B, client in host A; both capture every port.
+RunResult transfer(const Topo& t, std::vector<std::string> common,
+                   std::vector<std::string> client_extra = {},
+                   std::vector<std::string> server_extra = {}, double timeout_s = 120) {
+  const std::string port = std::to_string(20000 + (getpid() % 20000));
+  std::vector<std::string> s = {"endpoint", "server", "--ifaces",         t.ifaces('b'),
+                                "--port",   port,     "--accept-timeout", "30",
+                                "--json",   "--pcap", t.file("srv")};
+  std::vector<std::string> c = {"endpoint", "client", "--server",   "fd00:ff::b",
+                                "--port",   port,     "--ifaces",   t.ifaces('a'),
+                                "--json",   "--pcap", t.file("cli")};
+  // The shipped profile file must give the same behaviour as the tool's default.
+  common.insert(common.begin(), {"--cc-profile", kCcVeth});
+  s.insert(s.end(), common.begin(), common.end());
+  c.insert(c.end(), common.begin(), common.end());
+  s.insert(s.end(), server_extra.begin(), server_extra.end());
+  c.insert(c.end(), client_extra.begin(), client_extra.end());
+  RunResult r;
+  Child server(t.ns("b"), s, t.file("server.out"));
+  Child client(t.ns("a"), c, t.file("client.out"));
+  r.client_rc = client.wait(timeout_s);
+  r.server_rc = server.wait(10);
+  r.server_out = server.output();
+  r.client_out = client.output();
+  auto last_json = [](const std::string& out) {
+    std::istringstream in(out);
+    std::string line;
+    nlohmann::json j;
+    while (std::getline(in, line))
+      if (!line.empty() && line[0] == '{') j = nlohmann::json::parse(line, nullptr, false);
+    return j;
+  };
+  r.client = last_json(r.client_out);
+  r.server = last_json(r.server_out);
+  return r;
+}
+
+struct CaptureCheck {
+  uint64_t frames = 0, roce = 0, icrc_checked = 0, bad_icrc = 0, data = 0, srv6 = 0;
+};
+
+CaptureCheck check_capture(const std::string& path) {
+  CaptureCheck c;
+  wire::CaptureReader r;
+  EXPECT_TRUE(r.open(path)) << r.error();
+  wire::CaptureRecord rec;
+  wire::DecodeOptions opts;
+  opts.verify_icrc = true;
+  while (r.next(rec)) {
+    ++c.frames;
+    wire::DecodedFrame f;
+    wire::decode_frame(rec.data, f, opts);
+    EXPECT_FALSE(f.error) << path << " frame " << c.frames << ": " << f.error.describe();
+    if (!f.roce) continue;
+    ++c.roce;
+    c.srv6 += f.has_inner_ip6;
+    if (f.op && f.op->kind == wire::PacketKind::kMrcData) ++c.data;
+    if (f.icrc_checked) {
+      ++c.icrc_checked;
+      c.bad_icrc += !f.icrc_ok;
+    }
+  }
+  EXPECT_TRUE(r.error().empty()) << r.error();
+  return c;
+}
+
+// Every capture of the run decodes, every ICRC verifies (in-process and with `mrct decode
+// --strict` when the build has mrct).
+void check_captures(const Topo& t, bool srv6, uint64_t* data_frames = nullptr) {
+  uint64_t data = 0;
+  for (const char* who : {"cli", "srv"}) {
+    for (int p = 1; p <= t.planes(); ++p) {
+      const std::string path = t.file(std::string(who) + "-" + (who[0] == 'c' ? "a" : "b") +
+                                      std::to_string(p) + ".pcap");
+      ASSERT_TRUE(fs::exists(path)) << path;
+      CaptureCheck c = check_capture(path);
+      EXPECT_GT(c.roce, 0u) << path;
+      EXPECT_EQ(c.bad_icrc, 0u) << path;
+      EXPECT_EQ(c.icrc_checked, c.roce) << path;
+      if (srv6) {
+        EXPECT_EQ(c.srv6, c.roce) << path;  // everything crossed the fabric encapsulated
+      }
+      if (who[0] == 's') data += c.data;
+      if (fs::exists(kMrct)) {
+        int rc = 0;
+        const std::string out = sh(kMrct + " decode --strict " + path + " > /dev/null", &rc);
+        EXPECT_EQ(rc, 0) << "mrct decode --strict " << path << ": " << out;
+      }
+    }
+  }
+  if (data_frames) *data_frames = data;
+}
+
+void expect_verified(const RunResult& r, uint64_t messages) {
+  EXPECT_EQ(r.client_rc, 0) << r.client_out << "\n--- server ---\n" << r.server_out;
+  EXPECT_EQ(r.server_rc, 0) << r.server_out;
+  ASSERT_TRUE(r.client.is_object()) << r.client_out;
+  ASSERT_TRUE(r.server.is_object()) << r.server_out;
+  EXPECT_EQ(r.client["messages"], messages);
+  EXPECT_EQ(r.server["verify"]["messages_checked"], messages);
+  EXPECT_EQ(r.server["verify"]["messages_bad"], 0);
+  EXPECT_EQ(r.client["error"], "");
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!is_root()) GTEST_SKIP() << "needs root (network namespaces, AF_PACKET)";
+    for (const char* tool : {"ip", "ethtool"}) {
+      if (sh(std::string("command -v ") + tool).empty()) GTEST_SKIP() << tool << " not installed";
+    }
+    remove_stale();
+  }
+};
+
+void stev_case(char tag, int planes, uint64_t iters, const std::string& size) {
+  Topo t(tag, planes, "stev");
+  ASSERT_TRUE(t.ok());
+  RunResult r =
+      transfer(t, {"--size", size, "--iters", std::to_string(iters), "--ev-format", "stev"});
+  expect_verified(r, iters);
+  check_captures(t, false);
+}
+
+TEST_F(NetnsTest, Stev1Plane) {
+  stev_case('a', 1, 200, "64K");
+}
+TEST_F(NetnsTest, Stev2Planes) {
+  stev_case('b', 2, 200, "64K");
+}
+TEST_F(NetnsTest, Stev8Planes) {
+  stev_case('c', 8, 32, "1M");
+}
+
+void srv6_case(char tag, int planes, uint64_t iters, const std::string& size) {
+  Topo t(tag, planes, "srv6");
+  ASSERT_TRUE(t.ok());
+  const std::string pa = t.file("ev-a.toml"), pb = t.file("ev-b.toml");
+  int rc = 0;
+  sh("bash " + kTopo + " evprofile " + std::to_string(planes) + " 2 a > " + pa, &rc);
+  ASSERT_EQ(rc, 0);
+  sh("bash " + kTopo + " evprofile " + std::to_string(planes) + " 2 b > " + pb, &rc);
+  ASSERT_EQ(rc, 0);
+  RunResult r =
+      transfer(t, {"--size", size, "--iters", std::to_string(iters), "--ev-format", "srv6"},
+               {"--ev-profile", pa}, {"--ev-profile", pb});
+  expect_verified(r, iters);
+  check_captures(t, true);
+  // The routers shifted the uSID container: A sent fcbb:0:<p>100:<p>302::, B received
+  // fcbb:0:<p>302::.
+  wire::CaptureReader cap;
+  ASSERT_TRUE(cap.open(t.file("srv-b1.pcap")));
+  wire::CaptureRecord rec;
+  bool saw_shifted = false;
+  while (cap.next(rec)) {
+    wire::DecodedFrame f;
+    if (!wire::decode_frame(rec.data, f) || !f.has_inner_ip6) continue;
+    if (f.inner_ip6.src == *wire::parse_ipv6("fd00:a::1")) {
+      EXPECT_EQ(wire::format_ipv6(f.ip6.dst), "fcbb:0:1302::");
+      EXPECT_EQ(f.ip6.hop_limit, 63);
+      saw_shifted = true;
+    }
+  }
+  EXPECT_TRUE(saw_shifted);
+}
+
+TEST_F(NetnsTest, Srv6Usid1Plane) {
+  srv6_case('d', 1, 200, "64K");
+}
+TEST_F(NetnsTest, Srv6Usid2Planes) {
+  srv6_case('e', 2, 200, "64K");
+}
+TEST_F(NetnsTest, Srv6Usid8Planes) {
+  srv6_case('f', 8, 32, "1M");
+}
+
+// Per-packet source port and flow label reach the wire unchanged: a tcpdump on a router sees
+// exactly what the client's capture says it sent.
+TEST_F(NetnsTest, SourcePortAndFlowLabelSurviveTheRouter) {
+  if (sh("command -v tcpdump").empty()) GTEST_SKIP() << "tcpdump not installed";
+  Topo t('g', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  const std::string dump = t.file("router1.pcap");
+  Child td(t.ns("r1"),
+           {"tcpdump", "-i", "ra", "-w", dump, "-U", "--immediate-mode", "-B", "65536", "udp",
+            "dst", "port", "4791"},
+           t.file("tcpdump.out"), true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "100", "--evs", "32"});
+  expect_verified(r, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  td.signal(SIGINT);
+  td.wait(10);
+  // (psn, rtx) -> (sport, flow label) as the client sent them on plane 1.
+  std::map<std::pair<uint32_t, bool>, std::pair<uint16_t, uint32_t>> sent;
+  std::set<uint32_t> labels;
+  wire::CaptureReader c;
+  ASSERT_TRUE(c.open(t.file("cli-a1.pcap")));
+  wire::CaptureRecord rec;
+  while (c.next(rec)) {
+    wire::DecodedFrame f;
+    if (!wire::decode_frame(rec.data, f) || !f.roce || f.ip6.src != *wire::parse_ipv6("fd00:a::1"))
+      continue;
+    if (!f.op || f.op->kind != wire::PacketKind::kMrcData) continue;
+    sent[{f.bth.psn, f.bth.rtx}] = {f.udp.sport, f.ip6.flow_label};
+    labels.insert(f.ip6.flow_label);
+  }
+  EXPECT_GT(labels.size(), 4u) << "EVs should spread over many flow labels";
+  wire::CaptureReader d;
+  ASSERT_TRUE(d.open(dump)) << d.error() << td.output();
+  uint64_t matched = 0;
+  while (d.next(rec)) {
+    wire::DecodedFrame f;
+    wire::decode_frame(rec.data, f);
+    if (!f.roce || !f.op || f.op->kind != wire::PacketKind::kMrcData) continue;
+    auto it = sent.find({f.bth.psn, f.bth.rtx});
+    ASSERT_NE(it, sent.end()) << "router saw PSN " << f.bth.psn << " the client never sent";
+    EXPECT_EQ(f.udp.sport, it->second.first) << f.bth.psn;
+    EXPECT_EQ(f.ip6.flow_label, it->second.second) << f.bth.psn;
+    ++matched;
+  }
+  // tcpdump may lose frames to its own buffer on a loaded host; every frame it did see must
+  // match, and it must have seen most.
+  EXPECT_GE(matched * 10, sent.size() * 9) << td.output();
+  EXPECT_GT(matched, 100u);
+}
+
+// The kernel-socket back end: raw IPv6 transmit, UDP receive with the header rebuilt.
+TEST_F(NetnsTest, SocketBackEnd) {
+  Topo t('h', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "200", "--io", "socket"});
+  expect_verified(r, 200);
+  check_captures(t, false);
+}
+
+// Loss on one plane from an nft rule in its router: the transfer completes, the engine
+// retransmits, the data verifies.
+TEST_F(NetnsTest, LossOnOnePlane) {
+  if (sh("command -v nft").empty()) GTEST_SKIP() << "nft not installed";
+  Topo t('i', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  const std::string rules = t.file("loss.nft");
+  {
+    std::ofstream f(rules);
+    f << "table inet mrcrt {\n  chain loss {\n    type filter hook forward priority 0;\n"
+         "    udp dport 4791 numgen random mod 100 < 2 counter drop\n  }\n}\n";
+  }
+  int rc = 0;
+  const std::string out = sh("ip netns exec " + t.ns("r1") + " nft -f " + rules, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "400"});
+  expect_verified(r, 400);
+  EXPECT_GT(r.client["retransmissions"]["total"].get<uint64_t>(), 0u) << r.client_out;
+  const std::string counters = sh("ip netns exec " + t.ns("r1") + " nft list ruleset");
+  EXPECT_NE(counters.find("drop"), std::string::npos);
+}
+
+// Unreachable peers: no server on the control port (setup error, exit 2), and a data path
+// that forwards nothing (the QP exhausts its retries, exit 1) — both with a message.
+TEST_F(NetnsTest, UnreachablePeers) {
+  Topo t('j', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  Child lonely(t.ns("a"),
+               {"endpoint", "client", "--server", "fd00:ff::b", "--port", "20999", "--ifaces", "a1",
+                "--ctl-timeout", "1"},
+               t.file("lonely.out"));
+  EXPECT_EQ(lonely.wait(20), 2);
+  EXPECT_NE(lonely.output().find("cannot reach the server's control port"), std::string::npos)
+      << lonely.output();
+
+  sh("ip netns exec " + t.ns("r1") + " sysctl -qw net.ipv6.conf.all.forwarding=0");
+  RunResult r = transfer(t, {"--size", "4K", "--iters", "10", "--timeout", "10", "--retry", "2:2"},
+                         {}, {}, 60);
+  EXPECT_EQ(r.client_rc, 1) << r.client_out;
+  EXPECT_NE(r.client_out.find("RETRY_EXC"), std::string::npos) << r.client_out;
+}
+
+// A mutant on the wire: the peer's capture shows the violation, the transfer still completes.
+TEST_F(NetnsTest, WrongIcrcMutantShowsOnTheWire) {
+  Topo t('k', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "100"}, {"--mutant", "wrong-icrc"});
+  expect_verified(r, 100);
+  CaptureCheck c = check_capture(t.file("srv-b1.pcap"));
+  EXPECT_GT(c.bad_icrc, 0u);
+  EXPECT_GT(r.server["engine"]["rx_bad_icrc"].get<uint64_t>(), 0u);
+  EXPECT_GT(r.client["retransmissions"]["total"].get<uint64_t>(), 0u);
+  EXPECT_NE(r.client_out.find("TEST-ONLY MUTANT"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrc::runtime

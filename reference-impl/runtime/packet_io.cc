@@ -1,0 +1,238 @@
+// AF_PACKET back end: a TPACKET_V2 receive ring and sendmmsg transmit on one interface, plus
+// the UDP sink socket both back ends keep on port 4791.
+#include <arpa/inet.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "reference-impl/runtime/sys.h"
+
+#ifndef PACKET_IGNORE_OUTGOING
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+#ifndef UDP_NO_CHECK6_RX
+#define UDP_NO_CHECK6_RX 102
+#endif
+
+namespace mrc::runtime {
+namespace {
+
+// Accepts IPv6 frames that are UDP to 4791 or IPv6-in-IPv6 / routing header (SRv6 outer header:
+// the engine decodes the inner packet itself). The socket is bound to ETH_P_IPV6.
+sock_filter kRoceFilter[] = {
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6),       // 0: IPv6 next header
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 2),    // 1: UDP ? 2 : 4
+    BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40 + 2),  // 2: UDP dport
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4791, 2, 3),  // 3: 4791 ? accept : drop
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 41, 1, 0),    // 4: IPv6-in-IPv6 ? accept : 5
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 43, 0, 1),    // 5: routing header ? accept : drop
+    BPF_STMT(BPF_RET | BPF_K, 0x40000),               // 6: accept
+    BPF_STMT(BPF_RET | BPF_K, 0),                     // 7: drop
+};
+
+sock_filter kDropAll[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+
+class PacketIo final : public PortIo {
+ public:
+  ~PacketIo() override {
+    if (ring_ != nullptr) munmap(ring_, ring_bytes_);
+  }
+
+  Status open(const PortIoConfig& cfg) {
+    cfg_ = cfg;
+    stats.iface = cfg.iface.name;
+    fd_ = Fd(socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd_.ok()) return sys_error("socket(AF_PACKET) for " + cfg.iface.name);
+    const int v2 = TPACKET_V2;
+    if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VERSION, &v2, sizeof v2) < 0)
+      return sys_error("PACKET_VERSION on " + cfg.iface.name);
+    sock_fprog prog{static_cast<unsigned short>(std::size(kRoceFilter)), kRoceFilter};
+    if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
+      return sys_error("SO_ATTACH_FILTER on " + cfg.iface.name);
+    // Our own transmissions must not come back through the ring (and kernel-sent frames are
+    // not ours to judge).
+    const int one = 1;
+    (void)setsockopt(fd_.get(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+
+    frame_size_ = cfg.frame_bytes;
+    const uint32_t frames_per_block = 16;
+    block_size_ = frame_size_ * frames_per_block;
+    uint32_t frames = std::max<uint32_t>(cfg.ring_frames, frames_per_block);
+    frames = (frames + frames_per_block - 1) / frames_per_block * frames_per_block;
+    tpacket_req req{};
+    req.tp_block_size = block_size_;
+    req.tp_block_nr = frames / frames_per_block;
+    req.tp_frame_size = frame_size_;
+    req.tp_frame_nr = frames;
+    if (setsockopt(fd_.get(), SOL_PACKET, PACKET_RX_RING, &req, sizeof req) < 0)
+      return sys_error("PACKET_RX_RING (" + std::to_string(frames) + " x " +
+                       std::to_string(frame_size_) + " B) on " + cfg.iface.name);
+    frame_nr_ = frames;
+    ring_bytes_ = size_t{block_size_} * req.tp_block_nr;
+    void* m = mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+    if (m == MAP_FAILED) return sys_error("mmap of the receive ring of " + cfg.iface.name);
+    ring_ = static_cast<std::byte*>(m);
+
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_IPV6);
+    sll.sll_ifindex = cfg.iface.index;
+    if (bind(fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) < 0)
+      return sys_error("bind(AF_PACKET) to " + cfg.iface.name);
+    return Status::Ok();
+  }
+
+  int fd() const override { return fd_.get(); }
+
+  size_t receive(size_t budget,
+                 const std::function<void(std::span<const std::byte>, uint64_t)>& fn) override {
+    size_t n = 0;
+    while (n < budget) {
+      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring_ + size_t{next_} * frame_size_);
+      const uint32_t status = __atomic_load_n(&hdr->tp_status, __ATOMIC_ACQUIRE);
+      if ((status & TP_STATUS_USER) == 0) break;
+      const bool truncated = (status & TP_STATUS_COPY) != 0 || hdr->tp_snaplen < hdr->tp_len ||
+                             hdr->tp_len > cfg_.frame_bytes;
+      if (truncated) {
+        ++stats.rx_truncated;
+      } else {
+        const auto* frame = reinterpret_cast<const std::byte*>(hdr) + hdr->tp_mac;
+        const uint64_t ts = uint64_t{hdr->tp_sec} * 1'000'000'000ull + hdr->tp_nsec;
+        ++stats.rx_frames;
+        stats.rx_bytes += hdr->tp_snaplen;
+        fn({frame, hdr->tp_snaplen}, ts);
+      }
+      __atomic_store_n(&hdr->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+      next_ = (next_ + 1) % frame_nr_;
+      ++n;
+    }
+    return n;
+  }
+
+  uint64_t ring_drops() override {
+    tpacket_stats st{};
+    socklen_t len = sizeof st;
+    if (getsockopt(fd_.get(), SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) drops_ += st.tp_drops;
+    stats.rx_ring_drops = drops_;
+    return drops_;
+  }
+
+ private:
+  PortIoConfig cfg_;
+  Fd fd_;
+  std::byte* ring_ = nullptr;
+  size_t ring_bytes_ = 0;
+  uint32_t frame_size_ = 0, block_size_ = 0, frame_nr_ = 0, next_ = 0;
+  uint64_t drops_ = 0;
+};
+
+class PacketTx final : public TxIo {
+ public:
+  Status open(uint32_t batch) {
+    // Protocol 0: this socket receives nothing, it only transmits.
+    fd_ = Fd(socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd_.ok()) return sys_error("socket(AF_PACKET) for transmit");
+    const int one = 1;
+    (void)setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
+    const int sndbuf = 8 << 20;
+    (void)setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
+    msgs_.resize(batch);
+    iovs_.resize(batch);
+    names_.resize(batch);
+    return Status::Ok();
+  }
+  int fd() const override { return fd_.get(); }
+
+  int send(std::span<const TxItem> items) override {
+    size_t done = 0;
+    while (done < items.size()) {
+      const size_t k = std::min(items.size() - done, msgs_.size());
+      for (size_t i = 0; i < k; ++i) {
+        const TxItem& it = items[done + i];
+        sockaddr_ll& to = names_[i];
+        to = sockaddr_ll{};
+        to.sll_family = AF_PACKET;
+        to.sll_protocol = htons(ETH_P_IPV6);
+        to.sll_ifindex = it.ifindex;
+        to.sll_halen = 6;
+        std::memcpy(to.sll_addr, it.dst_mac.data(), 6);
+        iovs_[i].iov_base = const_cast<std::byte*>(it.frame.data());
+        iovs_[i].iov_len = it.frame.size();
+        msgs_[i] = mmsghdr{};
+        msgs_[i].msg_hdr.msg_name = &to;
+        msgs_[i].msg_hdr.msg_namelen = sizeof to;
+        msgs_[i].msg_hdr.msg_iov = &iovs_[i];
+        msgs_[i].msg_hdr.msg_iovlen = 1;
+      }
+      const int r = sendmmsg(fd_.get(), msgs_.data(), static_cast<unsigned>(k), MSG_DONTWAIT);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == ENOBUFS) {
+          ++blocked;
+          return static_cast<int>(done);
+        }
+        if (done > 0) return static_cast<int>(done);
+        ++errors;
+        return -errno;
+      }
+      done += static_cast<size_t>(r);
+      if (static_cast<size_t>(r) < k) {
+        ++blocked;
+        return static_cast<int>(done);
+      }
+    }
+    return static_cast<int>(done);
+  }
+
+ private:
+  Fd fd_;
+  std::vector<mmsghdr> msgs_;
+  std::vector<iovec> iovs_;
+  std::vector<sockaddr_ll> names_;
+};
+
+}  // namespace
+
+Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out) {
+  auto io = std::make_unique<PacketIo>();
+  if (Status st = io->open(cfg); !st.ok()) return st;
+  out = std::move(io);
+  return Status::Ok();
+}
+
+Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out) {
+  auto tx = std::make_unique<PacketTx>();
+  if (Status st = tx->open(batch); !st.ok()) return st;
+  out = std::move(tx);
+  return Status::Ok();
+}
+
+Status open_sink_socket(Fd& out) {
+  Fd s(socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.ok()) return sys_error("socket(AF_INET6, SOCK_DGRAM) for the port-4791 sink");
+  const int one = 1, zero = 0;
+  (void)setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  (void)setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  // RoCEv2 senders (rxe, this engine) leave the IPv6 UDP checksum zero.
+  (void)setsockopt(s.get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
+  sock_fprog prog{1, kDropAll};
+  if (setsockopt(s.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
+    return sys_error("SO_ATTACH_FILTER on the port-4791 sink");
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_port = htons(wire::kRoceV2Port);
+  if (bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
+    return sys_error("bind [::]:4791 for the sink socket");
+  out = std::move(s);
+  return Status::Ok();
+}
+
+}  // namespace mrc::runtime

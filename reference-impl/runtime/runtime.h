@@ -1,0 +1,314 @@
+// mrc_runtime: the reference MRC endpoint on real Linux interfaces.
+//
+// The one public header of the runtime. A Runtime puts one sans-I/O engine::Endpoint on the wire:
+// one network interface per NIC port (= plane), an epoll loop on one thread, a timerfd armed at
+// the engine's next deadline, batched receive and transmit, optional per-port captures and an
+// event log. The clock handed to the engine is CLOCK_MONOTONIC in nanoseconds.
+//
+// I/O back ends (README.md explains the choice):
+//   kPacket  AF_PACKET per plane: PACKET_RX_RING receive, sendmmsg transmit. The engine's frames
+//            leave byte for byte (UDP source port, flow label, outer SRv6 header, zero UDP
+//            checksum) and arrive as they were on the wire, outer header included. Works for
+//            every EV format. Needs the next-hop MAC of each plane (neighbour table or config).
+//   kSocket  raw IPv6 (IPPROTO_RAW, header included) transmit bound to the plane interface and a
+//            UDP socket per plane (UDP_NO_CHECK6_RX, packet info, traffic class, flow label,
+//            hop limit as ancillary data) for receive. The kernel resolves neighbours and, in
+//            SRv6 mode, decapsulates (End.DT6) before the endpoint sees the packet.
+// Both keep a UDP "sink" socket on port 4791 so the host kernel neither answers RoCE packets
+// with ICMP port-unreachable nor counts them as checksum errors.
+//
+// `mrct endpoint` (endpoint_main) is the perftest-style tool built on this library.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference-impl/engine/engine.h"
+#include "wire/wire.h"
+
+namespace mrc::runtime {
+
+using engine::Status;
+
+// CLOCK_MONOTONIC in nanoseconds: the engine's clock.
+uint64_t monotonic_ns();
+// CLOCK_REALTIME minus CLOCK_MONOTONIC, sampled once per process: captures and the event log
+// add it so that their timestamps line up with tcpdump captures taken elsewhere.
+int64_t realtime_offset_ns();
+
+// ---------------------------------------------------------------------------------------------
+// Interfaces and next hops (ioctl + rtnetlink)
+// ---------------------------------------------------------------------------------------------
+struct IfaceInfo {
+  std::string name;
+  int index = 0;
+  wire::MacAddr mac{};
+  uint32_t mtu = 0;
+  bool up = false;
+};
+Status query_iface(const std::string& name, IfaceInfo& out);
+
+// The first global (not link-local, not loopback ::1) IPv6 address on an interface.
+std::optional<wire::Ipv6Addr> first_global_ipv6(const std::string& iface);
+
+// MAC of the next hop for frames that leave `iface`. Tries, in order: the gateway of the most
+// specific IPv6 route through `iface` that covers one of `dsts` (any table but `local`,
+// multipath next hops included), any gateway route through `iface`, and finally the only usable
+// neighbour on `iface`. A gateway with no neighbour entry yet is solicited (a datagram to its
+// discard port makes the kernel run NDP) and polled for until `timeout_ns`. `how` says which
+// rule matched, for logs.
+Status resolve_next_hop(const std::string& iface, std::span<const wire::Ipv6Addr> dsts,
+                        uint64_t timeout_ns, wire::MacAddr& out, std::string* how = nullptr);
+
+// ---------------------------------------------------------------------------------------------
+// Mutant modes: TEST ONLY. Each breaks one rule of the conformance catalogue on purpose, so
+// that the checker can prove it catches the violation. Off unless asked for by name.
+// ---------------------------------------------------------------------------------------------
+enum class Mutant : uint8_t {
+  kNone,
+  kWrongIcrc,        // every 50th new data packet leaves with a corrupted ICRC (MRC-FRM-001)
+  kReadOpcode,       // every 500th data packet is followed by an RC READ request (MRC-FRM-004)
+  kRtxWithoutBit,    // retransmitted data packets leave with BTH.RTX = 0 (MRC-REQ-004)
+  kWrongEvEcho,      // SACKs echo an entropy the trigger did not carry (MRC-RSP-004)
+  kRegressCack,      // every 8th SACK moves cack_psn back by 16 (MRC-RSP-002)
+  kExceedMpr,        // every 500th data packet is copied with its PSN 4 MPR windows ahead
+                     // (MRC-REQ-008)
+  kExceedWimm,       // requester max_wimm = 4 x the responder's max_wimm_dest (MRC-REQ-009);
+                     // applied by endpoint_main, needs --imm
+  kSkipTrimNack,     // NACKs TRIMMED / TRIMMED_LASTHOP are never sent (MRC-RSP-013)
+  kIgnoreEcn,        // received SACK/NACK M is cleared: the requester never sees the ECN echo
+                     // (MRC-EV-008, MRC-CC-002)
+  kReuseRetiredEv,   // data keeps going out on EVs the engine retired (MRC-EV-009)
+  kControlDscpData,  // data packets leave with DSCP CONTROL (MRC-REQ-007)
+  kWrongPort,        // data packets leave on the next port, not their EV's (MRC-EV-005)
+};
+
+struct MutantInfo {
+  Mutant mutant = Mutant::kNone;
+  std::string_view name;   // --mutant NAME
+  std::string_view rule;   // catalogue rule it breaks
+  std::string_view what;   // one line for --help and the warning banner
+  std::string_view needs;  // what must happen on the path for it to show ("" = always shows)
+  bool responder = false;  // acts on what the responder sends (give it to the server)
+};
+std::span<const MutantInfo> mutant_table();  // every mutant but kNone
+std::optional<Mutant> parse_mutant(std::string_view name);
+const MutantInfo& mutant_info(Mutant m);
+
+// Frame rewriter of a mutant, on the transmit and receive paths of the runtime. Deterministic:
+// "every Nth" counts frames, no randomness.
+class Mutator {
+ public:
+  Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profile, uint8_t nports);
+  Mutant mutant() const { return mutant_; }
+  // Sees the engine's events (EV retirements for kReuseRetiredEv).
+  void on_event(const engine::Event& e);
+  // Rewrites an outgoing frame in place (may change pkt.port); may append extra frames to
+  // `extra`. Returns false when the frame must not be sent.
+  bool on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra);
+  // Receive path: returns the frame to hand to the engine (`frame` itself or a rewritten copy
+  // in `scratch`).
+  std::span<const std::byte> on_rx(std::span<const std::byte> frame,
+                                   std::vector<std::byte>& scratch);
+  uint64_t frames_changed() const { return changed_; }
+  uint64_t frames_added() const { return added_; }
+  uint64_t frames_dropped() const { return dropped_; }
+
+ private:
+  bool reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec);
+  Mutant mutant_;
+  wire::EvFormat format_;
+  const wire::WireProfile* profile_;
+  uint8_t nports_;
+  uint64_t data_seen_ = 0, sacks_seen_ = 0;
+  std::array<uint64_t, 17> port_data_{};  // data packets per port on planes with a retired EV
+  uint64_t changed_ = 0, added_ = 0, dropped_ = 0;
+  std::vector<std::pair<uint32_t, std::pair<uint32_t, uint8_t>>> retired_;  // qpn -> (wev, port)
+  std::vector<std::pair<uint32_t, uint32_t>> max_cack_;                     // qpn -> cack
+  std::vector<std::byte> scratch_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------------------------
+enum class IoKind : uint8_t { kPacket, kSocket };
+std::string_view io_kind_name(IoKind k);
+std::optional<IoKind> parse_io_kind(std::string_view s);
+
+struct PlaneConfig {
+  std::string iface;                          // plane n is planes[n-1]
+  std::optional<wire::MacAddr> next_hop_mac;  // kPacket: fixed next hop (else resolved)
+};
+
+struct RuntimeConfig {
+  // The engine configuration. `ports` is filled by the runtime (one per plane, source MAC of
+  // the interface); ev_format selects what the back end accepts.
+  engine::EndpointConfig endpoint;
+  std::vector<PlaneConfig> planes;
+  IoKind io = IoKind::kPacket;
+  uint32_t rx_ring_frames = 1024;  // kPacket: receive ring slots per plane (power of two)
+  uint32_t batch = 64;             // frames per sendmmsg / recvmmsg
+  bool busy_poll = false;          // spin instead of sleeping in epoll_wait (burns a core)
+  // Capture every frame sent and received on each port into <pcap_prefix>-<iface>.pcap
+  // (nanosecond pcap, Ethernet). Empty: no capture.
+  std::string pcap_prefix;
+  std::string event_log_path;  // JSON lines of engine events; empty: none
+  Mutant mutant = Mutant::kNone;
+  // Receive frames larger than this are counted as truncated and dropped.
+  uint32_t max_frame_bytes = 8192 - 256;
+};
+
+struct PlaneStats {
+  std::string iface;
+  uint64_t rx_frames = 0, rx_bytes = 0;
+  uint64_t tx_frames = 0, tx_bytes = 0;
+  uint64_t tx_errors = 0;       // sendmmsg failures other than back-pressure
+  uint64_t tx_blocked = 0;      // times the socket pushed back (EAGAIN / ENOBUFS)
+  uint64_t tx_no_next_hop = 0;  // frames dropped because the next hop was unknown
+  uint64_t rx_ring_drops = 0;   // kPacket: PACKET_STATISTICS tp_drops
+  uint64_t rx_truncated = 0;
+  uint64_t rx_reconstructed = 0;  // kSocket: frames rebuilt from a datagram
+};
+
+struct RuntimeStats {
+  std::vector<PlaneStats> planes;
+  uint64_t loop_iterations = 0;
+  uint64_t epoll_waits = 0;  // times the loop slept
+  uint64_t timer_fires = 0;
+  uint64_t ev_to_assumed_bad = 0;  // EV retirements
+  uint64_t ev_to_skip = 0;
+  uint64_t ev_to_denied = 0;
+  uint64_t ev_recovered = 0;  // back to GOOD
+  uint64_t mutant_changed = 0, mutant_added = 0, mutant_dropped = 0;
+  uint64_t loop_cpu_ns = 0;  // CPU time of the loop thread (CLOCK_THREAD_CPUTIME_ID)
+  engine::EndpointStats endpoint;
+};
+
+// Runs on the loop thread after every batch of receptions and timers, before transmission:
+// posts work requests and polls completion queues. Returns the CLOCK_MONOTONIC time at which it
+// wants to run again even if nothing happens (UINT64_MAX: only on activity). Setting `done`
+// ends run() / the loop thread.
+using AppHook = std::function<uint64_t(engine::Endpoint& ep, uint64_t now_ns, bool& done)>;
+
+class Runtime {
+ public:
+  // Opens the interfaces and sockets and builds the engine. Fails with a message naming the
+  // interface and the system call when something is missing (no such interface, not root,
+  // MTU too small for the PMTU is checked by the caller).
+  static std::unique_ptr<Runtime> create(const RuntimeConfig& cfg, Status& status);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The engine. Use it only while the loop is not running, or from the app hook / call().
+  engine::Endpoint& endpoint();
+  const RuntimeConfig& config() const;
+  const std::vector<IfaceInfo>& ifaces() const;
+
+  // kPacket: finds each plane's next-hop MAC (resolve_next_hop with that plane's destinations).
+  // Planes with a configured next_hop_mac are left alone. kSocket: no-op.
+  Status resolve_next_hops(const std::vector<std::vector<wire::Ipv6Addr>>& dsts_per_plane,
+                           uint64_t timeout_ns);
+  std::optional<wire::MacAddr> next_hop(uint8_t port) const;
+
+  void set_app(AppHook hook);
+  // Another observer of engine events (the runtime keeps its own for the event log and stats).
+  void set_event_observer(engine::EventSink sink);
+
+  // Runs the loop on the calling thread until the app says done, stop() is called or an I/O
+  // error ends it.
+  Status run();
+  // Runs the loop on a new thread (one thread per endpoint).
+  Status start();
+  // Thread-safe; returns after the loop thread (if any) has ended.
+  void stop();
+  bool running() const;
+  // Runs fn on the loop thread and waits for it; runs it directly when the loop is not running.
+  void call(const std::function<void(engine::Endpoint&)>& fn);
+
+  RuntimeStats stats();
+  // Flushes and closes captures and the event log (also done by the destructor).
+  Status close_outputs();
+
+  struct Impl;
+
+ private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Profiles (TOML)
+// ---------------------------------------------------------------------------------------------
+// EV profile file:
+//   mode = "generated" | "explicit" | "auto"      (default "generated")
+//   format_widths = [16, 16]                       (default: per EV format, see README.md)
+//   ev_count = 32        active_count = 0         ev_min_active = 1
+//   [[fields]]  width = 16  init_val = 0  min_val = 0  max_val = 0xffff  mask = 0xffff
+//   [[evs]]     port = 1  compact = "a4"          (explicit: compact EV bytes in hex)
+//   [[evs]]     port = 2  da = "fcbb:0:2100:2302::"  segment = "..."   (SRv6 shorthand)
+// Errors name the file, the key and the line.
+Status parse_ev_profile(std::string_view toml_text, std::string_view source, wire::EvFormat format,
+                        uint8_t nports, engine::EvProfile& out);
+Status load_ev_profile(const std::string& path, wire::EvFormat format, uint8_t nports,
+                       engine::EvProfile& out);
+// The profile used without a file: generated EVs, ev_count of them spread over the planes.
+// UDP: 14 random bits under 0xC000 in the source port. STEV: 16 random flow-label bits and 14
+// random source-port bits. SRv6 has no default (paths depend on the fabric).
+Status default_ev_profile(wire::EvFormat format, uint32_t ev_count, engine::EvProfile& out);
+
+// CC profile file:
+//   algorithm = "uet-1.0-nscc" | "none"
+//   [nscc]  base_rtt = 16000  target_delay = 12000  max_cwnd = 1200000  ... (NsccConfig names)
+Status parse_cc_profile(std::string_view toml_text, std::string_view source,
+                        engine::CcProfile& out);
+Status load_cc_profile(const std::string& path, engine::CcProfile& out);
+
+// ---------------------------------------------------------------------------------------------
+// Data pattern and latency statistics (used by `mrct endpoint`)
+// ---------------------------------------------------------------------------------------------
+// Content of message `msg` of QP number `qp_index` (0-based in the run): 64-bit words of a
+// mixing function of (seed, qp_index, msg, word index), so a message written to the wrong slot,
+// a stale message or a shifted payload all mismatch.
+void fill_pattern(std::span<std::byte> buf, uint64_t seed, uint32_t qp_index, uint64_t msg);
+// Offset of the first byte that differs from the pattern, or std::nullopt when all match.
+std::optional<size_t> check_pattern(std::span<const std::byte> buf, uint64_t seed,
+                                    uint32_t qp_index, uint64_t msg);
+
+// Log-linear histogram: 64 sub-buckets per power of two (relative error <= 1.6 %).
+class LatencyHistogram {
+ public:
+  void add(uint64_t ns);
+  uint64_t count() const { return count_; }
+  uint64_t min() const { return count_ ? min_ : 0; }
+  uint64_t max() const { return max_; }
+  double mean() const {
+    return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0;
+  }
+  // Value at quantile q in [0, 1] (upper edge of its bucket, clamped to max()).
+  uint64_t quantile(double q) const;
+
+ private:
+  static constexpr int kSub = 64;
+  std::vector<uint64_t> buckets_ = std::vector<uint64_t>(64 * kSub, 0);
+  uint64_t count_ = 0, sum_ = 0, min_ = UINT64_MAX, max_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The tool
+// ---------------------------------------------------------------------------------------------
+// `mrct endpoint ROLE [options]`: argv[0] is the program name used in messages, argv[1] the role
+// (server | client | memory), then options (see --help). Returns 0 when the transfer completed
+// and the data verified, 1 when it ran and failed (errors, verification), 2 on bad options or
+// setup errors (unreachable peer, missing interface, not root), 3 on mutant self-check failure.
+int endpoint_main(int argc, char** argv);
+
+}  // namespace mrc::runtime

@@ -1,0 +1,99 @@
+// Private helpers of the runtime: file descriptors, system-call errors, the per-port I/O
+// interface the event loop drives. Not part of the public API (runtime.h is).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "reference-impl/runtime/runtime.h"
+
+namespace mrc::runtime {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// "what: strerror(errno)" with a hint for permission errors.
+Status sys_error(const std::string& what);
+
+// Receive side of one NIC port = plane on a real interface.
+class PortIo {
+ public:
+  virtual ~PortIo() = default;
+  virtual int fd() const = 0;  // readable when frames wait
+  // Hands up to `budget` received frames to fn(frame, kernel_realtime_ns); returns how many.
+  virtual size_t receive(size_t budget,
+                         const std::function<void(std::span<const std::byte>, uint64_t)>& fn) = 0;
+  virtual uint64_t ring_drops() { return 0; }
+  PlaneStats stats;
+};
+
+// Transmit side of all ports: one socket, the egress interface chosen per frame, so that a
+// batch keeps the engine's order across planes (per-plane batches would reorder PSNs by up to a
+// batch and look like loss to the peer's SACK-gap detection).
+struct TxItem {
+  std::span<const std::byte> frame;
+  int ifindex = 0;
+  wire::MacAddr dst_mac{};
+};
+
+class TxIo {
+ public:
+  virtual ~TxIo() = default;
+  virtual int fd() const = 0;  // writable when back-pressure is over
+  // Sends frames in order. Returns how many left (the rest stay with the caller to retry when
+  // fd() is writable), or -errno on a hard error of the first frame.
+  virtual int send(std::span<const TxItem> items) = 0;
+  uint64_t blocked = 0;  // times the socket pushed back
+  uint64_t errors = 0;   // frames lost to hard errors
+};
+
+struct PortIoConfig {
+  IfaceInfo iface;
+  uint32_t ring_frames = 1024;
+  uint32_t frame_bytes = 8192;
+  uint32_t batch = 64;
+  wire::EvFormat ev_format = wire::EvFormat::kStev;
+};
+
+Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);
+Status open_socket_io(const PortIoConfig& cfg, const wire::Ipv6Addr& gid,
+                      std::unique_ptr<PortIo>& out);
+Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
+Status open_socket_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
+// UDP socket bound to [::]:4791 that drops everything it gets (see runtime.h).
+Status open_sink_socket(Fd& out);
+
+}  // namespace mrc::runtime
