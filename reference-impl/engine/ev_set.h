@@ -44,6 +44,12 @@ class EvSet {
   // expanded EV; `nports` bounds EV ports. Error strings name the field at fault.
   Status build(const EvProfile& profile, wire::EvFormat format, uint8_t nports, Rng& rng);
   void set_change_callback(ChangeFn fn) { on_change_ = std::move(fn); }
+  // Where the first rotation starts. QPs of one endpoint start at different slots so that, served
+  // round robin, they do not all send to the same plane at the same time (slot s is plane s mod P
+  // while the planes have equal active EVs).
+  void start_at(size_t slot) {
+    if (!slots_.empty()) cursor_ = slot % slots_.size();
+  }
   void set_skip_max_ns(uint64_t ns) { skip_max_ns_ = ns; }
 
   size_t size() const { return evs_.size(); }

@@ -275,6 +275,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask, const MrcQpAttr& m, uint32_t m
                              ep_->rng);
     if (!s.ok())
       return einval("MRC_QP_EV_PROFILE_ID " + std::to_string(m.ev_profile_id) + ": " + s.message);
+    new_evs.start_at(qpn_);
     rebuild_evs = true;
   }
   std::unique_ptr<CongestionControl> new_cc;

@@ -1,6 +1,7 @@
 // Requester: segmentation, EV spraying, the MPR / WIMM / CC gates, SACK / NACK / transport-ACK
 // processing, loss detection (NACK, SACK gap, timeout), retransmission and reliability probes.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "reference-impl/engine/endpoint_impl.h"
@@ -14,6 +15,7 @@ using wire::psn_lt;
 
 namespace {
 constexpr uint8_t kEcnEct0 = 2;
+constexpr uint32_t kMaxGapK = 64;  // bound on the SACK-gap evidence count (threshold x planes)
 uint64_t sub_floor(uint64_t a, uint64_t b) {
   return a >= b ? a - b : 0;
 }
@@ -385,10 +387,14 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
 
 void Qp::gap_scan(uint64_t now_ns) {
   if (!have_sacked_ || !psn_lt(cack_seen_, highest_sacked_)) return;
-  // A PSN is lost once `threshold` PSNs above it that were sent after it have been SACKed.
+  // A PSN is lost once `threshold` PSNs above it that were sent after it have been SACKed, per
+  // plane in use: packets sprayed round robin over P planes overtake each other by P PSNs for
+  // every packet one plane's queue holds more than another's, so a fixed count would declare
+  // plain reordering a loss (and retire a good EV) as soon as P exceeds it.
   // Walking down from the highest SACKed PSN, keep the largest send sequence numbers seen.
-  const uint32_t k = std::clamp<uint32_t>(ep_->cfg.sack_gap_threshold, 1, 8);
-  std::array<uint64_t, 8> top{};
+  const uint32_t planes = std::max(1, std::popcount(usable_ports()));
+  const uint32_t k = std::clamp<uint32_t>(ep_->cfg.sack_gap_threshold * planes, 1, kMaxGapK);
+  std::array<uint64_t, kMaxGapK> top{};
   uint32_t ntop = 0;
   bool lost_any = false;
   for (uint32_t p = highest_sacked_; psn_lt(cack_seen_, p); p = psn_add(p, -1)) {
