@@ -37,6 +37,13 @@ Run add_exec(CLI::App& app, std::vector<std::string> command, std::string python
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The exec'd tools call back into this very binary (mrct decode, check, endpoint, inject).
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0 && !std::getenv("MRCT")) {
+      self[n] = '\0';
+      setenv("MRCT", self, 1);
+    }
     if (!pythonpath.empty()) {
       const char* old = std::getenv("PYTHONPATH");
       const std::string v = old && *old ? pythonpath + ":" + old : pythonpath;

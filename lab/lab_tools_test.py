@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""The lab's analysis and interop tooling, without a VM (ctest lab_tools).
+
+The simulator's go-back-N RC model writes a lossy RC capture whose truth is known from the
+model's own counters; the lab's capture analysis (labreport.analyze_rc) must recover the same
+retransmission, go-back and NAK counts and the same message completion times, and the interop
+checker must pass on it (mrct decode, ICRC, flipped bytes, tshark). A clean capture must show no
+retransmission at all. Exit 0 pass, 1 fail, 77 skipped (tools missing).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import interop_check  # noqa: E402
+import labreport  # noqa: E402
+
+# node_gid(0) of the simulator harness: fd00::101
+REQUESTER = {"fd000000000000000000000000000101"}
+
+PERFTEST_BW = """
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      1000           0.145800            0.099045            0.000189
+---------------------------------------------------------------------------------------
+"""
+PERFTEST_LAT_CYCLES = """
+ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] 
+ 2       1000          79456.00        93484248.00      82914.00  	       2020616.89     	-nan   		41999061.00 		93484248.00
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mrct", required=True)
+    ap.add_argument("--sbs", required=True)
+    a = ap.parse_args()
+    for p in (a.mrct, a.sbs):
+        if not os.path.isfile(p):
+            print(f"SKIPPED: {p} not built")
+            return 77
+    fails = []
+
+    def expect(cond, what):
+        print(("ok   " if cond else "FAIL ") + what)
+        if not cond:
+            fails.append(what)
+
+    bw = labreport.parse_perftest(PERFTEST_BW)
+    expect(bw.get("bw_average_gb_per_sec") == 0.099045 and bw.get("iterations") == 1000,
+           f"perftest bandwidth table parsed: {bw}")
+    # perftest -C prints cycles under [usec] labels
+    lat = labreport.parse_perftest(PERFTEST_LAT_CYCLES, cpu_mhz=2594.373, cycles=True)
+    expect(abs(lat.get("t_typical_usec", 0) - 82914 / 2594.373) < 0.01
+           and lat.get("t_typical_cycles") == 82914.0,
+           f"perftest latency in cycles converted with the guest MHz: {lat.get('t_typical_usec')} us")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {}
+        for fault in ("none", "loss"):
+            pcap = os.path.join(tmp, f"rc-{fault}.pcap")
+            r = subprocess.run([a.sbs, "--transport", "rc", "--fault", fault, "--messages", "60",
+                                "--loss-pct", "3", "--rc-timeout-ns", "5000000", "--seed", "7",
+                                "--pcap", pcap], capture_output=True, text=True)
+            expect(r.returncode == 0, f"mrc_lab_sbs rc {fault} ran (exit {r.returncode}) {r.stderr[-200:]}")
+            if r.returncode != 0:
+                return 1
+            runs[fault] = (json.loads(r.stdout), pcap)
+
+        truth, pcap = runs["none"]
+        got = labreport.analyze_rc(pcap, REQUESTER)
+        expect(got["retransmitted"] == 0 and got["go_back_events"] == 0 and got["completed"] == 60,
+               f"clean capture: no retransmission, 60/60 complete ({got['retransmitted']}, "
+               f"{got['go_back_events']}, {got['completed']})")
+
+        truth, pcap = runs["loss"]
+        c = truth["counters"]
+        got = labreport.analyze_rc(pcap, REQUESTER)
+        expect(c["retransmits"] > 0, f"the lossy run retransmitted ({c['retransmits']} packets)")
+        expect(got["retransmitted"] == c["retransmits"],
+               f"retransmitted packets: capture {got['retransmitted']} == model {c['retransmits']}")
+        expect(got["go_back_events"] == c["go_backs"],
+               f"go-back events: capture {got['go_back_events']} == model {c['go_backs']}")
+        expect(got["go_back_timeout"] == c["timeouts"],
+               f"timeout go-backs: capture {got['go_back_timeout']} == model {c['timeouts']}")
+        expect(got["naks_rx"] == c["naks_rx"], f"NAKs: capture {got['naks_rx']} == model {c['naks_rx']}")
+        expect(got["completed"] == 60, f"60 messages completed in the capture ({got['completed']})")
+        # per-message latency from the capture vs the model's completions (10 us polling slices)
+        lat_model = [(t - s) / 1e3 for s, t in zip(truth["first_tx_ns"], truth["completion_ns"])]
+        p50_model = statistics.median(lat_model)
+        expect(abs(got["latency_us"]["p50"] - p50_model) <= 20.0,
+               f"median message latency: capture {got['latency_us']['p50']} us, model {p50_model} us")
+
+        rep = interop_check.check([pcap], a.mrct, tshark=shutil.which("tshark"), min_roce=100)
+        for line in interop_check.summary_lines(rep):
+            print("     " + line)
+        expect(rep["ok"], f"interop check on the simulated RC capture: {rep['problems']}")
+        t = rep["totals"]
+        expect(t["icrc_ok"] == t["roce"] and t["flips_detected"] == t["flips"] >= 2,
+               "ICRC 100 % and every flipped byte detected")
+    print("PASS" if not fails else f"{len(fails)} FAILED")
+    return 0 if not fails else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
