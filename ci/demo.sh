@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The README's main command: build, write the sample MRP0 capture (every packet type in every
-# EV carriage) and decode it. Artifacts go to artifacts/demo/.
+# The README's main command: build, then run the default scenario end to end (a 2-plane SRv6
+# fabric in network namespaces, the reference endpoint on both hosts, captures, the conformance
+# checker) and print its verdict and artifacts. Before that, a one-second look at the codec:
+# the sample capture with every MRP0 packet type in every EV carriage, decoded.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 cmake --preset release > /dev/null
-cmake --build --preset release -j "$(nproc)" --target mrct
-mrct=build/release/bin/mrct
+cmake --build --preset release -j "$(nproc)"
+mrct=$top/build/release/bin/mrct
 out=artifacts/demo
 mkdir -p "$out"
 "$mrct" craft -o "$out/sample.pcapng" --format pcapng
-"$mrct" decode "$out/sample.pcapng" > "$out/decode.txt"
-"$mrct" decode --json "$out/sample.pcapng" > "$out/decode.jsonl"
 "$mrct" decode --summary --strict "$out/sample.pcapng"
+
+scenario=scenarios/baseline-srv6.toml
 echo
-echo "artifacts: $out/ (sample.pcapng, decode.txt, decode.jsonl)"
-echo "open in Wireshark with the MRP0 plugin: wireshark -X lua_script:wire/wireshark/mrp0.lua $out/sample.pcapng"
+echo "== mrct run $scenario"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo --preserve-env=MRCT)
+MRCT=$mrct "${sudo_cmd[@]}" "$mrct" run "$scenario"

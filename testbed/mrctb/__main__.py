@@ -6,6 +6,9 @@
   script         print the per-node configuration scripts         (no root)
   up             build a fabric and keep it until Ctrl-C / SIGTERM / --duration (root)
   cleanup-stale  kill what a builder killed by SIGKILL left behind (root)
+  run            run one scenario end to end: verdict + artifacts (root; `mrct run`)
+  suite          run a directory of scenarios against an implementation (root; `mrct suite`)
+  validate       check scenario files without running them                (no root)
 
 Exit codes: 0 ok, 1 a check failed (up --check) or something was left behind, 2 usage or input
 error.
@@ -142,6 +145,27 @@ def cmd_cleanup_stale(_args) -> int:
     return 1 if procs.stale_states() else 0
 
 
+def cmd_validate(args) -> int:
+    from . import scenario as sclib
+
+    rc = 0
+    files = []
+    for path in args.paths:
+        found = sclib.discover(path)
+        if not found:
+            print(f"mrctb: {path}: no scenario files", file=sys.stderr)
+            rc = 2
+        files += found
+    for path in files:
+        try:
+            sc = sclib.load(path)
+            print(f"ok  {path}: {sc.name} [{', '.join(sc.tags)}]")
+        except sclib.ScenarioError as err:
+            print(f"ERR {err}", file=sys.stderr)
+            rc = 2
+    return rc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m mrctb", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +202,13 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("cleanup-stale", help="clean up after builders killed by SIGKILL (root)")
     p.set_defaults(func=cmd_cleanup_stale)
+    from . import cli
+
+    cli.add_run_parser(sub)
+    cli.add_suite_parser(sub)
+    p = sub.add_parser("validate", help="check scenario files (no root)")
+    p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    p.set_defaults(func=cmd_validate)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,138 @@
+"""`run` and `suite` subcommands of `python3 -m mrctb` (what `mrct run` / `mrct suite` exec)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+RUN_HELP = """Run one scenario end to end (root): build the fabric, start the endpoints, the
+fault injector, the captures and the fault schedule, stop, tear down, check, report.
+
+Prints the verdict, the seed (replay with --seed) and the artifacts directory.
+Exit codes: 0 pass (or unsupported by the DUT), 1 fail / incomplete / error, 2 usage or input
+error (bad scenario, not root, no mrct binary), 130 interrupted."""
+
+SUITE_HELP = """Run every scenario under DIR (or the given files) against an implementation
+(the reference endpoint, or --dut PROFILE). Prints a scenario x verdict matrix and writes
+suite.json, suite.xml (JUnit) and suite.md into the artifacts directory.
+Exit codes: 0 nothing failed (unsupported and not-run are listed, and fail only with
+--strict), 1 something failed, 2 usage or input error."""
+
+
+def add_run_parser(sub) -> None:
+    p = sub.add_parser("run", help="run one scenario (root)", description=RUN_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario file (TOML)")
+    p.add_argument("--seed", type=int, help="seed of the run (default: the scenario's); the "
+                   "same seed replays the same injector decisions and data pattern")
+    p.add_argument("--out", help="artifacts directory (default artifacts/runs/NAME-TIME)")
+    p.add_argument("--mrct", help="mrct binary (default: $MRCT, build/*/bin/mrct, PATH)")
+    p.add_argument("--dut", help="DUT profile (TOML, ci/dut/README.md); default: the "
+                   "reference endpoint on both sides")
+    p.add_argument("--mutant", default="", help="TEST ONLY: run the reference endpoint in a "
+                   "mutant mode (mrct endpoint --list-mutants); the checker must catch it")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a scenario value, e.g. --set traffic.messages=200")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the fault-free reference run (goodput %% SLOs become not-run)")
+    p.add_argument("--no-check", action="store_true", help="skip the conformance checker")
+    p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="all",
+                   help="keep the pcaps (default), only when the run did not pass, or never")
+    p.add_argument("--validate", action="store_true",
+                   help="only parse and validate the scenario (no root)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--json", action="store_true", help="print the result JSON on stdout")
+    p.set_defaults(func=cmd_run)
+
+
+def add_suite_parser(sub) -> None:
+    p = sub.add_parser("suite", help="run many scenarios (root)", description=SUITE_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="DIR_OR_FILE")
+    p.add_argument("--filter", default="", help="regular expression on scenario names")
+    p.add_argument("--tag", action="append", default=[],
+                   help="only scenarios with this tag (repeatable: any of them), e.g. ci-fast")
+    p.add_argument("--exclude-tag", action="append", default=[])
+    p.add_argument("--jobs", type=int, default=1, help="scenarios at once (default 1; timing "
+                   "SLOs get noisy when runs share 2 cores)")
+    p.add_argument("--mutants", action="store_true",
+                   help="run each scenario's listed mutants (expect.mutants) instead; a case "
+                   "passes when the checker fails the rule the mutant breaks")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", help="artifacts directory (default artifacts/suite-NAME-TIME)")
+    p.add_argument("--mrct")
+    p.add_argument("--dut", default="", help="DUT profile (TOML)")
+    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="all",
+                   help="keep each scenario's pcaps (default), only for cases that did not "
+                   "pass, or never (they are most of the artifacts' size)")
+    p.add_argument("--strict", action="store_true", help="unsupported and not-run fail too")
+    p.add_argument("--summary", default="", help="append the Markdown table to this file "
+                   "(e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--name", default="", help="suite name in reports")
+    p.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_suite)
+
+
+def cmd_run(args) -> int:
+    from . import dut as dutlib
+    from . import run as runlib
+    from . import scenario as sclib
+
+    try:
+        overrides = runlib.parse_sets(args.set)
+        sc = sclib.load(args.scenario, overrides)
+    except (sclib.ScenarioError, runlib.UsageError) as err:
+        print(f"mrct run: {err}", file=sys.stderr)
+        return 2
+    if args.validate:
+        print(f"{args.scenario}: ok ({sc.name}: {sc.topology.shape}/{sc.topology.routing}, "
+              f"{len(sc.impairs)} impairment(s), {len(sc.faults)} fault(s))")
+        return 0
+    try:
+        dut = dutlib.load(args.dut) if args.dut else dutlib.REFERENCE
+    except dutlib.DutError as err:
+        print(f"mrct run: {err}", file=sys.stderr)
+        return 2
+    try:
+        runlib.require_root()
+    except runlib.UsageError as err:
+        print(f"mrct run: {err}", file=sys.stderr)
+        return 2
+    opts = runlib.RunOptions(out_dir=args.out, seed=args.seed, mrct=args.mrct, dut=dut,
+                             mutant=args.mutant, reference=not args.no_reference,
+                             progress=not args.quiet, check=not args.no_check,
+                             keep_captures=args.keep_captures)
+    result = runlib.run_scenario(sc, opts)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        runlib.print_verdict(result)
+    return runlib.exit_code(result)
+
+
+def cmd_suite(args) -> int:
+    from . import dut as dutlib
+    from . import run as runlib
+    from . import suite as suitelib
+
+    opts = suitelib.SuiteOptions(paths=args.paths, out_dir=args.out, filter=args.filter,
+                                 tags=args.tag, exclude_tags=args.exclude_tag,
+                                 jobs=max(1, args.jobs), mutants=args.mutants, seed=args.seed,
+                                 mrct=args.mrct, dut_path=args.dut,
+                                 reference=not args.no_reference, strict=args.strict,
+                                 summary_file=args.summary, progress=not args.quiet,
+                                 name=args.name, keep_captures=args.keep_captures)
+    try:
+        if args.list:
+            for case in suitelib.collect(opts):
+                tags = " ".join(case.scenario.tags) if case.scenario else "INVALID: " + case.error
+                print(f"{case.name}\t{case.path}\t{tags}")
+            return 0
+        results, _out = suitelib.run_suite(opts)
+    except (runlib.UsageError, dutlib.DutError) as err:
+        print(f"mrct suite: {err}", file=sys.stderr)
+        return 2
+    return suitelib.exit_code(results, args.strict)
