@@ -385,11 +385,178 @@ bool load_profile(const std::string& path, DutProfile& out, std::string& error) 
   return parse_profile(ss.str(), path, out, error);
 }
 
+namespace {
+
+// The decision log is read line by line next to the frames, so the common line is parsed without
+// building a JSON document: a flat object whose values are unsigned integers, null or strings
+// without escapes or non-ASCII bytes (what injectors write). Anything else, and every line that
+// would be an error, goes to the full parser, so results and messages are the full parser's.
+struct FlatValue {
+  enum Kind : uint8_t { kUint, kNull, kString } kind = kNull;
+  uint64_t u = 0;
+  std::string_view str;
+};
+
+class FlatObject {
+ public:
+  static constexpr size_t kMaxMembers = 16;
+
+  bool parse(std::string_view line) {
+    s_ = line;
+    i_ = 0;
+    n_ = 0;
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return end();
+    for (;;) {
+      if (n_ == kMaxMembers) return false;
+      std::string_view key;
+      if (!string(key)) return false;
+      for (size_t k = 0; k < n_; ++k)
+        if (keys_[k] == key) return false;  // duplicate: the full parser decides
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      FlatValue& v = vals_[n_];
+      if (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+        if (!number(v.u)) return false;
+        v.kind = FlatValue::kUint;
+      } else if (s_.substr(i_, 4) == "null") {
+        i_ += 4;
+        v.kind = FlatValue::kNull;
+      } else if (string(v.str)) {
+        v.kind = FlatValue::kString;
+      } else {
+        return false;
+      }
+      keys_[n_++] = key;
+      ws();
+      if (eat('}')) return end();
+      if (!eat(',')) return false;
+      ws();
+    }
+  }
+  const FlatValue* get(std::string_view key) const {
+    for (size_t k = 0; k < n_; ++k)
+      if (keys_[k] == key) return &vals_[k];
+    return nullptr;
+  }
+
+ private:
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
+      ++i_;
+  }
+  bool eat(char c) {
+    if (i_ >= s_.size() || s_[i_] != c) return false;
+    ++i_;
+    return true;
+  }
+  bool end() {
+    ws();
+    return i_ == s_.size();
+  }
+  bool string(std::string_view& out) {
+    if (!eat('"')) return false;
+    const size_t start = i_;
+    for (; i_ < s_.size(); ++i_) {
+      const auto c = static_cast<unsigned char>(s_[i_]);
+      if (c == '"') {
+        out = s_.substr(start, i_ - start);
+        ++i_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+    }
+    return false;
+  }
+  // JSON integer without sign, fraction or exponent, that fits in 64 bits.
+  bool number(uint64_t& out) {
+    const size_t start = i_;
+    out = 0;
+    for (; i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9'; ++i_) {
+      const uint64_t d = static_cast<uint64_t>(s_[i_] - '0');
+      if (out > (UINT64_MAX - d) / 10) return false;
+      out = out * 10 + d;
+    }
+    if (i_ - start > 1 && s_[start] == '0') return false;
+    return i_ == s_.size() || (s_[i_] != '.' && s_[i_] != 'e' && s_[i_] != 'E');
+  }
+
+  std::string_view s_;
+  size_t i_ = 0, n_ = 0;
+  std::array<std::string_view, kMaxMembers> keys_;
+  std::array<FlatValue, kMaxMembers> vals_;
+};
+
+DecisionAction action_of(std::string_view a) {
+  if (a == "pass") return DecisionAction::kPass;
+  if (a == "drop") return DecisionAction::kDrop;
+  if (a == "trim") return DecisionAction::kTrim;
+  if (a == "delay") return DecisionAction::kDelay;
+  if (a == "dup") return DecisionAction::kDup;
+  if (a == "corrupt") return DecisionAction::kCorrupt;
+  if (a == "ecn") return DecisionAction::kEcn;
+  return DecisionAction::kOther;
+}
+
+}  // namespace
+
+// False when the line needs the full parser (unusual shape, or an error to report).
+bool detail::parse_decision_fast(std::string_view line, Decision& out) {
+  FlatObject o;
+  if (!o.parse(line)) return false;
+  Decision d;
+  const FlatValue* t = o.get("t_ns");
+  if (!t || t->kind == FlatValue::kString) return false;
+  d.t_ns = t->u;
+  auto num = [&](const char* k, uint64_t max, auto& dst) {
+    const FlatValue* v = o.get(k);
+    if (!v || v->kind == FlatValue::kNull) return true;
+    if (v->kind != FlatValue::kUint || v->u > max) return false;
+    dst = static_cast<uint32_t>(v->u);
+    return true;
+  };
+  if (!num("qpn", 0xFFFFFF, d.qpn) || !num("psn", 0xFFFFFF, d.psn) || !num("ev", 0xFFFFFFFF, d.ev))
+    return false;
+  if (const FlatValue* v = o.get("opcode"); v && v->kind != FlatValue::kNull) {
+    if (v->kind == FlatValue::kString) {
+      const std::string str(v->str);
+      char* end = nullptr;
+      const unsigned long x = std::strtoul(str.c_str(), &end, 0);
+      if (str.empty() || *end != '\0' || x > 255) return false;
+      d.opcode = static_cast<uint8_t>(x);
+    } else {
+      if (v->u > 255) return false;
+      d.opcode = static_cast<uint8_t>(v->u);
+    }
+  }
+  auto str = [&](const char* k, std::string& dst) {
+    if (const FlatValue* v = o.get(k); v && v->kind == FlatValue::kString)
+      dst = std::string(v->str);
+  };
+  str("link", d.link);
+  str("dir", d.dir);
+  str("reason", d.reason);
+  const FlatValue* a = o.get("action");
+  if (!a || a->kind != FlatValue::kString || a->str.empty()) return false;
+  d.action = action_of(a->str);
+  out = std::move(d);
+  return true;
+}
+
 bool parse_decision(std::string_view line, Decision& out, std::string& error) {
   error.clear();
   size_t i = 0;
   while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
   if (i == line.size()) return false;
+  if (detail::parse_decision_fast(line, out)) return true;
+  return detail::parse_decision_json(line, out, error);
+}
+
+bool detail::parse_decision_json(std::string_view line, Decision& out, std::string& error) {
+  error.clear();
   json j;
   try {
     j = json::parse(line.begin(), line.end());

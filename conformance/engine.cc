@@ -1,54 +1,170 @@
 // The checker engine: flows, merging of capture points, dispatch to the evaluators, results.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "conformance/internal.h"
 
 namespace mrc::check {
 namespace detail {
 
-uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
+// ---------------------------------------------------------------------------------------------
+// Merge table
+// ---------------------------------------------------------------------------------------------
+void* alloc_pages(size_t n, size_t& bytes, bool huge) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  bytes = 0;
+  if (n == 0) return nullptr;
+  bytes = n >= kHuge ? (n + kHuge - 1) & ~(kHuge - 1) : (n + 4095) & ~size_t{4095};
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (huge && bytes >= kHuge) ::madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
 }
 
-uint64_t hash_bytes(const void* p, size_t n, uint64_t h) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  auto mix = [](uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-  };
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, b, 8);
-    h = mix(h ^ w) * 0x9E3779B97F4A7C15ull;
-    b += 8;
-    n -= 8;
+void free_pages(void* p, size_t bytes) {
+  if (p) ::munmap(p, bytes);
+}
+
+void DedupTable::pop() {
+  const uint64_t seq = head_++;
+  const DedupEntry& e = at(seq);
+  if (e.n_ids > 1) extra_ids_.erase(e.key);
+  if (e.has_ext && ext(seq).seen_overflow) seen_overflow_.erase(e.key);
+  // A chunk the head left holds no live entry: keep one for reuse (the window moves steadily),
+  // free the others.
+  if ((head_ & (kChunkEntries - 1)) == 0) {
+    Chunk& c = chunks_[((head_ - 1) >> kChunkShift) & chunk_mask_];
+    if (spare_.empty()) spare_.push_back(std::move(c));
+    c = Chunk{};
   }
-  uint64_t tail = n;
-  for (size_t i = 0; i < n; ++i) tail = (tail << 8) | b[i];
-  return mix(h ^ tail ^ (uint64_t{n} << 56));
 }
 
-uint64_t content_hash(const wire::DecodedFrame& f) {
-  uint64_t h = 1469598103934665603ull;
-  const uint8_t meth[4] = {static_cast<uint8_t>(f.meth.rqmsn >> 8),
-                           static_cast<uint8_t>(f.meth.rqmsn),
-                           static_cast<uint8_t>(f.meth.msn >> 8), static_cast<uint8_t>(f.meth.msn)};
-  h = fnv1a(meth, 4, h);
-  uint8_t reth[16];
-  for (int i = 0; i < 8; ++i) reth[i] = static_cast<uint8_t>(f.reth.va >> (56 - 8 * i));
-  for (int i = 0; i < 4; ++i) reth[8 + i] = static_cast<uint8_t>(f.reth.rkey >> (24 - 8 * i));
-  for (int i = 0; i < 4; ++i) reth[12 + i] = static_cast<uint8_t>(f.reth.dma_len >> (24 - 8 * i));
-  h = fnv1a(reth, 16, h);
-  if (f.has(wire::kHdrImm)) h = fnv1a(&f.immdt.imm, 4, h);
-  const uint64_t len = f.payload.size();
-  h = fnv1a(&len, sizeof len, h);
-  if (!f.payload.empty()) h = hash_bytes(f.payload.data(), f.payload.size(), h);
-  return h;
+void DedupTable::rebuild_index() {
+  rebuilt_at_ = tail_;
+  if (!index_.empty() && (size() + 1) * 3 <= index_.size()) {
+    // Same size: delete the stale slots in place, sweeping from an empty slot so that every probe
+    // run is seen whole. Backward-shift deletion moves later members of the run into the hole,
+    // which may be stale too, hence the inner loop.
+    size_t start = 0;
+    while (index_[start].tag != 0) ++start;
+    for (size_t k = 1; k <= index_.size(); ++k) {
+      const size_t i = (start + k) & index_mask_;
+      while (index_[i].tag != 0 && seq_of(index_[i].seq) < head_) {
+        size_t hole = i;
+        for (size_t j = (hole + 1) & index_mask_; index_[j].tag != 0; j = (j + 1) & index_mask_) {
+          const size_t h = index_[j].tag & index_mask_;
+          const bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+          if (stays) continue;
+          index_[hole] = index_[j];
+          hole = j;
+        }
+        index_[hole] = Slot{};
+        --occupied_;
+      }
+    }
+    return;
+  }
+  size_t cap = std::max<size_t>(1024, index_.size());
+  while ((size() + 1) * 3 > cap) cap *= 2;
+  PodArray<Slot> old(cap);
+  old.swap(index_);
+  index_mask_ = cap - 1;
+  occupied_ = 0;
+  // Walking the old index in slot order places each live entry at or near its old home (or that
+  // plus the old size): sequential streams instead of a random write per entry.
+  for (size_t j = 0; j < old.size(); ++j) {
+    if (old[j].tag == 0 || seq_of(old[j].seq) < head_) continue;
+    size_t i = old[j].tag & index_mask_;
+    while (index_[i].tag != 0) i = (i + 1) & index_mask_;
+    index_[i] = old[j];
+    ++occupied_;
+  }
+}
+
+uint64_t DedupTable::insert(uint64_t key, uint64_t ts) {
+  if (size() >= kMaxLive) {
+    pop();
+    ++forced_;
+  }
+  // Linear probing stays short up to half full (stale slots count: lookups step over them).
+  if ((occupied_ + 1) * 2 > index_.size() || tail_ - rebuilt_at_ > (uint64_t{1} << 30))
+    rebuild_index();
+  const uint64_t seq = tail_;
+  if ((seq & (kChunkEntries - 1)) == 0 || chunks_.empty()) {
+    // A new chunk: grow the ring of chunks when every position holds live entries.
+    const uint64_t first_chunk = head_ >> kChunkShift;
+    const uint64_t chunk = seq >> kChunkShift;
+    if (chunks_.empty() || chunk - first_chunk >= chunks_.size()) {
+      std::vector<Chunk> n(std::max<size_t>(4, chunks_.size() * 2));
+      for (uint64_t k = first_chunk; k < chunk; ++k)
+        n[k & (n.size() - 1)] = std::move(chunks_[k & chunk_mask_]);
+      chunks_.swap(n);
+      chunk_mask_ = chunks_.size() - 1;
+    }
+    Chunk& c = chunks_[chunk & chunk_mask_];
+    if (c.entries.empty()) {
+      if (!spare_.empty()) {
+        c = std::move(spare_.back());
+        spare_.pop_back();
+      } else {
+        c.entries = PodArray<DedupEntry>(kChunkEntries);
+      }
+    }
+  }
+  ++tail_;
+  // The first free slot of the probe run: empty, or stale (its entry expired).
+  const uint32_t tag = tag_of(key);
+  size_t i = tag & index_mask_;
+  while (index_[i].tag != 0 && seq_of(index_[i].seq) >= head_) i = (i + 1) & index_mask_;
+  if (index_[i].tag == 0) ++occupied_;
+  index_[i] = Slot{tag, static_cast<uint32_t>(seq)};
+  DedupEntry& e = at(seq);
+  new (&e) DedupEntry();
+  e.key = key;
+  e.ts = ts;
+  return seq;
+}
+
+DedupExt& DedupTable::ext(uint64_t seq) {
+  DedupEntry& e = at(seq);
+  Chunk& c = chunks_[(seq >> kChunkShift) & chunk_mask_];
+  if (c.ext.empty()) c.ext = PodArray<DedupExt>(kChunkEntries, /*huge=*/false);
+  DedupExt& x = c.ext[seq & (kChunkEntries - 1)];
+  if (!e.has_ext) {
+    new (&x) DedupExt();
+    x.last_point = e.first_point;
+    x.ib_len = e.ib_len;
+    e.has_ext = true;
+  }
+  return x;
+}
+
+void DedupTable::add_id(DedupEntry& e, uint64_t id) {
+  if (e.n_ids == 0)
+    e.id0 = id;
+  else
+    extra_ids_[e.key][e.n_ids - 1u] = static_cast<uint32_t>(id - e.id0);
+  ++e.n_ids;
+}
+
+uint8_t& DedupTable::seen(DedupExt& x, uint64_t key, uint32_t slot) {
+  if (!x.seen_overflow) {
+    for (uint8_t i = 0; i < x.n_seen; ++i)
+      if (x.seen_slot[i] == slot) return x.seen_count[i];
+    if (x.n_seen < DedupExt::kSeenInline) {
+      x.seen_slot[x.n_seen] = static_cast<uint8_t>(slot);
+      x.seen_count[x.n_seen] = 0;
+      return x.seen_count[x.n_seen++];
+    }
+    auto& all = seen_overflow_[key];
+    all.fill(0);
+    for (uint8_t i = 0; i < x.n_seen; ++i) all[x.seen_slot[i]] = x.seen_count[i];
+    x.seen_overflow = true;
+  }
+  return seen_overflow_[key][slot];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -73,14 +189,6 @@ Tx* PsnRec::find(uint64_t pkt) {
   return nullptr;
 }
 
-Tx& PsnRec::push() {
-  Tx& t = tx[tx_next];
-  t = Tx{};
-  t.valid = true;
-  tx_next = static_cast<uint8_t>((tx_next + 1) % kTxRing);
-  return t;
-}
-
 int64_t Flow::unwrap(uint32_t psn) {
   psn &= wire::kPsnMask;
   if (!have_ref) {
@@ -102,13 +210,6 @@ namespace {
 constexpr size_t kMaxWindow = 65536;  // > max MPR (32640 PSNs) with room for late retransmits
 constexpr int64_t kMaxJump = 8192;    // largest forward step of the window at once
 }  // namespace
-
-PsnRec* Flow::rec(int64_t ext) {
-  if (win.empty() || ext < base_ext) return nullptr;
-  const int64_t i = ext - base_ext;
-  if (i >= static_cast<int64_t>(win.size())) return nullptr;
-  return &win[static_cast<size_t>(i)];
-}
 
 PsnRec* Flow::rec_create(int64_t ext) {
   if (win.empty()) {
@@ -175,8 +276,13 @@ constexpr size_t kMaxFlows = 16384;
 }  // namespace
 
 int Engine::node_of(const Addr& a) {
+  for (const NodeCacheEntry& c : node_cache)
+    if (c.id >= 0 && same_addr(c.addr, a)) return c.id;
   auto it = addr_node.find(a);
-  if (it != addr_node.end()) return it->second;
+  if (it != addr_node.end()) {
+    node_cache[node_cache_next++ % node_cache.size()] = {a, it->second};
+    return it->second;
+  }
   if (node_addr.size() >= kMaxNodes) {
     nodes_refused++;
     return -1;
@@ -216,8 +322,14 @@ void Engine::bind_ctl(Flow& fl, uint32_t req_qpn) {
 }
 
 Flow* Engine::flow_for_data(const Obs& o, uint32_t rsp_qpn, bool create) {
+  FlowCacheEntry& c = data_flow_cache;
+  if (c.flow && c.req_node == o.src_node && c.rsp_node == o.dst_node && c.qpn == rsp_qpn)
+    return c.flow;
   auto it = by_data.find({o.src_node, o.dst_node, rsp_qpn});
-  if (it != by_data.end()) return flows[it->second].get();
+  if (it != by_data.end()) {
+    c = {o.src_node, o.dst_node, rsp_qpn, flows[it->second].get()};
+    return c.flow;
+  }
   // A flow first seen through its control packets: match the responder QPN's low bits (spdcid).
   if (auto p = by_pair.find({o.src_node, o.dst_node}); p != by_pair.end()) {
     for (int id : p->second) {
@@ -241,8 +353,14 @@ Flow* Engine::flow_for_data(const Obs& o, uint32_t rsp_qpn, bool create) {
 Flow* Engine::flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_t> spdcid,
                            bool create) {
   // Control packets go responder -> requester.
+  FlowCacheEntry& c = ctl_flow_cache;
+  if (c.flow && c.req_node == o.dst_node && c.rsp_node == o.src_node && c.qpn == req_qpn)
+    return c.flow;
   auto it = by_ctl.find({o.dst_node, o.src_node, req_qpn});
-  if (it != by_ctl.end()) return flows[it->second].get();
+  if (it != by_ctl.end()) {
+    c = {o.dst_node, o.src_node, req_qpn, flows[it->second].get()};
+    return c.flow;
+  }
   Flow* only = nullptr;
   int candidates = 0;
   if (auto p = by_pair.find({o.dst_node, o.src_node}); p != by_pair.end()) {
@@ -288,12 +406,6 @@ Flow* Engine::flow_for_decision(const Decision& d, bool data) {
   return best;
 }
 
-bool Engine::requester_captured(const Flow& fl) const {
-  return fl.req_node >= 0 && node_has_point[static_cast<size_t>(fl.req_node)];
-}
-bool Engine::responder_captured(const Flow& fl) const {
-  return fl.rsp_node >= 0 && node_has_point[static_cast<size_t>(fl.rsp_node)];
-}
 // A packet whose ICRC fails is dropped by the receiver: it never counts as an arrival.
 bool Engine::arrival_at_rsp(const Flow& fl, const Obs& o) const {
   return !o.icrc_bad && (responder_captured(fl) ? o.at_dst : true);
@@ -351,68 +463,88 @@ void Engine::fail_at(RuleIdx r, uint32_t point, uint64_t frame_no, uint64_t ts, 
 // ---------------------------------------------------------------------------------------------
 // Merging the same packet seen at several capture points
 // ---------------------------------------------------------------------------------------------
-uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t& key) {
-  const uint64_t window = prof.tol.dedup_window_ns;
-  while (!dedup_order.empty() && dedup_order.front().first + window < o.ts) {
-    auto it = dedup.find(dedup_order.front().second);
-    if (it != dedup.end() && it->second.ts == dedup_order.front().first) dedup.erase(it);
-    dedup_order.pop_front();
-  }
+uint64_t Engine::frame_key(const Obs& o, const wire::DecodedFrame& f) const {
   // The key covers what no switch rewrites: RoCE addresses, sport, the IB bytes minus the BTH
   // variant byte. Data packets use only BTH+METH+TSETH, which survive trimming, so a trimmed copy
   // merges with its original; ts16 separates transmissions of one PSN.
-  uint64_t h = fnv1a(o.src.data(), 16);
-  h = fnv1a(o.dst.data(), 16, h);
-  h = fnv1a(&f.udp.sport, 2, h);
   const bool data = f.op && f.op->kind == wire::PacketKind::kMrcData;
+  const uint8_t* bth = nullptr;
+  size_t n = 0;
   if (f.off_bth != 0xFFFF && f.off_bth < f.frame.size()) {
-    const size_t avail = f.frame.size() - f.off_bth;
-    const size_t n = std::min(avail, data ? size_t{20} : size_t{64});
-    const auto* b = reinterpret_cast<const uint8_t*>(f.frame.data()) + f.off_bth;
-    h = fnv1a(b, std::min<size_t>(n, 4), h);
-    if (n > 5) h = fnv1a(b + 5, n - 5, h);
+    n = std::min(f.frame.size() - f.off_bth, data ? size_t{20} : size_t{64});
+    bth = reinterpret_cast<const uint8_t*>(f.frame.data()) + f.off_bth;
   }
-  key = h;
-  const size_t slot = o.point % 64;
-  auto [it, inserted] = dedup.try_emplace(h);
-  DedupEntry& e = it->second;
-  if (!inserted) {
+  return merge_key(o.src, o.dst, f.udp.sport, bth, n);
+}
+
+uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
+  // Ethernet II, IPv6 without extension headers, UDP to the RoCE port: what frame_key() computes
+  // for such a frame, read straight from the bytes.
+  constexpr size_t kOffIp6 = 14, kOffUdp = kOffIp6 + 40, kOffBth = kOffUdp + 8;
+  if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return 0;
+  const auto* b = reinterpret_cast<const uint8_t*>(data.data());
+  if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return 0;
+  if ((b[kOffUdp + 2] << 8 | b[kOffUdp + 3]) != prof.roce_port) return 0;
+  Addr src, dst;
+  std::memcpy(src.data(), b + kOffIp6 + 8, 16);
+  std::memcpy(dst.data(), b + kOffIp6 + 24, 16);
+  const wire::OpcodeInfo* op = wire_profile->opcode_info(b[kOffBth]);
+  const bool is_data = op && op->kind == wire::PacketKind::kMrcData;
+  const size_t n = std::min(data.size() - kOffBth, is_data ? size_t{20} : size_t{64});
+  const uint16_t sport = static_cast<uint16_t>(b[kOffUdp] << 8 | b[kOffUdp + 1]);
+  return merge_key(src, dst, sport, b + kOffBth, n);
+}
+
+uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
+  dedup.expire(o.ts, prof.tol.dedup_window_ns);
+  const bool data = f.op && f.op->kind == wire::PacketKind::kMrcData;
+  if (const uint64_t q = dedup.find(h); q != DedupTable::kNone) {
+    DedupEntry& e = dedup.at(q);
     const bool upstream = o.point == e.first_point;
     if (upstream && !data && e.n_ids < DedupEntry::kMaxCopies) {
       // Sent again, byte for byte: a new packet (identical SACKs are legitimate). A data packet
       // carries ts16, so an identical copy of one is a duplicate even here.
-      o.pkt = e.ids[e.n_ids++] = next_pkt++;
+      dedup.add_id(e, next_pkt++);
+      o.pkt = dedup.id(e, e.n_ids - 1u);
       o.first = true;
       return o.pkt;
     }
-    const size_t k = upstream ? size_t{e.n_ids} - 1 : e.seen[slot];
-    if (!upstream && e.seen[slot] < 255) e.seen[slot]++;
-    o.pkt = e.ids[std::min<size_t>(k, e.n_ids - 1)];
+    DedupExt& x = dedup.ext(q);
+    size_t k = size_t{e.n_ids} - 1;
+    if (!upstream) {
+      uint8_t& seen = dedup.seen(x, e.key, o.point % 64);
+      k = seen;
+      if (seen < 255) seen++;
+    }
+    o.pkt = dedup.id(e, std::min<size_t>(k, e.n_ids - 1u));
     o.first = false;
-    hop_rules(o, f, e);
-    e.last_point = o.point;
+    hop_rules(o, f, e, x);
+    x.last_point = o.point;
     if (f.l3 == 6) {
-      e.outer_da = f.ip6.dst;
-      e.hop_limit = f.ip6.hop_limit;
+      x.outer_da = f.ip6.dst;
+      x.hop_limit = f.ip6.hop_limit;
     }
     e.trimmed = e.trimmed || o.trimmed;
     return o.pkt;
   }
-  e = DedupEntry{};
-  e.ids[0] = next_pkt++;
-  e.n_ids = 1;
+  const uint64_t q = dedup.insert(h, o.ts);
+  DedupEntry& e = dedup.at(q);
+  dedup.add_id(e, next_pkt++);
   e.first_point = o.point;
-  e.ts = o.ts;
-  e.last_point = o.point;
-  if (f.l3 == 6) {
-    e.outer_da = f.ip6.dst;
-    e.hop_limit = f.ip6.hop_limit;
-  }
   e.srv6 = f.has_inner_ip6;
-  e.ib_len = f.off_udp != 0xFFFF ? static_cast<uint32_t>(f.frame.size() - f.off_udp - 8) : 0;
   e.trimmed = o.trimmed;
-  dedup_order.emplace_back(o.ts, h);
-  o.pkt = e.ids[0];
+  const uint32_t ib_len =
+      f.off_udp != 0xFFFF ? static_cast<uint32_t>(f.frame.size() - f.off_udp - 8) : 0;
+  e.ib_len = static_cast<uint16_t>(std::min<uint32_t>(ib_len, DedupEntry::kBigLen));
+  if (e.srv6 || ib_len >= DedupEntry::kBigLen) {
+    DedupExt& x = dedup.ext(q);
+    x.ib_len = ib_len;
+    if (f.l3 == 6) {
+      x.outer_da = f.ip6.dst;
+      x.hop_limit = f.ip6.hop_limit;
+    }
+  }
+  o.pkt = e.id0;
   o.first = true;
   return o.pkt;
 }
@@ -432,10 +564,17 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   }
   PointState& ps = points[point];
   ps.frames++;
+  // The merge-table line is fetched before the frame is even decoded when the frame has the
+  // usual shape (the key is recomputed from the decoded frame below, and fetched again if it
+  // differs): the table spans the dedup window, and its random line is the costliest load here.
+  const uint64_t early_key = early_frame_key(data, link);
+  dedup.prefetch(early_key);
   wire::DecodeOptions opt;
   opt.link = link;
-  opt.verify_icrc = true;
   opt.roce_port = prof.roce_port;
+  // The ICRC is verified below, once the merge-table line for this frame is being fetched: the
+  // CRC over the whole packet hides that cache miss. Same result as DecodeOptions::verify_icrc.
+  opt.verify_icrc = false;
   const bool ok = wire::decode_frame(data, frame, opt, *wire_profile);
   if (!ok) ps.decode_errors++;
   Obs o;
@@ -444,12 +583,29 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   o.ts = ts;
   o.f = &frame;
   o.snapped = orig_len > data.size();
+  auto verify_icrc = [&] {
+    if (frame.has_icrc) {
+      frame.icrc_checked = true;
+      frame.icrc_ok = wire::verify_icrc(frame);
+    }
+  };
   if (!frame.roce) {
+    verify_icrc();
     non_roce_rules(o, frame);
     return;
   }
   ps.roce++;
-  if (!roce_addrs(frame, o.src, o.dst)) return;
+  const bool have_addrs = roce_addrs(frame, o.src, o.dst);
+  uint64_t key = 0;
+  if (have_addrs) {
+    // early_frame_key() read the bytes frame_key() would read when the decoder found that shape.
+    const bool same_shape = early_key != 0 && link == wire::LinkType::kEthernet && frame.l3 == 6 &&
+                            !frame.has_inner_ip6 && frame.off_l3 == 14 && frame.off_bth == 62;
+    key = same_shape ? early_key : frame_key(o, frame);
+    if (key != early_key) dedup.prefetch(key);
+  }
+  verify_icrc();
+  if (!have_addrs) return;
   o.src_node = node_of(o.src);
   o.dst_node = node_of(o.dst);
   o.at_src = ps.node >= 0 && ps.node == o.src_node;
@@ -457,7 +613,6 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   o.format = frame.ev_format();
   o.trimmed = frame.trimmed;
   o.ce = frame.ecn() == 3;
-  uint64_t key = 0;
   merge(o, frame, key);
   if (o.first) packets++;
 
@@ -600,6 +755,9 @@ void Engine::on_decision(const Decision& d) {
 }
 
 void Engine::settle(Flow& fl, int64_t p, uint64_t at) {
+  // Called for every PSN leaving the window: nearly always none of the tables holds it.
+  if (!in_range(fl.nack_retx, p) && !in_range(fl.drop_retx, p) && !in_range(fl.trim_nack, p))
+    return;
   const uint64_t grace = prof.tol.end_grace_ns;
   auto psn_str = [](int64_t x) {
     return std::to_string(static_cast<uint32_t>(x) & wire::kPsnMask);
@@ -761,6 +919,12 @@ Report Engine::finish(uint64_t end_ts) {
   if (flows_refused)
     rep.notes.push_back(std::to_string(flows_refused) + " packets of QPs beyond the first " +
                         std::to_string(kMaxFlows) + " were not judged statefully");
+  if (dedup.forced())
+    rep.notes.push_back(std::to_string(dedup.forced()) +
+                        " packets left the merge table before tolerances.dedup_window_ns ended (it "
+                        "holds the last " +
+                        std::to_string(DedupTable::kMaxLive) +
+                        " packets); a later copy of one of them would be judged as a new packet");
   if (nodes_refused)
     rep.notes.push_back(std::to_string(nodes_refused) +
                         " packets from addresses beyond the first " + std::to_string(kMaxNodes) +

@@ -70,14 +70,14 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
   if (requester_captured(fl) && !o.at_src) return;
   const uint32_t w = o.wev;
   const uint64_t t = o.ts;
-  auto it = fl.evs.find(w);
-  if (it == fl.evs.end() && fl.evs.size() < kMaxEvStates) it = fl.evs.emplace(w, EvState{}).first;
+  EvState* found = fl.find_ev(w);
+  if (!found && fl.evs.size() < kMaxEvStates) found = &fl.evs.emplace(w, EvState{}).first->second;
   const size_t active = std::max<size_t>(fl.active_evs(), 1);
 
   if (fl.bad_count > 0) judge(EV_009);
   if (is_new && fl.skip_count > 0) judge(EV_008);
-  if (it != fl.evs.end()) {
-    EvState& st = it->second;
+  if (found) {
+    EvState& st = *found;
     // MRC-EV-009: no data on an ASSUMED_BAD EV.
     if (st.mode == EvMode::kBad && t > st.since + prof.tol.reaction_ns) {
       const size_t floor = fl.prof.ev_min_active.value_or(std::max<size_t>(1, active / 4));

@@ -200,28 +200,28 @@ void Engine::trim_shape(const Obs& o, const wire::DecodedFrame& f, uint32_t untr
   }
 }
 
-void Engine::hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEntry& prev) {
+void Engine::hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEntry& prev,
+                       const DedupExt& px) {
   if (o.trimmed && !prev.trimmed && f.op && f.op->kind == PacketKind::kMrcData)
-    trim_shape(o, f, prev.ib_len);
+    trim_shape(o, f, px.ib_len);
   if (!f.has_inner_ip6 || !prev.srv6 || f.l3 != 6) return;
-  if (f.ip6.dst == prev.outer_da) return;
+  if (f.ip6.dst == px.outer_da) return;
   if (f.has_srh) return;  // SRH processing replaces the DA; only pure uSID shifts are judged
   judge(FRM_010);
-  Addr da = prev.outer_da;
+  Addr da = px.outer_da;
   for (unsigned k = 1; k <= 8; ++k) {
     if (!wire::usid_shift(da)) break;
     if (da == f.ip6.dst) {
-      if (prev.hop_limit < k || prev.hop_limit - k < f.ip6.hop_limit)
+      if (px.hop_limit < k || px.hop_limit - k < f.ip6.hop_limit)
         fail(FRM_010, o,
              "outer DA shifted " + std::to_string(k) + " uSID(s) but hop limit went " +
-                 std::to_string(prev.hop_limit) + " -> " + std::to_string(f.ip6.hop_limit));
+                 std::to_string(px.hop_limit) + " -> " + std::to_string(f.ip6.hop_limit));
       return;
     }
   }
   fail(FRM_010, o,
        "outer DA " + wire::format_ipv6(f.ip6.dst) + " is no uSID shift of " +
-           wire::format_ipv6(prev.outer_da) + " seen at capture " +
-           std::to_string(prev.last_point));
+           wire::format_ipv6(px.outer_da) + " seen at capture " + std::to_string(px.last_point));
 }
 
 }  // namespace mrc::check::detail

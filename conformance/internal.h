@@ -2,12 +2,17 @@
 // mrct and other folders use conformance/check.h only.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -86,6 +91,258 @@ enum RuleIdx : uint16_t {
   kRuleCount
 };
 
+// ---------------------------------------------------------------------------------------------
+// Containers of the per-frame path. The checker touches per-packet state on every frame, so these
+// avoid per-element allocation (std::deque allocates one block per PsnRec, std::unordered_map one
+// node per entry) and keep what is looked up per frame small enough to stay in cache.
+// ---------------------------------------------------------------------------------------------
+
+// Zero-filled anonymous memory of at least n bytes (the mapped size in `bytes`); throws
+// std::bad_alloc when it cannot be had.
+void* alloc_pages(size_t n, size_t& bytes, bool huge);
+void free_pages(void* p, size_t bytes);
+
+// A zero-filled array of trivially copyable T that large tables use: anonymous memory, in 2 MiB
+// pages where the kernel allows (a random lookup in a table of several MiB otherwise pays a TLB
+// miss, and a nested page walk under virtualisation, on top of the cache miss).
+template <class T>
+class PodArray {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  PodArray() = default;
+  // huge: ask for 2 MiB pages (for arrays touched densely; a sparse one is cheaper in 4 KiB).
+  explicit PodArray(size_t n, bool huge = true) : n_(n) {
+    p_ = static_cast<T*>(alloc_pages(n * sizeof(T), bytes_, huge));
+  }
+  ~PodArray() { free_pages(p_, bytes_); }
+  PodArray(const PodArray&) = delete;
+  PodArray& operator=(const PodArray&) = delete;
+  PodArray(PodArray&& o) noexcept { swap(o); }
+  PodArray& operator=(PodArray&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  void swap(PodArray& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(bytes_, o.bytes_);
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+  size_t bytes_ = 0;
+};
+// A double-ended queue in blocks of 256 elements, like std::deque (references stay valid until
+// their element is popped: evaluators hold a PsnRec& while the window grows), but with blocks
+// large enough that a PsnRec does not cost an allocation (std::deque's blocks hold one) and with
+// emptied blocks kept for reuse, so that a window sliding forward allocates nothing.
+template <class T>
+class Ring {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+  static constexpr unsigned kShift = 8;
+  static constexpr size_t kBlock = size_t{1} << kShift;
+
+ public:
+  Ring() = default;
+  ~Ring() {
+    for (size_t k = 0; k < nblocks_; ++k) std::free(block(k));
+    for (T* b : spare_) std::free(b);
+    std::free(map_);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) {
+    const size_t p = off_ + i;
+    return block(p >> kShift)[p & (kBlock - 1)];
+  }
+  const T& operator[](size_t i) const {
+    const size_t p = off_ + i;
+    return block(p >> kShift)[p & (kBlock - 1)];
+  }
+  T& front() { return (*this)[0]; }
+  const T& front() const { return (*this)[0]; }
+  T& back() { return (*this)[size_ - 1]; }
+  T& emplace_back() {
+    const size_t p = off_ + size_;
+    if ((p >> kShift) == nblocks_) add_block(/*front=*/false);
+    T* t = new (&block(p >> kShift)[p & (kBlock - 1)]) T();
+    ++size_;
+    return *t;
+  }
+  void push_back(const T& v) { emplace_back() = v; }
+  T& emplace_front() {
+    if (off_ == 0) {
+      add_block(/*front=*/true);
+      off_ = kBlock;
+    }
+    --off_;
+    T* t = new (&block(0)[off_]) T();
+    ++size_;
+    return *t;
+  }
+  void pop_front() {
+    ++off_;
+    --size_;
+    if (off_ == kBlock) {
+      drop_front_block();
+      off_ = 0;
+    }
+  }
+  void clear() {
+    while (nblocks_ > 0) drop_front_block();
+    off_ = 0;
+    size_ = 0;
+  }
+
+ private:
+  T*& block(size_t k) const { return map_[(map_head_ + k) & (map_cap_ - 1)]; }
+  __attribute__((noinline)) void add_block(bool front) {
+    T* b = nullptr;
+    if (!spare_.empty()) {
+      b = spare_.back();
+      spare_.pop_back();
+    } else {
+      b = static_cast<T*>(std::malloc(kBlock * sizeof(T)));
+      if (!b) throw std::bad_alloc();
+    }
+    if (nblocks_ == map_cap_) {
+      // The map of blocks doubles; the blocks, and so the elements, stay where they are.
+      const size_t cap = std::max<size_t>(8, map_cap_ * 2);
+      T** m = static_cast<T**>(std::malloc(cap * sizeof(T*)));
+      if (!m) throw std::bad_alloc();
+      for (size_t k = 0; k < nblocks_; ++k) m[k] = block(k);
+      std::free(map_);
+      map_ = m;
+      map_cap_ = cap;
+      map_head_ = 0;
+    }
+    if (front) {
+      map_head_ = (map_head_ + map_cap_ - 1) & (map_cap_ - 1);
+      map_[map_head_] = b;
+    } else {
+      map_[(map_head_ + nblocks_) & (map_cap_ - 1)] = b;
+    }
+    ++nblocks_;
+  }
+  void drop_front_block() {
+    T* b = block(0);
+    map_head_ = (map_head_ + 1) & (map_cap_ - 1);
+    --nblocks_;
+    if (spare_.size() < 2)
+      spare_.push_back(b);
+    else
+      std::free(b);
+  }
+
+  T** map_ = nullptr;  // circular: block k of the queue is map_[(map_head_ + k) % map_cap_]
+  size_t map_cap_ = 0, map_head_ = 0, nblocks_ = 0;
+  size_t off_ = 0;  // position of element 0 in block 0
+  size_t size_ = 0;
+  std::vector<T*> spare_;
+};
+
+// Open-addressing map from 32-bit keys (WEVs) to small values: linear probing, load <= 1/2,
+// backward-shift deletion (no tombstones). Iteration order is unspecified: use it only where
+// order cannot reach a report.
+template <class V>
+class FlatMap32 {
+ public:
+  size_t size() const { return size_; }
+  V* find(uint32_t k) {
+    if (size_ == 0) return nullptr;
+    for (size_t i = home(k);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.key == k) return &s.val;
+    }
+  }
+  // Inserts V{} when absent. Invalidates pointers into the map when it grows.
+  V& operator[](uint32_t k) {
+    if ((size_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+    for (size_t i = home(k);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (!s.used) {
+        s.used = true;
+        s.key = k;
+        s.val = V{};
+        ++size_;
+        return s.val;
+      }
+      if (s.key == k) return s.val;
+    }
+  }
+  bool erase(uint32_t k) {
+    if (size_ == 0) return false;
+    size_t i = home(k);
+    for (;; i = (i + 1) & mask_) {
+      if (!slots_[i].used) return false;
+      if (slots_[i].key == k) break;
+    }
+    // Backward shift: move later members of the probe run into the hole when their home allows.
+    for (size_t j = (i + 1) & mask_; slots_[j].used; j = (j + 1) & mask_) {
+      const size_t h = home(slots_[j].key);
+      const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+      if (stays) continue;
+      slots_[i] = slots_[j];
+      i = j;
+    }
+    slots_[i].used = false;
+    --size_;
+    return true;
+  }
+
+ private:
+  struct Slot {
+    uint32_t key = 0;
+    bool used = false;
+    V val{};
+  };
+  size_t home(uint32_t k) const {
+    return static_cast<size_t>(static_cast<uint32_t>(k * 0x9E3779B1u) >> shift_) & mask_;
+  }
+  void rehash(size_t cap) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(cap, Slot{});
+    mask_ = cap - 1;
+    shift_ = 32 - static_cast<unsigned>(__builtin_ctzll(cap));
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.used) (*this)[s.key] = s.val;
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0, mask_ = 0;
+  unsigned shift_ = 32;
+};
+
+// 64-bit hashing of the per-frame path (not cryptographic; deterministic across runs).
+__extension__ typedef unsigned __int128 u128_t;
+inline uint64_t fold_mul(uint64_t a, uint64_t b) {
+  const u128_t p = static_cast<u128_t>(a) * b;
+  return static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+}
+inline uint64_t load64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+// Hash of a byte string: 2^-32-almost-universal NH sums over 1 KiB chunks (SIMD when the CPU has
+// it), chunks and length folded with 128-bit multiplies.
+uint64_t hash_payload(const uint8_t* p, size_t n, uint64_t seed);
+// The portable path of hash_payload (tests compare the SIMD paths with it).
+uint64_t hash_payload_scalar(const uint8_t* p, size_t n, uint64_t seed);
+
 using Addr = wire::Ipv6Addr;
 
 struct AddrHash {
@@ -103,7 +360,17 @@ std::optional<Addr> parse_addr(std::string_view s);  // IPv6 or IPv4 (mapped)
 // RoCE-level addresses of a decoded frame (inner header in SRv6 mode); false when not IP.
 bool roce_addrs(const wire::DecodedFrame& f, Addr& src, Addr& dst);
 
+inline bool same_addr(const Addr& a, const Addr& b) {
+  return load64(a.data()) == load64(b.data()) && load64(a.data() + 8) == load64(b.data() + 8);
+}
+
 inline constexpr uint64_t kNoTime = UINT64_MAX;
+
+// Whether an ordered map may hold key k: false, with no tree walk, when k is outside its keys.
+template <class Map, class K>
+bool in_range(const Map& m, const K& k) {
+  return !m.empty() && !(k < m.begin()->first) && !(m.rbegin()->first < k);
+}
 
 // One observation of a frame at one capture point, as the evaluators see it.
 struct Obs {
@@ -128,61 +395,68 @@ struct Obs {
 };
 
 // One transmission of a PSN (a distinct packet, possibly seen at several points).
+// Packed: the checker keeps one PsnRec per PSN of the window, and touches it per packet.
 struct Tx {
   uint64_t pkt = 0;
   uint64_t ts = 0;  // first observation
-  uint32_t point = 0;
   uint64_t frame = 0;
+  uint32_t point = 0;
   uint32_t wev = 0;
-  bool valid = false;
-  bool rtx = false;
-  bool at_src = false;   // first observation was at the requester
-  bool trimmed = false;  // seen trimmed somewhere
   uint8_t trim_dscp = 0;
-  bool ce = false;
-  bool at_dst = false;  // seen at the responder's capture point
-  bool at_dst_intact = false;
-  bool dropped = false;   // injector dropped it
-  bool corrupt = false;   // seen with a bad ICRC: the responder drops it
-  bool trim_obl = false;  // obligations created for its arrival
-  bool ce_obl = false;
-  bool ack_obl = false;
+  bool valid : 1 = false;
+  bool rtx : 1 = false;
+  bool at_src : 1 = false;   // first observation was at the requester
+  bool trimmed : 1 = false;  // seen trimmed somewhere
+  bool ce : 1 = false;
+  bool at_dst : 1 = false;  // seen at the responder's capture point
+  bool at_dst_intact : 1 = false;
+  bool dropped : 1 = false;   // injector dropped it
+  bool corrupt : 1 = false;   // seen with a bad ICRC: the responder drops it
+  bool trim_obl : 1 = false;  // obligations created for its arrival
+  bool ce_obl : 1 = false;
+  bool ack_obl : 1 = false;
 };
 
 inline constexpr int kTxRing = 3;
 
 struct PsnRec {
-  bool seen = false;
   // From the first transmission whose headers were intact.
-  uint8_t pos = 0;  // wire::MessagePosition
-  bool imm = false;
-  uint16_t msn = 0, rqmsn = 0;
-  bool content_known = false;
   uint64_t va = 0;
-  uint32_t rkey = 0, dma_len = 0, payload_len = 0;
   uint64_t content_hash = 0;
+  uint32_t rkey = 0, dma_len = 0, payload_len = 0;
   uint32_t nominal = 0;
+  uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
   uint8_t tx_next = 0;
+  uint8_t pos = 0;  // wire::MessagePosition
+  bool seen : 1 = false;
+  bool imm : 1 = false;
+  bool content_known : 1 = false;
+  bool acked : 1 = false;
+  bool gap_pending : 1 = false;  // skipped at the requester's capture, not yet seen anywhere
+  bool inflight : 1 = false;     // counted in the CC bytes-in-flight estimate
+  bool drop_known : 1 = false;
   std::array<Tx, kTxRing> tx{};
   uint64_t first_ts = 0;
-  uint32_t first_point = 0;
   uint64_t first_frame = 0;
-  bool acked = false;
-  uint64_t nack_ts = 0;      // last NACK for this PSN that reached the requester
-  bool gap_pending = false;  // skipped at the requester's capture, not yet seen anywhere
-  uint64_t gap_ts = 0;
+  uint32_t first_point = 0;
   uint32_t gap_point = 0;
+  uint64_t nack_ts = 0;  // last NACK for this PSN that reached the requester
+  uint64_t gap_ts = 0;
   uint64_t gap_frame = 0;
-  bool inflight = false;  // counted in the CC bytes-in-flight estimate
-  uint64_t drop_ts = 0;   // injector drop of a transmission (decision log)
+  uint64_t drop_ts = 0;  // injector drop of a transmission (decision log)
   uint32_t drop_wev = 0;
-  bool drop_known = false;
 
   const Tx* latest() const;
   const Tx* latest_before(uint64_t ts) const;
   Tx* find(uint64_t pkt);
-  Tx& push();
+  // A new transmission in the ring (the oldest is overwritten).
+  Tx& push() {
+    Tx* t = new (&tx[tx_next]) Tx();
+    t->valid = true;
+    tx_next = static_cast<uint8_t>((tx_next + 1) % kTxRing);
+    return *t;
+  }
 };
 
 enum class EvMode : uint8_t { kGood, kSkip, kBad };
@@ -236,7 +510,7 @@ struct Flow {
   bool have_ref = false;
   int64_t ref_ext = 0;   // highest extended PSN unwrapped so far
   int64_t base_ext = 0;  // PSN of win[0]
-  std::deque<PsnRec> win;
+  Ring<PsnRec> win;
   uint32_t wild = 0;  // consecutive PSNs refused as far outside the window
   bool have_data = false;
   int64_t highest_ext = 0;  // highest data PSN seen anywhere
@@ -264,9 +538,19 @@ struct Flow {
   uint64_t fatal_ts = kNoTime;
 
   // EVs.
-  std::unordered_map<uint32_t, EvState> evs;
-  std::deque<uint32_t> recent_wevs;  // last new-data WEVs
-  std::unordered_map<uint32_t, uint32_t> recent_count;
+  std::unordered_map<uint32_t, EvState> evs;  // never erased: pointers into it stay valid
+  // Direct-mapped cache of evs lookups by WEV (nullptr: empty).
+  std::array<std::pair<uint32_t, EvState*>, 64> ev_cache{};
+  EvState* find_ev(uint32_t wev) {
+    auto& c = ev_cache[(wev * 0x9E3779B1u) >> 26];
+    if (c.second && c.first == wev) return c.second;
+    auto it = evs.find(wev);
+    if (it == evs.end()) return nullptr;
+    c = {wev, &it->second};
+    return c.second;
+  }
+  Ring<uint32_t> recent_wevs;  // last new-data WEVs
+  FlatMap32<uint32_t> recent_count;
   uint32_t run_wev = 0;
   uint32_t run_len = 0;
   bool run_flagged = false;
@@ -296,29 +580,145 @@ struct Flow {
 
   // Summary.
   uint64_t data_packets = 0, retransmissions = 0, sacks = 0, nacks = 0;
-  std::unordered_set<uint32_t> all_wevs;
+  FlatMap32<bool> all_wevs;  // a set: the values are unused
 
   int64_t unwrap(uint32_t psn);
-  PsnRec* rec(int64_t ext);         // nullptr when outside the window
+  // nullptr when outside the window
+  PsnRec* rec(int64_t ext) {
+    const uint64_t i = static_cast<uint64_t>(ext - base_ext);
+    return ext >= base_ext && i < win.size() ? &win[i] : nullptr;
+  }
   PsnRec* rec_create(int64_t ext);  // grows the window; nullptr when too far
   size_t active_evs() const { return recent_count.size(); }
 };
 
 // One key of the merge table. The point where the key was first seen (the most upstream one)
 // tells how many copies were sent; further copies at other points are the fabric's duplicates.
-struct DedupEntry {
+// 32 bytes: the table holds every packet of the dedup window (a million at 50 Mpps x 20 ms), so
+// what only packets seen again (or SRv6 ones) need lives in a DedupExt beside it.
+struct alignas(32) DedupEntry {
   static constexpr int kMaxCopies = 4;
+  static constexpr uint16_t kBigLen = 0xFFFF;  // ib_len too large here: the DedupExt has it
+  uint64_t key = 0;
   uint64_t ts = 0;
+  uint64_t id0 = 0;  // packet id of the first copy
   uint32_t first_point = 0;
-  uint8_t n_ids = 0;
-  std::array<uint64_t, kMaxCopies> ids{};  // packet id of each copy sent at first_point
-  std::array<uint8_t, 64> seen{};          // copies seen so far per point (mod 64)
+  uint16_t ib_len = 0;  // bytes after UDP at first sight
+  uint8_t n_ids = 0;    // copies sent at first_point (ids of the later ones in DedupTable)
+  bool srv6 : 1 = false;
+  bool trimmed : 1 = false;
+  bool has_ext : 1 = false;
+};
+
+struct DedupExt {
+  static constexpr int kSeenInline = 3;
   uint32_t last_point = 0;
-  Addr outer_da{};
+  uint32_t ib_len = 0;
+  Addr outer_da{};  // outer IPv6 destination and hop limit where last seen (SRv6)
   uint8_t hop_limit = 0;
-  bool srv6 = false;
-  uint32_t ib_len = 0;  // bytes after UDP at first sight
-  bool trimmed = false;
+  // Copies seen so far at other points, per point (mod 64): up to kSeenInline points here, all
+  // of them in DedupTable's overflow map once more points saw the packet.
+  uint8_t n_seen = 0;
+  bool seen_overflow = false;
+  std::array<uint8_t, kSeenInline> seen_slot{};
+  std::array<uint8_t, kSeenInline> seen_count{};
+};
+
+// The merge table: entries in a ring in insertion (= time) order, so that expiry pops the oldest
+// and insertion writes sequentially; a compact open-addressing index (8 bytes per slot: a tag of
+// the key and the entry's sequence number) finds them. A frame looks up one index line (fetched
+// before the frame is decoded); the entry itself is read only when the tag matches. Expiry does
+// not touch the index: a slot whose entry has expired is stale, skipped by lookups and reused by
+// insertions, and the index is cleaned in place (or rebuilt larger), sweeping it in slot order,
+// when stale and live slots fill 3/4 of it. The ring is made of fixed chunks recycled as the
+// window moves, so that a steady stream allocates nothing and growth copies nothing.
+class DedupTable {
+ public:
+  // The window is also capped in packets: beyond this many live entries the oldest is forgotten
+  // early (counted in forced(), reported as a note). A copy seen more than this many packets
+  // after the first sighting is then judged as a new packet; the cap also bounds memory against
+  // frozen timestamps.
+  static constexpr size_t kMaxLive = size_t{1} << 20;
+  static constexpr uint64_t kNone = UINT64_MAX;
+
+  DedupTable() = default;
+  DedupTable(const DedupTable&) = delete;
+  DedupTable& operator=(const DedupTable&) = delete;
+
+  size_t size() const { return static_cast<size_t>(tail_ - head_); }
+  uint64_t forced() const { return forced_; }
+  // Forgets entries, oldest first, while the oldest was inserted more than `window` before now.
+  void expire(uint64_t now, uint64_t window) {
+    while (head_ != tail_ && at(head_).ts + window < now) pop();
+  }
+  // Unconditional: GCC 12 drops a __builtin_prefetch under a branch. With no index yet the
+  // address is the null pointer plus 0, which prefetching ignores.
+  void prefetch(uint64_t key) const {
+    __builtin_prefetch(index_.data() + (tag_of(key) & index_mask_));
+  }
+  // Sequence number of the live entry with this key, or kNone.
+  uint64_t find(uint64_t key) {
+    if (head_ == tail_) return kNone;
+    const uint32_t tag = tag_of(key);
+    for (size_t i = tag & index_mask_;; i = (i + 1) & index_mask_) {
+      const Slot s = index_[i];
+      if (s.tag == 0) return kNone;
+      if (s.tag == tag) {
+        const uint64_t q = seq_of(s.seq);
+        if (q >= head_ && at(q).key == key) return q;
+      }
+    }
+  }
+  DedupEntry& at(uint64_t seq) {
+    return chunks_[(seq >> kChunkShift) & chunk_mask_].entries[seq & (kChunkEntries - 1)];
+  }
+  // The extension of entry seq, made (from the entry) on first use.
+  DedupExt& ext(uint64_t seq);
+  // `key` must be absent. Returns the new entry's sequence number; the entry comes
+  // value-initialised but for key and ts.
+  uint64_t insert(uint64_t key, uint64_t ts);
+  // Packet id of copy k (< e.n_ids) sent at e.first_point, and a further one.
+  uint64_t id(const DedupEntry& e, size_t k) const {
+    return k == 0 ? e.id0 : e.id0 + extra_ids_.at(e.key)[k - 1];
+  }
+  void add_id(DedupEntry& e, uint64_t id);
+  // Copies of the packet seen so far at capture points with this slot (point mod 64).
+  uint8_t& seen(DedupExt& x, uint64_t key, uint32_t slot);
+
+ private:
+  static constexpr unsigned kChunkShift = 16;  // 65536 entries: 2 MiB, one huge page
+  static constexpr size_t kChunkEntries = size_t{1} << kChunkShift;
+  struct Slot {
+    uint32_t tag = 0;  // 0 = empty
+    uint32_t seq = 0;  // low 32 bits of the entry's sequence number
+  };
+  struct Chunk {
+    PodArray<DedupEntry> entries;
+    PodArray<DedupExt> ext;  // allocated when an entry of the chunk first needs one
+  };
+  static uint32_t tag_of(uint64_t key) { return static_cast<uint32_t>(key >> 32) | 0x80000000u; }
+  // Full sequence number of a slot: the index is cleaned well within 2^32 insertions, so every
+  // slot's entry is less than 2^32 behind tail_.
+  uint64_t seq_of(uint32_t lo) const {
+    return tail_ - static_cast<uint32_t>(static_cast<uint32_t>(tail_) - lo);
+  }
+  void pop();
+  void rebuild_index();
+
+  // Chunk k of the ring holds sequence numbers [k * kChunkEntries, (k + 1) * kChunkEntries).
+  std::vector<Chunk> chunks_;  // a ring of chunks, power-of-two long
+  size_t chunk_mask_ = 0;
+  std::vector<Chunk> spare_;      // emptied chunks kept for reuse
+  uint64_t head_ = 0, tail_ = 0;  // live sequence numbers are [head_, tail_)
+  PodArray<Slot> index_;
+  size_t index_mask_ = 0;
+  size_t occupied_ = 0;      // index slots in use, live or stale
+  uint64_t rebuilt_at_ = 0;  // tail_ at the last cleaning
+  // Rare parts, by key: ids of copies re-sent at the first point (minus id0), seen counts of
+  // packets seen at more than kSeenInline other points.
+  std::unordered_map<uint64_t, std::array<uint32_t, DedupEntry::kMaxCopies - 1>> extra_ids_;
+  std::unordered_map<uint64_t, std::array<uint8_t, 64>> seen_overflow_;
+  uint64_t forced_ = 0;
 };
 
 struct EndpointReq {
@@ -362,24 +762,44 @@ struct Engine {
   std::vector<PointState> points;
   std::vector<Addr> node_addr;  // primary address per node id
   std::vector<std::string> node_name;
-  std::vector<bool> node_has_point;
+  std::vector<uint8_t> node_has_point;  // 0/1 (not vector<bool>: read on every frame)
   std::unordered_map<Addr, int, AddrHash> addr_node;
 
+  // The last addresses resolved to nodes: a frame's source and destination are nearly always
+  // those of the frame before (node ids never change once given).
+  struct NodeCacheEntry {
+    Addr addr{};
+    int id = -1;
+  };
+  std::array<NodeCacheEntry, 4> node_cache{};
+  unsigned node_cache_next = 0;
+
   std::vector<std::unique_ptr<Flow>> flows;
+  // The last flow found per lookup key (a key, once bound to a flow, stays bound to it).
+  struct FlowCacheEntry {
+    int req_node = -2, rsp_node = -2;
+    uint32_t qpn = 0;
+    Flow* flow = nullptr;
+  };
+  FlowCacheEntry data_flow_cache, ctl_flow_cache;
   std::map<std::tuple<int, int, uint32_t>, int> by_data;    // (req node, rsp node, rsp qpn)
   std::map<std::tuple<int, int, uint32_t>, int> by_ctl;     // (req node, rsp node, req qpn)
   std::map<std::pair<int, int>, std::vector<int>> by_pair;  // (req node, rsp node) -> flows
   uint64_t flows_refused = 0;  // inferred QPs beyond kMaxFlows (garbage traffic)
   uint64_t nodes_refused = 0;
 
-  std::unordered_map<uint64_t, DedupEntry> dedup;
-  std::deque<std::pair<uint64_t, uint64_t>> dedup_order;  // (ts, key)
+  DedupTable dedup;
   uint64_t next_pkt = 1;
 
   std::map<std::tuple<Addr, Addr, uint16_t>, EndpointReq> ep_reqs;  // (src, dst, req_id)
   std::deque<std::pair<uint64_t, std::tuple<Addr, Addr, uint16_t>>> ep_order;
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
+  struct Ts16Cache {
+    uint32_t point = 0;
+    Addr addr{};
+    std::pair<uint16_t, uint64_t>* value = nullptr;
+  } ts16_cache;
 
   std::deque<uint64_t> corrupt_times;  // injector corrupt decisions
 
@@ -408,7 +828,9 @@ struct Engine {
   void on_decision(const Decision& d);
   Report finish(uint64_t end_ts);
   int node_of(const Addr& a);
-  uint64_t merge(Obs& o, const wire::DecodedFrame& f, uint64_t& key_out);
+  uint64_t frame_key(const Obs& o, const wire::DecodedFrame& f) const;
+  uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;  // 0: unusual shape
+  uint64_t merge(Obs& o, const wire::DecodedFrame& f, uint64_t key);
   Flow* flow_for_data(const Obs& o, uint32_t rsp_qpn, bool create);
   Flow* flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_t> spdcid, bool create);
   Flow* flow_for_decision(const Decision& d, bool data);
@@ -416,8 +838,12 @@ struct Engine {
   void bind_data(Flow& fl, uint32_t rsp_qpn);
   void bind_ctl(Flow& fl, uint32_t req_qpn);
   void sweep(uint64_t now_ts);
-  bool requester_captured(const Flow& fl) const;
-  bool responder_captured(const Flow& fl) const;
+  bool requester_captured(const Flow& fl) const {
+    return fl.req_node >= 0 && node_has_point[static_cast<size_t>(fl.req_node)];
+  }
+  bool responder_captured(const Flow& fl) const {
+    return fl.rsp_node >= 0 && node_has_point[static_cast<size_t>(fl.rsp_node)];
+  }
   // The observation counts as arrival at the responder / requester.
   bool arrival_at_rsp(const Flow& fl, const Obs& o) const;
   bool arrival_at_req(const Flow& fl, const Obs& o) const;
@@ -429,7 +855,8 @@ struct Engine {
   // --- framing.cc: stateless per-frame rules
   void frame_rules(const Obs& o, const wire::DecodedFrame& f, bool decoded_ok);
   void non_roce_rules(const Obs& o, const wire::DecodedFrame& f);
-  void hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEntry& prev);
+  void hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEntry& prev,
+                 const DedupExt& prev_ext);
   void trim_shape(const Obs& o, const wire::DecodedFrame& f, uint32_t untrimmed_ib_len);
 
   // --- requester.cc
@@ -466,11 +893,17 @@ struct Engine {
 // Content hash of the parts of a data packet a retransmission must repeat byte for byte:
 // METH, RETH, ImmDt and payload (not BTH flags, TSETH, EV, DSCP or ICRC).
 uint64_t content_hash(const wire::DecodedFrame& f);
-uint64_t fnv1a(const void* p, size_t n, uint64_t h = 1469598103934665603ull);
-// A fast 64-bit hash (8 bytes per step) for payload-sized inputs; not cryptographic.
-uint64_t hash_bytes(const void* p, size_t n, uint64_t h = 0x9E3779B97F4A7C15ull);
+// Merge-table key of a frame (see Engine::merge): RoCE addresses, UDP sport and the first
+// `ib_bytes` bytes from BTH with BTH byte 4 (FECN/BECN, rewritten by switches) left out.
+uint64_t merge_key(const Addr& src, const Addr& dst, uint16_t sport, const uint8_t* bth,
+                   size_t ib_bytes);
 
 std::string hex(uint64_t v, int width = 0);
+
+// The two paths of parse_decision(): the flat-object fast path (false: needs the full parser)
+// and the full JSON parser (the reference; tests compare them).
+bool parse_decision_fast(std::string_view line, Decision& out);
+bool parse_decision_json(std::string_view line, Decision& out, std::string& error);
 
 // Reads a capture's first frames and guesses the node it was taken on (see trace.cc).
 std::optional<Addr> guess_capture_node(const std::string& path, const DutProfile& prof,

@@ -60,7 +60,7 @@ void Engine::on_data(Obs& o, Flow& fl) {
     return;
   }
   fl.data_packets++;
-  fl.all_wevs.insert(o.wev);
+  fl.all_wevs[o.wev] = true;
   const auto pos = f.op->position;
   const bool last_or_only = pos == MessagePosition::kLast || pos == MessagePosition::kOnly;
   const bool sender_view = o.at_src || !requester_captured(fl);
@@ -141,18 +141,26 @@ void Engine::on_data(Obs& o, Flow& fl) {
 
   // MRC-REQ-010: ts16 order per sending port, at the requester only.
   if (o.at_src && f.has(wire::kHdrTseth)) {
-    auto key = std::make_pair(o.point, o.src);
-    auto it = ts16_last.find(key);
-    if (it != ts16_last.end() && o.ts - it->second.second < 4'000'000) {
+    // The map entry of the port the last data packet left on, cached (map nodes do not move).
+    std::pair<uint16_t, uint64_t>* last = ts16_cache.value;
+    bool known =
+        last != nullptr && ts16_cache.point == o.point && same_addr(ts16_cache.addr, o.src);
+    if (!known) {
+      auto [it, fresh] = ts16_last.try_emplace(std::make_pair(o.point, o.src));
+      last = &it->second;
+      known = !fresh;
+      ts16_cache = {o.point, o.src, last};
+    }
+    if (known && o.ts - last->second < 4'000'000) {
       judge(REQ_010);
-      const uint16_t back = static_cast<uint16_t>(it->second.first - f.tseth.ts16);
-      const uint16_t fwd = static_cast<uint16_t>(f.tseth.ts16 - it->second.first);
+      const uint16_t back = static_cast<uint16_t>(last->first - f.tseth.ts16);
+      const uint16_t fwd = static_cast<uint16_t>(f.tseth.ts16 - last->first);
       if (fwd >= 0x8000 && back != 0)
         fail(REQ_010, o,
-             "ts16 went back from " + std::to_string(it->second.first) + " to " +
+             "ts16 went back from " + std::to_string(last->first) + " to " +
                  std::to_string(f.tseth.ts16) + " on this port");
     }
-    ts16_last[key] = {f.tseth.ts16, o.ts};
+    *last = {f.tseth.ts16, o.ts};
   }
 
   data_arrival(o, fl, p, *r, tx);
@@ -538,14 +546,16 @@ void Engine::ack_covered(Flow& fl, int64_t p, PsnRec& r, uint64_t ts) {
     r.inflight = false;
     fl.inflight_bytes -= std::min<uint64_t>(fl.inflight_bytes, r.nominal);
   }
-  if (auto it = fl.nack_retx.find(p); it != fl.nack_retx.end() && it->second.since <= ts) {
-    judge(REQ_011);
-    fl.nack_retx.erase(it);
-  }
-  if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && it->second.since <= ts) {
-    judge(REQ_015);
-    fl.drop_retx.erase(it);
-  }
+  if (in_range(fl.nack_retx, p))
+    if (auto it = fl.nack_retx.find(p); it != fl.nack_retx.end() && it->second.since <= ts) {
+      judge(REQ_011);
+      fl.nack_retx.erase(it);
+    }
+  if (in_range(fl.drop_retx, p))
+    if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && it->second.since <= ts) {
+      judge(REQ_015);
+      fl.drop_retx.erase(it);
+    }
 }
 
 void Engine::evict(Flow& fl, PsnRec& r, int64_t p) {

@@ -33,11 +33,8 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
   const uint8_t m = s.m;
   // Highest PSN this SACK reports received.
   int64_t hi = cack;
-  for (int i = 63; i >= 0; --i)
-    if ((s.sack_bitmap >> i) & 1) {
-      hi = std::max(hi, cack + s.sack_offset + i);
-      break;
-    }
+  if (s.sack_bitmap != 0)
+    hi = std::max(hi, cack + s.sack_offset + (63 - std::countl_zero(s.sack_bitmap)));
 
   if (o.first) {
     fl.sacks++;
@@ -120,9 +117,8 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
     };
     const int64_t lo = fl.max_cack_ext ? *fl.max_cack_ext + 1 : std::max(fl.base_ext, cack - 4096);
     for (int64_t q = std::max(lo, cack - 65536); q <= cack; ++q) check_acked(q);
-    for (int i = 0; i < 64; ++i) {
-      if (!((s.sack_bitmap >> i) & 1)) continue;
-      const int64_t q = cack + s.sack_offset + i;
+    for (uint64_t bits = s.sack_bitmap; bits != 0; bits &= bits - 1) {
+      const int64_t q = cack + s.sack_offset + std::countr_zero(bits);
       if (q <= cack) continue;
       PsnRec* r = fl.rec(q);
       if (r && r->acked) continue;
@@ -220,9 +216,9 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
                  std::to_string(cc.rcvd_bytes));
     }
     fl.last_src_rcvd_bytes = cc.rcvd_bytes;
-    int bits = 0;
-    for (int i = 0; i < 64; ++i)
-      if (((s.sack_bitmap >> i) & 1) && cack + s.sack_offset + i > cack) ++bits;
+    // Bits i with sack_offset + i > 0: the PSNs above cack the bitmap marks received.
+    const int first = std::max(0, 1 - int{s.sack_offset});
+    const int bits = first >= 64 ? 0 : std::popcount(s.sack_bitmap >> first);
     if (cc.ooo_count < bits)
       fail(RSP_007, o,
            "ooo_count " + std::to_string(cc.ooo_count) + " < " + std::to_string(bits) +
