@@ -125,7 +125,10 @@ bool Endpoint::Impl::build_ep_response(const CtrlPkt& c, uint64_t now, TxPacket&
   wire::FrameSpec& s = begin_frame(route, c.peer, prof->dscp().control, 0, opcode);
   s.bth.dest_qp = wire::kEndpointOpQpn;
   s.bth.psn = c.psn;
-  const uint64_t svc_ticks = now > c.arrival_ns ? (now - c.arrival_ns) >> 7 : 0;
+  // In 128 ns ticks, saturated at what the 16-bit field holds (8.4 ms): ts_echo must carry the
+  // same value as svc_time, or the requester's RTT (ts_echo - ts16 - svc_time) is off.
+  const uint64_t svc_ticks =
+      std::min<uint64_t>(now > c.arrival_ns ? (now - c.arrival_ns) >> 7 : 0, 0xFFFF);
   const bool sva = cfg.caps.svc_time;
   s.eeth.op = c.code;
   s.eeth.sva = sva;
@@ -133,7 +136,7 @@ bool Endpoint::Impl::build_ep_response(const CtrlPkt& c, uint64_t now, TxPacket&
   s.eeth.entropy = c.wev;
   s.eeth.port_status_mask = local_port_mask;
   s.eeth.ts_echo = static_cast<uint16_t>(c.ts16 + (sva ? svc_ticks : 0));
-  s.eeth.svc_time = sva ? static_cast<uint16_t>(std::min<uint64_t>(svc_ticks, 0xFFFF)) : 0;
+  s.eeth.svc_time = sva ? static_cast<uint16_t>(svc_ticks) : 0;
   return finish_frame(out, c.port);
 }
 

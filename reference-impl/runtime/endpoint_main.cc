@@ -7,12 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reference-impl/runtime/control.h"
@@ -32,6 +36,9 @@ constexpr int kProtocolVersion = 1;
 struct Options {
   std::string role;
   std::string server;
+  std::vector<std::string> servers;           // node: --server A,B,...
+  uint32_t clients = 0;                       // node: clients to accept
+  std::vector<std::string> peer_ev_profiles;  // GID=FILE
   std::string listen = "::";
   uint16_t port = 18515;
   std::string gid;
@@ -452,7 +459,10 @@ json report_json(const Report& r) {
                         {"tx_blocked", p.tx_blocked},
                         {"tx_no_next_hop", p.tx_no_next_hop},
                         {"rx_ring_drops", p.rx_ring_drops},
-                        {"rx_truncated", p.rx_truncated}});
+                        {"rx_truncated", p.rx_truncated},
+                        {"up", p.up},
+                        {"carrier_lost", p.carrier_lost},
+                        {"tx_port_down", p.tx_port_down}});
     j["ports"] = planes;
     j["engine"] = {{"rx_frames", r.rt.endpoint.rx_frames},
                    {"rx_bad_icrc", r.rt.endpoint.rx_bad_icrc},
@@ -671,6 +681,7 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
                   {"pmtu", plan.pmtu},
                   {"max_wimm_dest", plan.wimm},
                   {"mpr_dest", plan.mpr},
+                  {"name", o.name},
                   {"qp", qps_json(side.local_qps())}};
   if (st = ctl.send(welcome); !st.ok()) return usage_error(prog, st.message);
   json qps_msg;
@@ -685,6 +696,8 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
       !st.ok())
     return reject(st.message);
   rt->set_app([&side](engine::Endpoint& e, uint64_t now, bool& done) {
+    Side* sides[] = {&side};
+    dispatch_async_events(e, sides);
     return side.server_step(e, now, done);
   });
   if (st = rt->start(); !st.ok()) return reject(st.message);
@@ -764,7 +777,8 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
                 {"seed", plan.seed},
                 {"pmtu", plan.pmtu},
                 {"slots", plan.slots},
-                {"mutant", std::string(mutant_info(s.mutant).name)}};
+                {"mutant", std::string(mutant_info(s.mutant).name)},
+                {"name", o.name}};
   if (st = ctl.send(hello); !st.ok()) return usage_error(prog, st.message);
   json welcome;
   if (st = ctl.expect("welcome", welcome, ctl_to); !st.ok()) return usage_error(prog, st.message);
@@ -802,6 +816,8 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   json ready;
   if (st = ctl.expect("ready", ready, ctl_to); !st.ok()) return usage_error(prog, st.message);
   rt->set_app([sidep](engine::Endpoint& e, uint64_t now, bool& done) {
+    Side* sides[] = {sidep};
+    dispatch_async_events(e, sides);
     return sidep->client_step(e, now, done);
   });
   st = rt->run();
@@ -843,6 +859,519 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   const bool ok =
       r.error.empty() && r.peer_error.empty() && r.have_verify && verify_ok(r.verify, plan);
   return ok ? kOk : kFailed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node: one process for every role of a host. It accepts --clients connections (responder
+// side of each) and writes to every --server (requester side), all on one engine and one set of
+// plane sockets: QPNs come from the one engine, so they never collide, and every frame that
+// reaches the host's ports is seen by the engine that owns its QP (two processes on the same
+// interfaces would each receive the other's frames and answer each other's endpoint requests).
+// Each connection gets its own CQ, QPs, buffer and EV/CC profile ids. The loop runs from the
+// start; the control threads change the engine only through Runtime::call().
+// ---------------------------------------------------------------------------------------------
+struct NodeConn {
+  bool client = false;
+  std::string ctl_addr;  // client: the server's control address
+  std::string peer_name;
+  wire::Ipv6Addr peer_gid{};
+  Plan plan;
+  std::unique_ptr<Side> side;
+  ControlChannel ctl;
+  bool active = false;    // stepped by the loop (loop thread)
+  bool finished = false;  // client: transfer over (set on the loop thread, under mu)
+  bool have_verify = false;
+  VerifyResult verify;
+  std::vector<uint64_t> per_qp;
+  double seconds = 0;
+  uint64_t retired = 0;  // EV retirements on this connection's QPs
+  std::string error, peer_error;
+};
+
+class Node {
+ public:
+  Node(const std::string& prog, const Options& o, Setup& s) : prog_(prog), o_(o), s_(s) {}
+  int run();
+
+ private:
+  Status load_profiles();
+  const engine::EvProfile& profile_for(const wire::Ipv6Addr& gid) const;
+  Status add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id);
+  void serve(NodeConn& c, uint64_t profile_id);
+  void write(NodeConn& c, uint64_t profile_id);
+  uint64_t step(engine::Endpoint& ep, uint64_t now);
+  void activate(NodeConn& c);  // loop thread
+
+  const std::string& prog_;
+  const Options& o_;
+  Setup& s_;
+  std::unique_ptr<Runtime> rt_;
+  std::vector<std::unique_ptr<NodeConn>> conns_;  // fixed once the loop runs
+  std::vector<std::pair<wire::Ipv6Addr, engine::EvProfile>> peer_profiles_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t ctl_to_ = 0;
+  uint64_t conn_buffer_limit_ = 0;
+  std::map<uint32_t, NodeConn*> by_qpn_;  // for the event observer (loop thread)
+  std::vector<Side*> step_sides_;
+};
+
+void Node::activate(NodeConn& c) {
+  c.active = true;
+  for (uint32_t q : c.side->qpns()) by_qpn_[q] = &c;
+}
+
+Status Node::load_profiles() {
+  for (const std::string& item : o_.peer_ev_profiles) {
+    const size_t eq = item.find('=');
+    std::optional<wire::Ipv6Addr> gid;
+    if (eq != std::string::npos) gid = wire::parse_ipv6(item.substr(0, eq));
+    if (!gid)
+      return Status::Error(EINVAL, "--peer-ev-profile '" + item + "': GID=FILE with an IPv6 GID");
+    engine::EvProfile ev;
+    if (Status st = load_ev_profile(item.substr(eq + 1), s_.format,
+                                    static_cast<uint8_t>(s_.planes.size()), ev);
+        !st.ok())
+      return st;
+    peer_profiles_.emplace_back(*gid, std::move(ev));
+  }
+  return Status::Ok();
+}
+
+const engine::EvProfile& Node::profile_for(const wire::Ipv6Addr& gid) const {
+  for (const auto& [g, ev] : peer_profiles_)
+    if (g == gid) return ev;
+  return s_.ev;
+}
+
+Status Node::add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id) {
+  auto side = std::make_unique<Side>(c.plan, c.client);
+  Status st = side->allocate();
+  if (!st.ok()) return st;
+  rt_->call([&](engine::Endpoint& ep) {
+    c.side = std::move(side);
+    st = c.side->create(ep, ev, s_.cc, profile_id);
+  });
+  return st;
+}
+
+uint64_t Node::step(engine::Endpoint& ep, uint64_t now) {
+  step_sides_.clear();  // reused: no allocation per loop iteration
+  for (auto& c : conns_)
+    if (c->active) step_sides_.push_back(c->side.get());
+  dispatch_async_events(ep, step_sides_);
+  uint64_t wake = UINT64_MAX;
+  for (auto& c : conns_) {
+    if (!c->active) continue;
+    bool done = false;
+    if (!c->client) {
+      c->side->server_step(ep, now, done);
+      continue;
+    }
+    if (c->finished) continue;
+    wake = std::min(wake, c->side->client_step(ep, now, done));
+    if (done) {
+      std::lock_guard<std::mutex> lk(mu_);
+      c->finished = true;
+      cv_.notify_all();
+    }
+  }
+  return wake;
+}
+
+// Responder side of one accepted client: the server role's handshake, then wait for `done`,
+// verify on the loop thread, answer `result`.
+void Node::serve(NodeConn& c, uint64_t profile_id) {
+  auto reject = [&](const std::string& why) {
+    (void)c.ctl.send({{"type", "error"}, {"message", why}});
+    c.error = "client " + c.ctl.peer() + ": " + why;
+  };
+  json hello;
+  if (Status st = c.ctl.expect("hello", hello, ctl_to_); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  Plan& plan = c.plan;
+  plan = s_.plan;
+  uint64_t client_slots = 0;
+  std::optional<wire::Ipv6Addr> gid;
+  try {
+    if (hello.at("version").get<int>() != kProtocolVersion)
+      return reject("protocol version mismatch");
+    if (hello.at("ev_format").get<std::string>() != o_.ev_format)
+      return reject("EV format " + hello.at("ev_format").get<std::string>() +
+                    " but the server runs " + o_.ev_format);
+    if (hello.at("planes").get<size_t>() != s_.planes.size())
+      return reject("client has " + std::to_string(hello.at("planes").get<size_t>()) +
+                    " planes, the server " + std::to_string(s_.planes.size()));
+    gid = wire::parse_ipv6(hello.at("gid").get<std::string>());
+    c.peer_name = hello.value("name", std::string());
+    plan.size = hello.at("size").get<uint64_t>();
+    plan.iters = hello.at("iters").get<uint64_t>();
+    plan.duration_ns = hello.at("duration_ns").get<uint64_t>();
+    plan.qps = hello.at("qps").get<uint32_t>();
+    plan.tx_depth = hello.at("tx_depth").get<uint32_t>();
+    plan.imm = hello.at("imm").get<bool>();
+    plan.seed = hello.at("seed").get<uint64_t>();
+    plan.pmtu = std::min(plan.pmtu, hello.at("pmtu").get<uint32_t>());
+    client_slots = hello.at("slots").get<uint64_t>();
+  } catch (const json::exception& e) {
+    return reject(std::string("bad hello: ") + e.what());
+  }
+  if (!gid) return reject("bad GID");
+  c.peer_gid = *gid;
+  if (plan.size == 0 || plan.size > 0xFFFFFFFFull || plan.qps == 0 || plan.qps > 1024 ||
+      plan.tx_depth == 0 || plan.tx_depth > 16384 || client_slots == 0)
+    return reject("inconsistent transfer parameters");
+  if (Status st = choose_slots(plan, conn_buffer_limit_); !st.ok()) return reject(st.message);
+  plan.slots = std::min(plan.slots, client_slots);
+  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok())
+    return reject(st.message);
+  json welcome = {{"type", "welcome"},
+                  {"version", kProtocolVersion},
+                  {"gid", wire::format_ipv6(s_.gid)},
+                  {"planes", s_.planes.size()},
+                  {"slots", plan.slots},
+                  {"pmtu", plan.pmtu},
+                  {"max_wimm_dest", plan.wimm},
+                  {"mpr_dest", plan.mpr},
+                  {"name", o_.name},
+                  {"qp", qps_json(c.side->local_qps())}};
+  if (Status st = c.ctl.send(welcome); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  json qps_msg;
+  std::vector<PeerQp> peer_qps;
+  if (Status st = c.ctl.expect("qps", qps_msg, ctl_to_); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  if (!qps_msg.contains("qp") || !qps_from_json(qps_msg["qp"], peer_qps) ||
+      peer_qps.size() != plan.qps)
+    return reject("bad 'qp' list");
+  Status st;
+  rt_->call([&](engine::Endpoint& ep) {
+    st = c.side->connect(ep, c.peer_gid, peer_qps, plan.wimm);
+    if (st.ok()) st = c.side->post_receives(ep);
+    if (st.ok()) activate(c);
+  });
+  if (!st.ok()) return reject(st.message);
+  if (st = c.ctl.send({{"type", "ready"}}); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  json done_msg;
+  if (st = c.ctl.expect("done", done_msg, 0); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  try {
+    c.per_qp = done_msg.at("messages").get<std::vector<uint64_t>>();
+    c.seconds = done_msg.value("seconds", 0.0);
+    c.peer_error = done_msg.value("error", std::string());
+  } catch (const json::exception& e) {
+    c.error = std::string("bad 'done' message: ") + e.what();
+  }
+  // Every message of the client completed, so the engine placed all of it and has nothing more
+  // to write into this buffer (duplicates are not placed again). The loop stops stepping the
+  // side, and the check (several MB of pattern) runs here instead of holding up the loop, which
+  // still serves the other connections.
+  std::string side_error;
+  rt_->call([&](engine::Endpoint&) {
+    c.active = false;
+    side_error = c.side->error();
+  });
+  if (!c.per_qp.empty()) {
+    c.verify = c.side->verify(c.per_qp);
+    c.have_verify = true;
+  }
+  if (c.error.empty()) c.error = side_error;
+  (void)c.ctl.send({{"type", "result"}, {"verify", verify_json(c.verify)}, {"error", c.error}});
+}
+
+// Requester side towards one server: the client role's handshake, the transfer on the loop
+// thread, then `done` and the server's verification.
+void Node::write(NodeConn& c, uint64_t profile_id) {
+  Plan& plan = c.plan;
+  if (Status st = choose_slots(plan, conn_buffer_limit_); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  if (Status st = ControlChannel::connect(c.ctl_addr, o_.port, ctl_to_, c.ctl); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  json hello = {{"type", "hello"},
+                {"version", kProtocolVersion},
+                {"gid", wire::format_ipv6(s_.gid)},
+                {"ev_format", o_.ev_format},
+                {"planes", s_.planes.size()},
+                {"size", plan.size},
+                {"iters", plan.iters},
+                {"duration_ns", plan.duration_ns},
+                {"qps", plan.qps},
+                {"tx_depth", plan.tx_depth},
+                {"imm", plan.imm},
+                {"seed", plan.seed},
+                {"pmtu", plan.pmtu},
+                {"slots", plan.slots},
+                {"mutant", "none"},
+                {"name", o_.name}};
+  json welcome;
+  if (Status st = c.ctl.send(hello); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  if (Status st = c.ctl.expect("welcome", welcome, ctl_to_); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  std::vector<PeerQp> peer_qps;
+  uint16_t max_wimm = 0;
+  std::optional<wire::Ipv6Addr> gid;
+  try {
+    gid = wire::parse_ipv6(welcome.at("gid").get<std::string>());
+    c.peer_name = welcome.value("name", std::string());
+    const uint64_t server_slots = welcome.at("slots").get<uint64_t>();
+    if (server_slots == 0 || server_slots > plan.slots) {
+      c.error = "server offered " + std::to_string(server_slots) + " message slots";
+      return;
+    }
+    plan.slots = server_slots;
+    plan.pmtu = std::min(plan.pmtu, welcome.at("pmtu").get<uint32_t>());
+    max_wimm = welcome.at("max_wimm_dest").get<uint16_t>();
+    if (!qps_from_json(welcome.at("qp"), peer_qps) || peer_qps.size() != plan.qps) {
+      c.error = "server sent a bad 'qp' list";
+      return;
+    }
+  } catch (const json::exception& e) {
+    c.error = std::string("bad welcome from the server: ") + e.what();
+    return;
+  }
+  if (!gid) {
+    c.error = "server sent a bad GID";
+    return;
+  }
+  c.peer_gid = *gid;
+  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  Status st;
+  rt_->call(
+      [&](engine::Endpoint& ep) { st = c.side->connect(ep, c.peer_gid, peer_qps, max_wimm); });
+  if (!st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  if (st = c.ctl.send({{"type", "qps"}, {"qp", qps_json(c.side->local_qps())}}); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  json ready;
+  if (st = c.ctl.expect("ready", ready, ctl_to_); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
+  rt_->call([&](engine::Endpoint&) { activate(c); });
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    // The loop may also end on an I/O error, which notifies no one: look again now and then.
+    while (!c.finished && rt_->running()) cv_.wait_for(lk, std::chrono::milliseconds(100));
+  }
+  std::vector<uint64_t> per_qp;
+  rt_->call([&](engine::Endpoint&) {
+    per_qp = c.side->completed_per_qp();
+    c.error = c.side->error();
+    const Side& x = *c.side;
+    c.seconds = x.t_end() > x.t_start() ? (x.t_end() - x.t_start()) / 1e9 : 0;
+  });
+  if (!c.finished && c.error.empty()) c.error = "the event loop ended before the transfer";
+  json done_msg = {
+      {"type", "done"}, {"messages", per_qp}, {"seconds", c.seconds}, {"error", c.error}};
+  if (st = c.ctl.send(done_msg); !st.ok()) {
+    c.peer_error = st.message;
+    return;
+  }
+  json result;
+  if (st = c.ctl.expect("result", result, std::max<uint64_t>(ctl_to_, 60'000'000'000ull));
+      !st.ok()) {
+    c.peer_error = st.message;
+    return;
+  }
+  c.verify = verify_from_json(result.value("verify", json::object()));
+  c.have_verify = true;
+  c.peer_error = result.value("error", std::string());
+}
+
+int Node::run() {
+  if (o_.servers.empty() && o_.clients == 0)
+    return usage_error(prog_, "node: give --server ADDR[,ADDR...] and/or --clients N (N >= 1)");
+  if (Status st = load_profiles(); !st.ok()) return usage_error(prog_, st.message);
+  const size_t nconn = o_.servers.size() + o_.clients;
+  if (nconn > 64) return usage_error(prog_, "node: at most 64 connections");
+  conn_buffer_limit_ = s_.buffer_limit / nconn;
+  ctl_to_ = static_cast<uint64_t>(o_.ctl_timeout_s * 1e9);
+  RuntimeConfig rc = runtime_config(o_, s_, "node");
+  // Engines of different nodes must not draw the same PSNs: the GID goes into the seed.
+  uint64_t gid_lo = 0;
+  for (size_t i = 8; i < 16; ++i) gid_lo = (gid_lo << 8) | s_.gid[i];
+  rc.endpoint.seed = o_.seed * 1000003ull + 3 + gid_lo * 0x9E3779B97F4A7C15ull;
+  Status st;
+  rt_ = Runtime::create(rc, st);
+  if (!rt_) return usage_error(prog_, st.message);
+  if (int r = choose_pmtu(prog_, o_, s_, rt_->ifaces()); r != kOk) return r;
+  // Next hops: the destinations of every profile (SRv6 outer DAs); peers are not known yet,
+  // so a plane without such a route falls back to its gateway route or only neighbour.
+  {
+    std::vector<std::vector<wire::Ipv6Addr>> dsts(s_.planes.size());
+    auto add = [&](const engine::EvProfile& ev) {
+      auto d = plane_destinations(ev, s_.format, s_.gid, s_.planes.size());
+      for (size_t p = 0; p < d.size(); ++p)
+        dsts[p].insert(dsts[p].end(), d[p].begin(), d[p].end() - 1);
+    };
+    add(s_.ev);
+    for (const auto& pp : peer_profiles_) add(pp.second);
+    if (st = rt_->resolve_next_hops(dsts, 3'000'000'000ull); !st.ok())
+      return usage_error(prog_, st.message);
+  }
+  Fd listener;
+  if (o_.clients > 0) {
+    if (st = ControlChannel::listen(o_.listen, o_.port, listener); !st.ok())
+      return usage_error(prog_, st.message);
+  }
+  for (size_t k = 0; k < nconn; ++k) {
+    auto c = std::make_unique<NodeConn>();
+    c->client = k < o_.servers.size();
+    if (c->client) {
+      c->ctl_addr = o_.servers[k];
+      c->plan = s_.plan;
+      // A different pattern per connection: data written to the wrong peer's buffer or the
+      // wrong connection's slots does not verify.
+      c->plan.seed = s_.plan.seed * 1000003ull + gid_lo * 131 + k + 1;
+    }
+    conns_.push_back(std::move(c));
+  }
+  rt_->set_event_observer([this](const engine::Event& e) {
+    if (e.kind != engine::EventKind::kEvState) return;
+    const engine::EventField* to = e.find("to");
+    if (to == nullptr || to->s != engine::ev_state_name(engine::EvState::kAssumedBad)) return;
+    auto it = by_qpn_.find(e.qpn);
+    if (it != by_qpn_.end()) ++it->second->retired;
+  });
+  rt_->set_app([this](engine::Endpoint& ep, uint64_t now, bool&) { return step(ep, now); });
+  if (st = rt_->start(); !st.ok()) return usage_error(prog_, st.message);
+  if (!o_.json_out)
+    std::fprintf(stderr,
+                 "%s endpoint node %s: GID %s, %zu plane(s), %u client(s) to accept, %zu "
+                 "server(s) to write to\n",
+                 prog_.c_str(), o_.name.c_str(), wire::format_ipv6(s_.gid).c_str(),
+                 s_.planes.size(), o_.clients, o_.servers.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < o_.servers.size(); ++k)
+    threads.emplace_back([this, k] { write(*conns_[k], k + 1); });
+  std::thread acceptor([&] {
+    for (size_t k = o_.servers.size(); k < nconn; ++k) {
+      NodeConn& c = *conns_[k];
+      if (Status a = ControlChannel::accept(
+              listener, static_cast<uint64_t>(o_.accept_timeout_s * 1e9), c.ctl);
+          !a.ok()) {
+        for (size_t j = k; j < nconn; ++j) conns_[j]->error = a.message;
+        return;
+      }
+      threads.emplace_back([this, k] { serve(*conns_[k], k + 1); });
+    }
+  });
+  acceptor.join();
+  for (std::thread& t : threads) t.join();
+  rt_->stop();
+
+  const RuntimeStats rst = rt_->stats();
+  engine::Endpoint& ep = rt_->endpoint();
+  json out;
+  out["role"] = "node";
+  out["name"] = o_.name;
+  out["ev_format"] = o_.ev_format;
+  out["planes"] = s_.planes.size();
+  json conns = json::array();
+  bool ok = true;
+  uint64_t bytes = 0;
+  std::string first_error;
+  for (auto& cp : conns_) {
+    NodeConn& c = *cp;
+    Report r;
+    r.role = c.client ? "client" : "server";
+    r.mutant = "none";
+    r.plan = c.plan;
+    r.ev_format = o_.ev_format;
+    r.planes = s_.planes.size();
+    if (c.side) {
+      r.qp = c.side->qp_stats(ep);
+      if (c.client) {
+        r.messages = c.side->messages_completed();
+        r.bytes = c.side->bytes_completed();
+        r.lat = &c.side->latency();
+      }
+    }
+    if (!c.client) {
+      for (uint64_t m : c.per_qp) r.messages += m;
+      r.bytes = r.messages * c.plan.size;
+    }
+    r.seconds = c.seconds;
+    r.verify = c.verify;
+    r.have_verify = c.have_verify;
+    r.error = c.error;
+    r.peer_error = c.peer_error;
+    json j = report_json(r);
+    j["peer"] = c.peer_name;
+    j["peer_gid"] = wire::format_ipv6(c.peer_gid);
+    if (c.client) j["server"] = c.ctl_addr;
+    j["ev"] = {{"retired", c.retired}};
+    conns.push_back(j);
+    const bool conn_ok =
+        r.error.empty() && r.peer_error.empty() && r.have_verify && verify_ok(r.verify, c.plan);
+    if (!conn_ok && first_error.empty())
+      first_error = (c.client ? "to " : "from ") +
+                    (c.peer_name.empty() ? c.ctl_addr : c.peer_name) + ": " +
+                    (!r.error.empty()        ? r.error
+                     : !r.peer_error.empty() ? r.peer_error
+                                             : "not verified");
+    ok &= conn_ok;
+    if (c.client) bytes += r.bytes;
+  }
+  out["connections"] = conns;
+  Report node;
+  node.role = "node";
+  node.rt = rst;
+  node.have_rt = true;
+  json nj = report_json(node);
+  for (const char* k : {"ev", "ports", "engine", "loop"}) out[k] = nj[k];
+  out["bytes"] = bytes;
+  out["cpu_s"] = rst.loop_cpu_ns / 1e9;
+  if (Status c = rt_->close_outputs(); !c.ok() && first_error.empty()) first_error = c.message;
+  out["error"] = first_error;
+  if (o_.json_out) {
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("mrct endpoint node %s: %zu connection(s)\n", o_.name.c_str(), conns_.size());
+    for (const json& j : conns)
+      std::printf("  %s %s: %s messages, %s, verified %s/%s%s%s\n",
+                  j["role"].get<std::string>().c_str(), j["peer"].get<std::string>().c_str(),
+                  j["messages"].dump().c_str(),
+                  (fmt_double(j["gbit_per_s"].get<double>(), 3) + " Gbit/s").c_str(),
+                  j.contains("verify") ? j["verify"]["messages_checked"].dump().c_str() : "-",
+                  j.contains("verify") ? j["verify"]["messages_bad"].dump().c_str() : "-",
+                  j["error"].get<std::string>().empty() ? "" : " ERROR: ",
+                  j["error"].get<std::string>().c_str());
+  }
+  std::fflush(stdout);
+  return ok && first_error.empty() ? kOk : kFailed;
+}
+
+int run_node(const std::string& prog, const Options& o, Setup& s) {
+  Node n(prog, o, s);
+  return n.run();
 }
 
 // Both engines in this thread, frames handed over directly: the cost of the engine alone.
@@ -899,6 +1428,10 @@ int run_memory(const std::string& prog, const Options& o, Setup& s) {
   uint64_t frames = 0;
   while (!done) {
     const uint64_t now = monotonic_ns();
+    Side* client_sides[] = {&client};
+    Side* server_sides[] = {&server};
+    dispatch_async_events(*a, client_sides);
+    dispatch_async_events(*b, server_sides);
     client.client_step(*a, now, done);
     bool server_done = false;
     server.server_step(*b, now, server_done);
@@ -957,14 +1490,22 @@ int endpoint_main(int argc, char** argv) {
       "MRC endpoint over real interfaces, like perftest's ib_write_bw.\n"
       "  server: waits for one client on the control port, receives and verifies the data.\n"
       "  client: connects to --server, writes --iters messages (or for --duration) per QP.\n"
+      "  node: every role of a host in one process: accepts --clients N and writes to every\n"
+      "        --server A,B,... (incast, all-to-all).\n"
       "  memory: both engines in one thread without I/O (the engine's own cost).\n"
       "Needs root (AF_PACKET / raw sockets). Exit: 0 ok, 1 transfer or verification failed, 2 bad "
       "options or setup.",
       "endpoint"};
-  app.add_option("role", o.role, "server | client | memory")
-      ->check(CLI::IsMember({"server", "client", "memory"}));
-  app.add_option("--server", o.server,
-                 "client: the server's control address (loopback or namespace address)");
+  app.add_option("role", o.role, "server | client | node | memory")
+      ->check(CLI::IsMember({"server", "client", "node", "memory"}));
+  app.add_option("--server", o.servers,
+                 "client: the server's control address (loopback or namespace address); node: "
+                 "the servers to write to, comma-separated")
+      ->delimiter(',');
+  app.add_option("--clients", o.clients, "node: clients to accept on the control port")
+      ->capture_default_str();
+  app.add_option("--peer-ev-profile", o.peer_ev_profiles,
+                 "GID=FILE: EV profile for the connection with that peer (default --ev-profile)");
   app.add_option("--listen", o.listen, "server: control address to listen on")
       ->capture_default_str();
   app.add_option("--port", o.port, "control TCP port")->capture_default_str();
@@ -1039,9 +1580,17 @@ int endpoint_main(int argc, char** argv) {
                   m.needs.data());
     return kOk;
   }
-  if (o.role.empty()) return usage_error(prog, "give a role: server, client or memory (--help)");
+  if (o.role.empty())
+    return usage_error(prog, "give a role: server, client, node or memory (--help)");
+  if (o.role == "client") {
+    if (o.servers.size() > 1)
+      return usage_error(prog, "client: one --server; use the node role for several");
+    if (!o.servers.empty()) o.server = o.servers[0];
+  }
   Setup s;
   if (int rc = prepare(prog, o, s); rc != kOk) return rc;
+  if (s.mutant != Mutant::kNone && o.role == "node")
+    return usage_error(prog, "--mutant needs the server or client role");
   if (s.mutant != Mutant::kNone && o.role != "memory") {
     // The client is only a requester and the server only a responder here.
     const MutantInfo& mi = mutant_info(s.mutant);
@@ -1054,6 +1603,7 @@ int endpoint_main(int argc, char** argv) {
   mutant_banner(s.mutant);
   if (o.role == "server") return run_server(prog, o, s);
   if (o.role == "client") return run_client(prog, o, s);
+  if (o.role == "node") return run_node(prog, o, s);
   return run_memory(prog, o, s);
 }
 

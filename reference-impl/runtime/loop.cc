@@ -1,6 +1,11 @@
 // The Runtime: one engine, its ports on real interfaces, and the epoll loop that drives it.
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
 
@@ -21,6 +26,12 @@ namespace {
 
 constexpr size_t kRxBudget = 256;  // frames per port per loop iteration
 constexpr size_t kTxBudget = 512;  // frames taken from the engine per loop iteration
+
+// epoll tags of the loop's own descriptors (ports use their index).
+constexpr uint64_t kTagTimer = 1000;
+constexpr uint64_t kTagWake = 1001;
+constexpr uint64_t kTagTx = 1002;
+constexpr uint64_t kTagLink = 1003;
 
 uint64_t thread_cpu_ns() {
   timespec ts;
@@ -52,6 +63,9 @@ struct Runtime::Impl {
   std::unique_ptr<engine::Endpoint> ep;
   std::unique_ptr<Mutator> mutator;
   Fd epfd, timerfd, wakefd, sink;
+  // Carrier watch: rtnetlink link notifications, and a socket for SIOCGIFFLAGS.
+  Fd linkfd, ifctl;
+  std::vector<char> link_buf;
   std::vector<std::unique_ptr<wire::CaptureWriter>> captures;
   std::FILE* event_log = nullptr;
   std::vector<char> event_log_buf;
@@ -97,6 +111,12 @@ struct Runtime::Impl {
   void set_writable_watch(bool on);
   void on_event(const engine::Event& e);
   RuntimeStats snapshot();
+  Status open_link_watch();
+  void read_link_events();
+  bool carrier_now(size_t p);
+  void set_port_up(size_t p, bool up, const char* how, bool defer = false);
+  void tell_deferred_ports();
+  std::vector<size_t> deferred_ports;  // lost carrier during transmit; engine not told yet
 };
 
 Status Runtime::Impl::open() {
@@ -202,14 +222,100 @@ Status Runtime::Impl::open() {
   };
   for (size_t p = 0; p < ports.size(); ++p)
     if (Status s = add(ports[p]->fd(), p); !s.ok()) return s;
-  if (Status s = add(timerfd.get(), 1000); !s.ok()) return s;
-  if (Status s = add(wakefd.get(), 1001); !s.ok()) return s;
-  if (Status s = add(tx->fd(), 1002); !s.ok()) return s;
+  if (Status s = add(timerfd.get(), kTagTimer); !s.ok()) return s;
+  if (Status s = add(wakefd.get(), kTagWake); !s.ok()) return s;
+  if (Status s = add(tx->fd(), kTagTx); !s.ok()) return s;
   set_writable_watch(false);
+  if (Status s = open_link_watch(); !s.ok()) return s;
+  if (Status s = add(linkfd.get(), kTagLink); !s.ok()) return s;
 
   batch.resize(std::max<uint32_t>(1, cfg.batch));
   st.planes.resize(ports.size());
   return Status::Ok();
+}
+
+// A NIC reports its port down when the link loses carrier; here the plane interface is that
+// port. The kernel announces every change of an interface's flags on RTNLGRP_LINK, so the loop
+// learns of it within one wakeup (no polling). The socket is opened before the first check, so
+// no change between the check and the subscription is missed.
+Status Runtime::Impl::open_link_watch() {
+  linkfd = Fd(socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!linkfd.ok()) return sys_error("socket(AF_NETLINK) for link notifications");
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (bind(linkfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
+    return sys_error("bind(AF_NETLINK, RTMGRP_LINK)");
+  ifctl = Fd(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!ifctl.ok()) return sys_error("socket(AF_INET6) for interface flags");
+  link_buf.resize(1 << 16);
+  for (size_t p = 0; p < ports.size(); ++p) {
+    if (!carrier_now(p)) set_port_up(p, false, "no carrier at start");
+  }
+  return Status::Ok();
+}
+
+// IFF_RUNNING is the interface's operational state: up with carrier (a veth whose peer is down
+// is LOWERLAYERDOWN and not running).
+bool Runtime::Impl::carrier_now(size_t p) {
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, ifaces[p].name.c_str(),
+              std::min(ifaces[p].name.size(), sizeof ifr.ifr_name - 1));
+  if (ioctl(ifctl.get(), SIOCGIFFLAGS, &ifr) < 0) return errno != ENODEV;
+  return (ifr.ifr_flags & IFF_UP) != 0 && (ifr.ifr_flags & IFF_RUNNING) != 0;
+}
+
+void Runtime::Impl::set_port_up(size_t p, bool up, const char* how, bool defer) {
+  PlaneStats& ps = ports[p]->stats;
+  if (ps.up == up) return;
+  ps.up = up;
+  if (!up) ++ps.carrier_lost;
+  std::fprintf(stderr, "mrc runtime %s: port %zu (%s) %s (%s)\n", cfg.endpoint.name.c_str(), p + 1,
+               ifaces[p].name.c_str(), up ? "up: carrier back" : "down: carrier lost", how);
+  if (defer) {
+    // Found while sending a batch the engine built at the batch's time: telling it now would
+    // move its clock forward in the middle of that batch (later frames would carry later
+    // timestamps than the capture records for them). transmit() tells it when the batch is out.
+    deferred_ports.push_back(p);
+    return;
+  }
+  // The engine logs a port_status event, stops or resumes using the plane and sends
+  // PORT_STATUS_UPDATE to every peer over the ports still up.
+  (void)ep->set_port_state(static_cast<uint8_t>(p + 1), up, monotonic_ns());
+}
+
+void Runtime::Impl::tell_deferred_ports() {
+  for (size_t p : deferred_ports)
+    (void)ep->set_port_state(static_cast<uint8_t>(p + 1), ports[p]->stats.up, monotonic_ns());
+  deferred_ports.clear();
+}
+
+void Runtime::Impl::read_link_events() {
+  for (;;) {
+    const ssize_t n = recv(linkfd.get(), link_buf.data(), link_buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ENOBUFS) {
+        // The socket overran: notifications were lost, so ask every port directly.
+        for (size_t p = 0; p < ports.size(); ++p) set_port_up(p, carrier_now(p), "rtnetlink");
+        continue;
+      }
+      return;  // EAGAIN: drained
+    }
+    int len = static_cast<int>(n);
+    for (auto* nh = reinterpret_cast<nlmsghdr*>(link_buf.data()); NLMSG_OK(nh, len);
+         nh = NLMSG_NEXT(nh, len)) {
+      if (nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) continue;
+      if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
+      const auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(nh));
+      for (size_t p = 0; p < ifaces.size(); ++p) {
+        if (ifaces[p].index != ifi->ifi_index) continue;
+        const bool up = nh->nlmsg_type == RTM_NEWLINK && (ifi->ifi_flags & IFF_UP) != 0 &&
+                        (ifi->ifi_flags & IFF_RUNNING) != 0;
+        set_port_up(p, up, "rtnetlink");
+      }
+    }
+  }
 }
 
 void Runtime::Impl::on_event(const engine::Event& e) {
@@ -254,6 +360,11 @@ void Runtime::Impl::receive_all(bool& more) {
 void Runtime::Impl::enqueue(engine::TxPacket& pkt, uint64_t now) {
   if (pkt.port == 0 || pkt.port > ports.size() || pkt.frame.size() < 14) return;
   const size_t p = pkt.port - 1;
+  if (!ports[p]->stats.up) {
+    // What the engine queued before it learnt of the carrier loss: the port cannot send it.
+    ++ports[p]->stats.tx_port_down;
+    return;
+  }
   if (cfg.io == IoKind::kPacket) {
     // The engine's MACs were fixed at construction; the next hop may have been resolved later.
     if (!next_hops[p]) {
@@ -283,25 +394,46 @@ void Runtime::Impl::flush() {
     items[i].ifindex = ifaces[p].index;
     if (next_hops[p]) items[i].dst_mac = *next_hops[p];
   }
-  const int r = tx->send({items.data(), batch_n});
-  // A hard error (interface gone, EMSGSIZE ...) loses the frames like a bad link would; the
-  // engine's recovery deals with it.
-  const size_t sent = r < 0 ? batch_n : static_cast<size_t>(r);
-  for (size_t i = 0; i < sent; ++i) {
-    PlaneStats& ps = ports[batch[i].port - 1]->stats;
+  // Frames leave in order; one that cannot leave must not hold back the ports that work.
+  size_t start = 0;
+  bool pushed_back = false;
+  while (start < batch_n) {
+    const int r = tx->send({items.data() + start, batch_n - start});
+    if (r > 0) {
+      for (size_t i = start; i < start + static_cast<size_t>(r); ++i) {
+        PlaneStats& ps = ports[batch[i].port - 1]->stats;
+        ++ps.tx_frames;
+        ps.tx_bytes += batch[i].frame.size();
+      }
+      start += static_cast<size_t>(r);
+      continue;
+    }
+    const size_t p = batch[start].port - 1;
     if (r < 0) {
-      ++ps.tx_errors;
-    } else {
-      ++ps.tx_frames;
-      ps.tx_bytes += batch[i].frame.size();
+      // A hard error (interface gone, EMSGSIZE ...) loses this frame like a bad link would;
+      // the engine's recovery deals with it.
+      ++ports[p]->stats.tx_errors;
+      ++start;
+      continue;
     }
+    // Pushed back. A port without carrier refuses every frame (the kernel answers ENOBUFS, as
+    // for a full queue): waiting for it would stall every plane, so its frames are dropped
+    // and the engine is told now rather than at the next link notification.
+    if (!carrier_now(p)) {
+      set_port_up(p, false, "transmit refused", /*defer=*/true);
+      ++ports[p]->stats.tx_port_down;
+      ++start;
+      continue;
+    }
+    pushed_back = true;
+    break;
   }
-  if (sent < batch_n) {
-    for (size_t i = sent; i < batch_n; ++i) {
-      batch[i - sent].frame.swap(batch[i].frame);
-      batch[i - sent].port = batch[i].port;
+  if (pushed_back) {
+    for (size_t i = start; i < batch_n; ++i) {
+      batch[i - start].frame.swap(batch[i].frame);
+      batch[i - start].port = batch[i].port;
     }
-    batch_n -= sent;
+    batch_n -= start;
     if (!blocked) set_writable_watch(true);
     blocked = true;
     ++ports[batch[0].port - 1]->stats.tx_blocked;
@@ -315,12 +447,13 @@ void Runtime::Impl::flush() {
 void Runtime::Impl::set_writable_watch(bool on) {
   epoll_event ev{};
   ev.events = on ? EPOLLOUT : 0u;
-  ev.data.u64 = 1002;
+  ev.data.u64 = kTagTx;
   (void)epoll_ctl(epfd.get(), EPOLL_CTL_MOD, tx->fd(), &ev);
 }
 
 bool Runtime::Impl::transmit(uint64_t now) {
   if (blocked) flush();
+  if (!deferred_ports.empty()) tell_deferred_ports();
   // While the socket pushes back, leave the frames in the engine (its pacing and windows still
   // apply) instead of queueing without bound here.
   if (blocked) return false;
@@ -337,6 +470,7 @@ bool Runtime::Impl::transmit(uint64_t now) {
     }
   }
   flush();
+  if (!deferred_ports.empty()) tell_deferred_ports();
   return taken == kTxBudget;
 }
 
@@ -407,11 +541,13 @@ Status Runtime::Impl::loop() {
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = evs[i].data.u64;
       uint64_t v;
-      if (tag == 1000) {
+      if (tag == kTagTimer) {
         (void)!read(timerfd.get(), &v, sizeof v);
         armed_ns = UINT64_MAX;
-      } else if (tag == 1001) {
+      } else if (tag == kTagWake) {
         (void)!read(wakefd.get(), &v, sizeof v);
+      } else if (tag == kTagLink) {
+        read_link_events();
       }
     }
   }

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -104,8 +105,11 @@ class Topo {
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
   std::string ifaces(char side) const {
     std::string s;
-    for (int p = 1; p <= planes_; ++p)
-      s += (p > 1 ? "," : "") + std::string(1, side) + std::to_string(p);
+    for (int p = 1; p <= planes_; ++p) {
+      if (p > 1) s.push_back(',');
+      s.push_back(side);
+      s.append(std::to_string(p));
+    }
     return s;
   }
   int planes() const { return planes_; }
@@ -461,6 +465,63 @@ TEST_F(NetnsTest, UnreachablePeers) {
                          {}, {}, 60);
   EXPECT_EQ(r.client_rc, 1) << r.client_out;
   EXPECT_NE(r.client_out.find("RETRY_EXC"), std::string::npos) << r.client_out;
+}
+
+// Port status from carrier: plane 2's router goes away mid-transfer (both its links down, as
+// when a plane's switch fails), so a2 and b2 lose carrier. Both runtimes see it, the engines
+// log port_status and stop using port 2, and the transfer completes over plane 1 with the data
+// verified instead of stalling on a port that cannot send.
+TEST_F(NetnsTest, PlaneLosesCarrierMidTransfer) {
+  Topo t('l', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  const std::string cli_log = t.file("cli.events.jsonl"), srv_log = t.file("srv.events.jsonl");
+  std::thread cut([&] {
+    // Mid-transfer: the client runs for 4 s; cut 1 s after B received its first MB on plane 2.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::string rx =
+        "ip netns exec " + t.ns("b") + " cat /sys/class/net/b2/statistics/rx_bytes";
+    while (std::chrono::steady_clock::now() < end && std::atoll(sh(rx).c_str()) < (1 << 20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    sh("ip netns exec " + t.ns("r2") + " ip link set ra down");
+    sh("ip netns exec " + t.ns("r2") + " ip link set rb down");
+  });
+  RunResult r = transfer(t, {"--size", "64K", "--duration", "4", "--buffer-limit", "32M"},
+                         {"--event-log", cli_log}, {"--event-log", srv_log});
+  cut.join();
+  EXPECT_EQ(r.client_rc, 0) << r.client_out << "\n--- server ---\n" << r.server_out;
+  EXPECT_EQ(r.server_rc, 0) << r.server_out;
+  ASSERT_TRUE(r.client.is_object()) << r.client_out;
+  ASSERT_TRUE(r.server.is_object()) << r.server_out;
+  EXPECT_EQ(r.client["error"], "");
+  EXPECT_GT(r.client["messages"].get<uint64_t>(), 512u);
+  EXPECT_EQ(r.server["verify"]["messages_bad"], 0);
+  EXPECT_EQ(r.server["verify"]["messages_checked"], 512);  // the last message of every slot
+  for (const nlohmann::json* j : {&r.client, &r.server}) {
+    ASSERT_EQ((*j)["ports"].size(), 2u);
+    EXPECT_EQ((*j)["ports"][0]["up"], true);
+    EXPECT_EQ((*j)["ports"][1]["up"], false);
+    EXPECT_GE((*j)["ports"][1]["carrier_lost"].get<uint64_t>(), 1u);
+  }
+  // Each side logged its own port going down (scope local) and heard about the peer's.
+  for (const std::string& log : {cli_log, srv_log}) {
+    std::istringstream in(read_file(log));
+    std::string line;
+    int local_down = 0, peer = 0;
+    while (std::getline(in, line)) {
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_object() || e.value("kind", "") != "port_status") continue;
+      if (e.value("scope", "") == "local" && e.value("port", 0) == 2 && e.value("up", 1) == 0)
+        ++local_down;
+      else if (e.value("scope", "") != "local")
+        ++peer;
+    }
+    EXPECT_EQ(local_down, 1) << log;
+    EXPECT_GE(peer, 1) << log;
+  }
+  // Data kept flowing on plane 1 after the cut: the client's plane-1 capture spans past it.
+  CaptureCheck c1 = check_capture(t.file("cli-a1.pcap"));
+  EXPECT_GT(c1.data, 0u);
 }
 
 // A mutant on the wire: the peer's capture shows the violation, the transfer still completes.

@@ -3,7 +3,8 @@
 // The one public header of the runtime. A Runtime puts one sans-I/O engine::Endpoint on the wire:
 // one network interface per NIC port (= plane), an epoll loop on one thread, a timerfd armed at
 // the engine's next deadline, batched receive and transmit, optional per-port captures and an
-// event log. The clock handed to the engine is CLOCK_MONOTONIC in nanoseconds.
+// event log. The clock handed to the engine is CLOCK_MONOTONIC in nanoseconds. The loop watches
+// each plane interface's carrier (rtnetlink) and reports it as the port's state to the engine.
 //
 // I/O back ends (README.md explains the choice):
 //   kPacket  AF_PACKET per plane: PACKET_RX_RING receive, sendmmsg transmit. The engine's frames
@@ -176,6 +177,12 @@ struct PlaneStats {
   uint64_t rx_ring_drops = 0;   // kPacket: PACKET_STATISTICS tp_drops
   uint64_t rx_truncated = 0;
   uint64_t rx_reconstructed = 0;  // kSocket: frames rebuilt from a datagram
+  // Carrier of the interface as the runtime last saw it (rtnetlink link messages, and a direct
+  // check when transmit is refused). A port without carrier is reported to the engine
+  // (Endpoint::set_port_state: the engine stops using the plane and tells its peers).
+  bool up = true;
+  uint64_t carrier_lost = 0;  // up -> down transitions
+  uint64_t tx_port_down = 0;  // frames dropped because the port had no carrier
 };
 
 struct RuntimeStats {

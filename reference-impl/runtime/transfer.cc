@@ -31,16 +31,18 @@ uint32_t data_frame_bytes(uint32_t pmtu, wire::EvFormat format, bool srh) {
   return n;
 }
 
-Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev,
-                    const engine::CcProfile& cc) {
-  if (plan_.slots == 0) return Status::Error(EINVAL, "no message slots");
+Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev, const engine::CcProfile& cc,
+                    uint64_t profile_id) {
+  profile_id_ = profile_id;
+  if (mem_.data() == nullptr) {
+    if (Status s = allocate(); !s.ok()) return s;
+  }
   const uint64_t per_qp = plan_.slots * plan_.size;
-  if (Status s = mem_.allocate(per_qp * plan_.qps); !s.ok()) return s;
   const uint32_t recv_wr = client_ || !plan_.imm ? 1u : 2u * plan_.wimm;
   const uint32_t cqe = plan_.qps * (plan_.tx_depth + recv_wr) * 2 + 64;
   if (Status s = ep.create_cq(cqe, cq_); !s.ok()) return s;
-  if (Status s = ep.add_ev_profile(1, ev); !s.ok()) return s;
-  if (Status s = ep.add_cc_profile(1, cc); !s.ok()) return s;
+  if (Status s = ep.add_ev_profile(profile_id_, ev); !s.ok()) return s;
+  if (Status s = ep.add_cc_profile(profile_id_, cc); !s.ok()) return s;
   if (Status s = ep.register_mr(mem_.data(), mem_.size(),
                                 engine::kAccessLocalWrite | engine::kAccessRemoteWrite, mr_);
       !s.ok())
@@ -60,13 +62,27 @@ Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev,
     x.base = mem_.data() + per_qp * q;
     x.post_ns.assign(plan_.tx_depth, 0);
     x.done.assign(plan_.tx_depth, 0);
-    if (client_) {
-      const uint64_t first = plan_.iters ? std::min(plan_.iters, plan_.slots) : plan_.slots;
-      for (uint64_t m = 0; m < first; ++m)
-        fill_pattern({x.base + m * plan_.size, plan_.size}, plan_.seed, q, m);
-    }
   }
   return Status::Ok();
+}
+
+Status Side::allocate() {
+  if (plan_.slots == 0) return Status::Error(EINVAL, "no message slots");
+  const uint64_t per_qp = plan_.slots * plan_.size;
+  if (Status s = mem_.allocate(per_qp * plan_.qps); !s.ok()) return s;
+  if (client_) {
+    const uint64_t first = plan_.iters ? std::min(plan_.iters, plan_.slots) : plan_.slots;
+    for (uint32_t q = 0; q < plan_.qps; ++q)
+      for (uint64_t m = 0; m < first; ++m)
+        fill_pattern({mem_.data() + per_qp * q + m * plan_.size, plan_.size}, plan_.seed, q, m);
+  }
+  return Status::Ok();
+}
+
+std::vector<uint32_t> Side::qpns() const {
+  std::vector<uint32_t> out;
+  for (const Qp& q : qps_) out.push_back(q.qpn);
+  return out;
 }
 
 std::vector<PeerQp> Side::local_qps() const {
@@ -88,8 +104,8 @@ Status Side::connect(engine::Endpoint& ep, const wire::Ipv6Addr& peer_gid,
     engine::MrcQpAttr m;
     at.qp_state = engine::QpState::kInit;
     at.qp_access_flags = engine::kAccessLocalWrite | engine::kAccessRemoteWrite;
-    m.ev_profile_id = 1;
-    m.cc_profile_id = 1;
+    m.ev_profile_id = profile_id_;
+    m.cc_profile_id = profile_id_;
     Status s = ep.modify_qp(x.qpn, at, engine::kQpState | engine::kQpAccessFlags, m,
                             engine::kMrcEvProfileId | engine::kMrcCcProfileId | engine::kMrcHint);
     if (!s.ok())
@@ -136,6 +152,29 @@ Status Side::post_receives(engine::Endpoint& ep) {
   return Status::Ok();
 }
 
+bool Side::on_async_event(const engine::AsyncEvent& ae) {
+  if (ae.type == engine::AsyncEventType::kPortActive || ae.type == engine::AsyncEventType::kPortErr)
+    return false;
+  const bool mine =
+      ae.type == engine::AsyncEventType::kCqErr ? ae.cq == cq_ : qp_index(ae.qp_num) >= 0;
+  if (!mine) return false;
+  const std::string why = "async event " + std::string(engine::async_event_name(ae.type)) +
+                          " on QP " + std::to_string(ae.qp_num);
+  if (client_)
+    fail(why, async_failed_);
+  else if (error_.empty())
+    error_ = why;
+  return true;
+}
+
+void dispatch_async_events(engine::Endpoint& ep, std::span<Side* const> sides) {
+  engine::AsyncEvent ae;
+  while (ep.get_async_event(ae)) {
+    for (Side* s : sides)
+      if (s != nullptr && s->on_async_event(ae)) break;
+  }
+}
+
 int Side::qp_index(uint32_t qpn) const {
   for (size_t i = 0; i < qps_.size(); ++i)
     if (qps_[i].qpn == qpn) return static_cast<int>(i);
@@ -158,12 +197,7 @@ uint64_t Side::client_step(engine::Endpoint& ep, uint64_t now, bool& done) {
     t_start_ = now;
     last_progress_ = now;
   }
-  engine::AsyncEvent ae;
-  while (ep.get_async_event(ae)) {
-    fail("async event " + std::string(engine::async_event_name(ae.type)) + " on QP " +
-             std::to_string(ae.qp_num),
-         done);
-  }
+  if (async_failed_) done = true;
   for (;;) {
     const int n = ep.poll_cq(cq_, wcs_);
     if (n < 0) {
@@ -246,12 +280,6 @@ uint64_t Side::client_step(engine::Endpoint& ep, uint64_t now, bool& done) {
 
 uint64_t Side::server_step(engine::Endpoint& ep, uint64_t now, bool& done) {
   (void)now;
-  engine::AsyncEvent ae;
-  while (ep.get_async_event(ae)) {
-    if (error_.empty())
-      error_ = "async event " + std::string(engine::async_event_name(ae.type)) + " on QP " +
-               std::to_string(ae.qp_num);
-  }
   for (;;) {
     const int n = ep.poll_cq(cq_, wcs_);
     if (n <= 0) break;

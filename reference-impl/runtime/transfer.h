@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,15 @@ class Side {
  public:
   Side(const Plan& plan, bool client) : plan_(plan), client_(client) {}
 
-  Status create(engine::Endpoint& ep, const engine::EvProfile& ev, const engine::CcProfile& cc);
+  // The buffer (populated) and, for a client, the first messages. No engine call: a side added
+  // to a running loop does this on its own thread, so the loop is not held up for it. create()
+  // does it when it was not done.
+  Status allocate();
+  // profile_id: the EV and CC profile ids this side registers (one per side when several
+  // sides share an engine).
+  Status create(engine::Endpoint& ep, const engine::EvProfile& ev, const engine::CcProfile& cc,
+                uint64_t profile_id = 1);
+  std::vector<uint32_t> qpns() const;
   std::vector<PeerQp> local_qps() const;
   // INIT -> RTR -> RTS towards the peer. max_wimm: requester limit (the responder's
   // max_wimm_dest, or more for the exceed-wimm mutant).
@@ -74,7 +83,13 @@ class Side {
   // Server: post the receive WQEs WRITE_WITH_IMM consumes.
   Status post_receives(engine::Endpoint& ep);
 
-  // App hooks (runtime.h AppHook semantics).
+  // An engine async event of this side's QPs or CQ is a transfer error (the client's transfer
+  // ends at its next step). Port events are not: the runtime handles carrier itself and the
+  // engine moves the QPs off the port. Returns whether the event was this side's.
+  bool on_async_event(const engine::AsyncEvent& ae);
+
+  // App hooks (runtime.h AppHook semantics). Async events reach the side through
+  // dispatch_async_events(), which the hook calls first.
   uint64_t client_step(engine::Endpoint& ep, uint64_t now, bool& done);
   uint64_t server_step(engine::Endpoint& ep, uint64_t now, bool& done);
 
@@ -111,6 +126,7 @@ class Side {
   Plan plan_;
   bool client_;
   uint32_t cq_ = 0;
+  uint64_t profile_id_ = 1;
   Region mem_;
   engine::MemoryRegion mr_;
   std::vector<Qp> qps_;
@@ -118,8 +134,12 @@ class Side {
   std::vector<engine::Wc> wcs_ = std::vector<engine::Wc>(256);
   std::string error_;
   bool error_is_flush_ = false;
+  bool async_failed_ = false;
   uint64_t t_start_ = 0, t_end_ = 0, last_progress_ = 0;
 };
+
+// Drains the engine's async events (engine-wide) and hands each to the side that owns it.
+void dispatch_async_events(engine::Endpoint& ep, std::span<Side* const> sides);
 
 // Frame size of a data packet with `pmtu` payload bytes (Ethernet included).
 uint32_t data_frame_bytes(uint32_t pmtu, wire::EvFormat format, bool srh);

@@ -543,6 +543,9 @@ class Endpoint:
     result: dict | None = None
     timed_out: bool = False
     stopped: str = ""      # why the runner ended it early
+    # Node mode: the host's one `mrct endpoint node` process that plays this role towards this
+    # peer (one connection of several); its result holds one object per connection.
+    process: "Endpoint | None" = None
 
     def summary(self) -> dict:
         return {"pair": self.pair, "role": self.role, "node": self.node, "peer": self.peer,
@@ -554,6 +557,17 @@ class Endpoint:
                 "error": "" if self.rc in (0, None) else _tail(self.stderr_path, 400)}
 
     def load_result(self) -> None:
+        if self.process is not None:
+            node = self.process.result or {}
+            for conn in node.get("connections") or []:
+                if conn.get("role") == self.role and conn.get("peer") == self.peer:
+                    self.result = conn
+                    return
+            if node:
+                self.result = {"error": f"the node process of {self.node} reports no "
+                               f"{self.role} connection with {self.peer}: "
+                               f"{node.get('error') or 'no such connection'}"}
+            return
         for path in (self.result_path, self.stdout_path):
             with contextlib.suppress(OSError):
                 with open(path) as f:
@@ -607,6 +621,35 @@ def endpoint_env(sc: sclib.Scenario, plan: planlib.Plan, role: str, node: str, p
         "MRC_PCAP_PREFIX": pcap_prefix, "MRCT": mrct,
     }
     return env
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def node_argv(env: dict, servers: list[str], clients: int,
+              peer_profiles: list[tuple[str, str]]) -> list[str]:
+    """`mrct endpoint node` for a host that takes part in several pairs: one process writes to
+    every server of the host's pairs and accepts every client (one engine, so one QPN space
+    and one set of plane sockets per host)."""
+    # --ev-profile (the first peer's) stays as the default; --peer-ev-profile names each peer's.
+    argv = _without_option(dutlib.reference_argv(env), "--server")
+    if servers:
+        argv += ["--server", ",".join(servers)]
+    if clients:
+        argv += ["--clients", str(clients), "--listen", env["MRC_CTL_ADDR"],
+                 "--accept-timeout", "60"]
+    for gid, path in peer_profiles:
+        argv += ["--peer-ev-profile", f"{gid}={path}"]
+    return argv
 
 
 # ------------------------------------------------------------------------------------------------
@@ -666,6 +709,8 @@ class _Run:
         self.mrct: tools.Mrct | None = None
         self.reference: dict | None = None
         self.capture_map: dict[str, dict] = {}  # capture file -> {node, port}
+        self.node_mode = False
+        self.node_procs: dict[str, Endpoint] = {}  # node mode: host -> its process
         self.server_caps: dict[int, list[str]] = {}
         self.t_transfer = (0.0, 0.0)
         self.mutant_role = "both"
@@ -778,12 +823,17 @@ class _Run:
             hosts_used[c] = hosts_used.get(c, 0) + 1
             hosts_used[s] = hosts_used.get(s, 0) + 1
         multi = sorted(h for h, n in hosts_used.items() if n > 1)
-        if multi:
+        # Hosts in several pairs run one `mrct endpoint node` process each (every role of the
+        # host on one engine). The DUT contract starts one process per role and pair, and the
+        # mutants act on one client or server, so neither applies there.
+        self.node_mode = bool(multi)
+        if multi and (opts.dut.plays("client") or opts.dut.plays("server") or opts.mutant):
             self.result.update(verdict="not-run", reason=(
                 f"pattern {sc.traffic.pattern} puts {len(pairs)} endpoint pairs on hosts that "
-                f"take part in several ({', '.join(multi)}); the reference endpoint runs one "
-                "process per host (QPN space and AF_PACKET sockets are per process) and a "
-                "server accepts one client"))
+                f"take part in several ({', '.join(multi)}); that runs one reference endpoint "
+                "process per host, " + ("not a mutant" if opts.mutant else
+                                        "but the DUT contract starts one process per role "
+                                        "and pair")))
             self.log(self.result["reason"])
             return
         if opts.mutant:
@@ -932,7 +982,9 @@ class _Run:
             self.log(f"injector running ({len(rules)} rule(s) from the start, seed {self.seed})")
 
         # endpoints
-        for i, (c, s) in enumerate(pairs):
+        if self.node_mode:
+            self._node_endpoints(plan, pairs, ctl, epdir, capdir, files, own_pcap)
+        for i, (c, s) in enumerate(pairs if not self.node_mode else []):
             pair = f"{c}->{s}"
             for role, node, peer in (("server", s, c), ("client", c, s)):
                 ev_profile = sc.profiles.ev_profile
@@ -965,19 +1017,38 @@ class _Run:
 
         servers = [e for e in self.endpoints if e.role == "server"]
         clients = [e for e in self.endpoints if e.role == "client"]
-        for ep in servers:
-            self._start(fab, ep)
-        time.sleep(0.05)
-        self.monitor = Monitor(fab, [e.node for e in servers])
-        self.scheduler = Scheduler(sc, fab, self.injector, self.log, self._record_fault)
-        t_clients = time.monotonic()
-        for ep in clients:
-            self._start(fab, ep)
+        server_nodes = sorted({e.node for e in servers}, key=lambda h: plan.host(h).number)
+        if self.node_mode:
+            # Every node listens before it connects out (connects retry until the peer listens).
+            nodes = list(self.node_procs.values())
+            self.monitor = Monitor(fab, server_nodes)
+            self.scheduler = Scheduler(sc, fab, self.injector, self.log, self._record_fault)
+            t_clients = time.monotonic()
+            for ep in nodes:
+                self._start(fab, ep)
+        else:
+            for ep in servers:
+                self._start(fab, ep)
+            time.sleep(0.05)
+            self.monitor = Monitor(fab, server_nodes)
+            self.scheduler = Scheduler(sc, fab, self.injector, self.log, self._record_fault)
+            t_clients = time.monotonic()
+            for ep in clients:
+                self._start(fab, ep)
         self.log(f"transfer: {len(clients)} client(s), {sc.traffic.pattern}, "
                  f"{sc.traffic.op} {sclib.format_size(sc.traffic.size)} x "
                  + (f"{sc.traffic.duration_s:g} s" if sc.traffic.duration_s else
-                    f"{sc.traffic.messages_per_qp()} msg") + f" x {sc.traffic.qps} QP")
-        self._wait(fab, clients, servers, t_clients)
+                    f"{sc.traffic.messages_per_qp()} msg") + f" x {sc.traffic.qps} QP"
+                 + (f", {len(self.node_procs)} node process(es)" if self.node_mode else ""))
+        if self.node_mode:
+            self._wait(fab, list(self.node_procs.values()), [], t_clients)
+            for ep in self.endpoints:
+                proc = ep.process
+                ep.proc, ep.rc, ep.t_start, ep.t_end = proc.proc, proc.rc, proc.t_start, proc.t_end
+                ep.timed_out, ep.stopped = proc.timed_out, proc.stopped
+                ep.load_result()
+        else:
+            self._wait(fab, clients, servers, t_clients)
         self.t_transfer = (t_clients, time.monotonic())
         self.result["timings"]["transfer_s"] = round(self.t_transfer[1] - t_clients, 3)
         if self.injector:
@@ -989,6 +1060,45 @@ class _Run:
         with open(os.path.join(self.out, "faults.jsonl"), "w") as f:
             for ev in self.faults:
                 f.write(json.dumps(ev) + "\n")
+
+    def _node_endpoints(self, plan, pairs, ctl, epdir, capdir, files, own_pcap) -> None:
+        """Node mode: one process per host, one logical endpoint per (pair, role) for judging."""
+        sc = self.sc
+        hosts = sorted({h for p in pairs for h in p}, key=lambda h: plan.host(h).number)
+        evs = sc.profiles.evs_per_plane * plan.planes if sc.profiles.evs_per_plane else None
+        for host in hosts:
+            servers = [s for c, s in pairs if c == host]
+            clients = [c for c, s in pairs if s == host]
+            peers = list(dict.fromkeys(servers + clients))
+            profiles = []
+            if sc.ev_format == "srv6" and not sc.profiles.ev_profile:
+                # The EVs towards each peer are that peer's paths (outer DAs end at its host).
+                for peer in peers:
+                    path = os.path.join(epdir, f"{host}-to-{peer}.ev.toml")
+                    srv6_ev_profile(plan, host, peer, evs, path)
+                    profiles.append((str(plan.host(peer).gid), path))
+            prefix = os.path.join(capdir, host) if own_pcap else ""
+            env = endpoint_env(sc, plan, "node", host, peers[0], ctl, epdir, files,
+                               self.mrct.path, self.seed, "",
+                               profiles[0][1] if profiles else sc.profiles.ev_profile, prefix)
+            argv = node_argv(env, [ctl[s] for s in servers], len(clients), profiles)
+            proc = Endpoint(f"{host} (node)", "node", host, ",".join(peers), env, argv, False,
+                            os.path.join(epdir, f"{host}-node.stdout"),
+                            os.path.join(epdir, f"{host}-node.stderr"),
+                            env["MRC_RESULT"], env["MRC_EVENT_LOG"])
+            self.node_procs[host] = proc
+            if own_pcap:
+                for port in plan.ports_of(host):
+                    self.capture_map[f"{prefix}-{port.ifname}.pcap"] = {
+                        "node": host, "port": port.plane + 1}
+        for c, s in pairs:
+            for role, node, peer in (("server", s, c), ("client", c, s)):
+                proc = self.node_procs[node]
+                self.endpoints.append(Endpoint(
+                    f"{c}->{s}", role, node, peer, proc.env, proc.argv, False, proc.stdout_path,
+                    proc.stderr_path, proc.result_path, proc.events_path, process=proc))
+            for port in plan.ports_of(s):
+                self.server_caps.setdefault(port.plane, [])
 
     def _record_fault(self, ev: dict) -> None:
         self.faults.append(ev)
@@ -1041,11 +1151,15 @@ class _Run:
                                      f"{_tail(s.stderr_path, 200)}; stopping its client")
                             c.proc.kill()
             if now > deadline:
+                killed = False
                 for ep in clients:
-                    if ep.rc is None:
+                    if ep.rc is None and not ep.timed_out:
                         ep.timed_out = True
                         ep.proc.kill()
-                self.log(f"timeout: the transfer did not finish within {sc.timeout_s:g} s")
+                        killed = True
+                if killed:
+                    self.log(f"timeout: the transfer did not finish within {sc.timeout_s:g} s")
+                time.sleep(POLL_S)
                 continue
             if now - last_progress >= (0.25 if self.log.console.isatty() else 2.0):
                 last_progress = now
@@ -1278,7 +1392,11 @@ class _Run:
                  + (f" - {self.result['reason']}" if self.result["reason"] else ""))
 
     def _events(self):
+        seen = set()
         for ep in self.endpoints:
+            if ep.events_path in seen:  # node mode: the roles of a host share its log
+                continue
+            seen.add(ep.events_path)
             with contextlib.suppress(OSError):
                 with open(ep.events_path) as f:
                     for line in f:

@@ -324,17 +324,44 @@ injector_min = { drop = 5, ecn = 1 }
             self.assertIn("imm", res["reason"])
             self.assertNotIn("build_s", res["timings"])
 
-    def test_pattern_the_endpoint_cannot_run_is_not_run(self):
+    def test_incast_runs_one_node_process_per_host(self):
+        """Hosts in several pairs: one `mrct endpoint node` per host, a result per connection."""
+        with _util.TempDir() as d:
+            path = os.path.join(d, "incast.toml")
+            with open(path, "w") as f:
+                f.write('[topology]\nshape = "incast"\nsenders = 2\n[profiles]\n'
+                        f'cc_profile = "{PROFILE}"\n[traffic]\npattern = "incast"\n'
+                        'size = "64K"\nmessages = 20\n')
+            out = os.path.join(d, "out")
+            cli("run", path, "--out", out, "--no-check")
+            res = result(out)
+            self.assertEqual(expectation(res, "transfer completes")["status"], "pass",
+                             expectation(res, "transfer completes"))
+            self.assertEqual(expectation(res, "data verified")["observed"], "40/40 messages ok")
+            clients = [e for e in res["endpoints"] if e["role"] == "client"]
+            self.assertEqual(sorted(e["node"] for e in clients), ["h1", "h2"])
+            for e in res["endpoints"]:
+                self.assertIn(" endpoint node ", e["command"])
+                self.assertEqual(e["result"]["role"], e["role"])
+                self.assertEqual(e["result"]["peer"], e["peer"])
+            receiver = next(e for e in res["endpoints"] if e["role"] == "server")
+            self.assertIn("--clients 2", receiver["command"])
+            for name in ("h1-node.stdout", "h3-node.stdout", "h3-node.events.jsonl"):
+                self.assertTrue(os.path.exists(os.path.join(out, "endpoints", name)), name)
+            self.assert_clean(res)
+
+    def test_pattern_the_dut_contract_cannot_run_is_not_run(self):
         with _util.TempDir() as d:
             path = os.path.join(d, "incast.toml")
             with open(path, "w") as f:
                 f.write('[topology]\nshape = "incast"\nsenders = 2\n[traffic]\npattern = '
                         '"incast"\nmessages = 10\n')
             out = os.path.join(d, "out")
-            proc = cli("run", path, "--out", out)
+            proc = cli("run", path, "--out", out,
+                       "--dut", os.path.join(REPO, "ci", "dut", "reference.toml"))
             res = result(out)
             self.assertEqual(res["verdict"], "not-run")
-            self.assertIn("one process per host", res["reason"])
+            self.assertIn("one process per role and pair", res["reason"])
             self.assertEqual(proc.returncode, 1)
 
     def test_suite_outputs(self):

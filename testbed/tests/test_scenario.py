@@ -122,7 +122,8 @@ class Library(unittest.TestCase):
                 tags.setdefault(t, []).append(sc.name)
         for needed in ("baseline", "loss", "burst", "reorder", "dup", "corruption", "trim", "ecn",
                        "link-down", "flap", "switch-down", "plane-down", "gray-failure",
-                       "exhaustion", "mpr", "wimm", "ci-fast", "default"):
+                       "exhaustion", "mpr", "wimm", "incast", "all-to-all", "ci-fast",
+                       "default"):
             self.assertIn(needed, tags, needed)
         self.assertEqual(len(tags["default"]), 1)
         routings = {sclib.load(os.path.join(SCENARIOS, f"{n}.toml")).topology.routing
@@ -302,12 +303,15 @@ class Dut(unittest.TestCase):
         self.assertEqual(d.role, "client")
         self.assertTrue(d.plays("client"))
         self.assertFalse(d.plays("server"))
-        self.assertFalse(d.has("port_status"))
+        # the runtime reports carrier loss as port status (PORT_STATUS_UPDATE)
+        self.assertTrue(d.has("port_status"))
         self.assertTrue(d.has("imm"))
         self.assertEqual(d.env["MRC_DUT_DIR"], DUT_DIR)
         plane_down = sclib.load(os.path.join(SCENARIOS, "plane-down.toml"))
-        self.assertIn("port_status", dutlib.unsupported_reason(d, plane_down))
+        self.assertEqual(dutlib.unsupported_reason(d, plane_down), "")
         self.assertEqual(dutlib.unsupported_reason(dutlib.REFERENCE, plane_down), "")
+        d.capabilities["port_status"] = False
+        self.assertIn("port_status", dutlib.unsupported_reason(d, plane_down))
 
     def test_capability_implications(self):
         sc = sclib.load(os.path.join(SCENARIOS, "wimm-pressure.toml"))
@@ -383,6 +387,27 @@ class Dut(unittest.TestCase):
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(sorted_pairs(proc.stdout.splitlines()), sorted_pairs(want),
                                  f"{role} {extra}")
+
+    def test_node_argv_serves_every_role_of_a_host(self):
+        """A host in several pairs gets one `mrct endpoint node`: its servers, its client count,
+        an EV profile per peer; no single --server of the client role is left."""
+        from mrctb import run as runlib
+        env = self._env("node", MRC_EV_PROFILE="/o/h2-to-h1.ev.toml", MRC_CTL_ADDR="10.0.0.2")
+        argv = runlib.node_argv(env, ["10.0.0.1", "10.0.0.3"], 2,
+                                [("fd00:a::1", "/o/h2-to-h1.ev.toml"),
+                                 ("fd00:a::3", "/o/h2-to-h3.ev.toml")])
+        self.assertEqual(argv[1:3], ["endpoint", "node"])
+        self.assertEqual(argv.count("--server"), 1)
+        self.assertEqual(argv[argv.index("--server") + 1], "10.0.0.1,10.0.0.3")
+        self.assertEqual(argv[argv.index("--clients") + 1], "2")
+        self.assertEqual(argv[argv.index("--listen") + 1], "10.0.0.2")
+        self.assertEqual([argv[i + 1] for i, a in enumerate(argv) if a == "--peer-ev-profile"],
+                         ["fd00:a::1=/o/h2-to-h1.ev.toml", "fd00:a::3=/o/h2-to-h3.ev.toml"])
+        self.assertEqual(argv[argv.index("--ev-profile") + 1], "/o/h2-to-h1.ev.toml")
+        # a pure sender: no listener
+        argv = runlib.node_argv(env, ["10.0.0.4"], 0, [])
+        self.assertNotIn("--clients", argv)
+        self.assertNotIn("--listen", argv)
 
     def test_shell_adapter_unsupported(self):
         env = self._env("client", MRC_EV_FORMAT="carrier-pigeon")
