@@ -28,6 +28,8 @@
 //   BM_CheckFiles      check_files(): everything `mrct check --profile --decisions` does but the
 //                      printing, all rules enabled.
 //   BM_CheckInferred   check_files() without profile or decision log (QPs inferred).
+//   BM_Crc32Frames/M   CRC-32 of every frame in memory with method M (table, pclmul, vpclmul512:
+//                      those this CPU has); --crc_path=M forces M on every benchmark.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -453,6 +455,23 @@ void BM_CheckInferred(benchmark::State& state) {
 }
 BENCHMARK(BM_CheckInferred)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// CRC-32 over every frame in memory with one method: what the ICRC costs on this capture's frame
+// sizes with each (registered in main for the methods the CPU has).
+void BM_Crc32Frames(benchmark::State& state, wire::CrcPath path) {
+  const Loaded& l = loaded();
+  uint64_t frames = 0, bytes = 0;
+  uint32_t acc = 0;
+  for (auto _ : state) {
+    for (const Loaded::Rec& r : l.recs) {
+      acc ^= wire::crc32_with(path, wire::Bytes(l.bytes.data() + r.off, r.len));
+      bytes += r.len;
+    }
+    frames += l.recs.size();
+  }
+  benchmark::DoNotOptimize(acc);
+  set_rate(state, frames, bytes);
+}
+
 bool take_flag(const char* arg, const char* name, std::string& value) {
   const size_t n = std::strlen(name);
   if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
@@ -480,6 +499,16 @@ int main(int argc, char** argv) {
       g_settings.mixed_faults = true;
     } else if (take_flag(argv[i], "--seed", v)) {
       g_settings.seed = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (take_flag(argv[i], "--crc_path", v)) {
+      // Forces the CRC method of every benchmark (and of the checker): table, pclmul, vpclmul512.
+      const wire::CrcPath p = v == "table"    ? wire::CrcPath::kTable
+                              : v == "pclmul" ? wire::CrcPath::kPclmul
+                                              : wire::CrcPath::kVpclmul512;
+      if ((v != "table" && v != "pclmul" && v != "vpclmul512") || !wire::set_crc_path(p)) {
+        std::fprintf(stderr, "check_bench: --crc_path=%s: unknown or not supported here\n",
+                     v.c_str());
+        return 2;
+      }
     } else {
       rest.push_back(argv[i]);
     }
@@ -498,6 +527,15 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
   capture_dir();
   benchmark::AddCustomContext("capture", capture_path(capture_dir()));
+  for (auto [p, name] :
+       {std::pair{wire::CrcPath::kTable, "table"}, std::pair{wire::CrcPath::kPclmul, "pclmul"},
+        std::pair{wire::CrcPath::kVpclmul512, "vpclmul512"}}) {
+    if (wire::crc_path_supported(p))
+      benchmark::RegisterBenchmark((std::string("BM_Crc32Frames/") + name).c_str(), BM_Crc32Frames,
+                                   p)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

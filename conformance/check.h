@@ -77,6 +77,11 @@ struct Capabilities {
 struct EvEntry {
   uint32_t wev = 0;
   uint8_t port = 0;  // 1-based NIC port (= plane); 0 unknown
+  // SRv6 (MRC-EV-007): the EV's expansion, O[0..15] (the outer DA) and O[16..31] (the SRH
+  // segment, for formats wider than 128 bits). From evs[].da / evs[].segment, or computed from
+  // evs[].compact under the QP's ev_expansion.
+  std::optional<wire::Ipv6Addr> da;
+  std::optional<wire::Ipv6Addr> segment;
 };
 
 struct QpProfile {
@@ -99,6 +104,9 @@ struct QpProfile {
   std::vector<EvEntry> evs;                // the EV universe (wire form); empty = unknown
   std::vector<uint32_t> denied_evs;        // WEVs the controller DENIED
   Capabilities caps;
+  // CC profile numbers (mrc_ctl_cc_nscc_cfg) that MRC-CC-002 needs: qps[].cc.
+  std::optional<uint64_t> cc_base_rtt_ns;
+  std::optional<uint64_t> cc_target_delay_ns;
 };
 
 struct NodeProfile {
@@ -126,6 +134,10 @@ struct Tolerances {
   uint32_t spray_run_max = 16;            // R8: max run of new data on one EV (min value)
   uint64_t decision_lookahead_ns = 1'000'000;  // injector decisions applied this early
   uint64_t ep_timeout_ns = 2'000'000;          // R47: endpoint request considered outstanding
+  uint64_t t_port_ns = 1'000'000;  // R43: a port-status signal is obeyed within this
+  uint32_t plane_balance_slack = 0;  // R9/R42: EVs per plane may differ by 1 + this
+  uint64_t t_reverse_probe_ns = 10'000'000;  // R49: longest gap between reverse EV probes
+                                             // (at least 4 x the probe RTT seen)
 };
 
 struct DutProfile {

@@ -1,4 +1,5 @@
 // DUT profile (JSON) and injector decision log (JSON lines) parsing, address helpers.
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -119,7 +120,8 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
   static const char* known[] = {"requester", "responder",   "ev_format",     "pmtu",
                                 "mpr",       "mpr_dest",    "max_wimm_dest", "timeout",
                                 "retry",     "initial_psn", "ev_min_active", "max_cwnd",
-                                "evs",       "denied_evs",  "capabilities",  "name"};
+                                "evs",       "denied_evs",  "capabilities",  "name",
+                                "cc",        "ev_expansion"};
   for (auto it = q.begin(); it != q.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok |= it.key() == k;
@@ -165,6 +167,48 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
     if (!opt_uint(c, *it, base + ".retry", "linear", 7, out.retry_linear)) return false;
     if (!opt_uint(c, *it, base + ".retry", "exp", 25, out.retry_exp)) return false;
   }
+  // SRv6 EV expansion (MRC-EV-007): the EV format's field widths and the EV profile's fields,
+  // under which evs[].compact expands to the outer DA (and SRH segment).
+  std::vector<uint32_t> exp_widths;
+  std::vector<wire::EvField> exp_fields;
+  if (auto it = q.find("ev_expansion"); it != q.end()) {
+    const std::string p = base + ".ev_expansion";
+    if (!it->is_object()) return c.fail(p, "expected {\"format_widths\": [...], \"fields\": [...]}");
+    for (auto k = it->begin(); k != it->end(); ++k)
+      if (k.key() != "format_widths" && k.key() != "fields")
+        return c.fail(p + "." + k.key(), "unknown field");
+    auto w = it->find("format_widths");
+    auto f = it->find("fields");
+    if (w == it->end() || !w->is_array() || w->empty())
+      return c.fail(p + ".format_widths", "expected a non-empty array of bit widths 1..256");
+    if (f == it->end() || !f->is_array())
+      return c.fail(p + ".fields", "expected an array of {width, init_val, min_val, max_val, mask}");
+    for (size_t i = 0; i < w->size(); ++i) {
+      uint32_t x = 0;
+      if (!get_uint(c, (*w)[i], p + ".format_widths[" + std::to_string(i) + "]", 256, x))
+        return false;
+      exp_widths.push_back(x);
+    }
+    for (size_t i = 0; i < f->size(); ++i) {
+      const json& e = (*f)[i];
+      const std::string fp = p + ".fields[" + std::to_string(i) + "]";
+      if (!e.is_object()) return c.fail(fp, "expected an object");
+      wire::EvField ef;
+      for (auto k = e.begin(); k != e.end(); ++k) {
+        uint32_t* dst = k.key() == "width"      ? &ef.width
+                        : k.key() == "init_val" ? &ef.init_val
+                        : k.key() == "min_val"  ? &ef.min_val
+                        : k.key() == "max_val"  ? &ef.max_val
+                        : k.key() == "mask"     ? &ef.mask
+                                                : nullptr;
+        if (!dst) return c.fail(fp + "." + k.key(), "unknown field");
+        if (!get_uint(c, *k, fp + "." + k.key(), 0xFFFFFFFF, *dst)) return false;
+      }
+      exp_fields.push_back(ef);
+    }
+    if (std::string err = wire::validate_ev_profile(exp_widths, exp_fields); !err.empty())
+      return c.fail(p, err);
+  }
   if (auto it = q.find("evs"); it != q.end()) {
     if (!it->is_array()) return c.fail(base + ".evs", "expected an array");
     for (size_t i = 0; i < it->size(); ++i) {
@@ -178,6 +222,44 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
         std::optional<uint8_t> port;
         if (!opt_uint(c, e, p, "port", 255, port)) return false;
         ev.port = port.value_or(0);
+        for (auto k = e.begin(); k != e.end(); ++k)
+          if (k.key() != "wev" && k.key() != "port" && k.key() != "da" && k.key() != "segment" &&
+              k.key() != "compact")
+            return c.fail(p + "." + k.key(), "unknown field");
+        for (const char* key : {"da", "segment"}) {
+          auto a = e.find(key);
+          if (a == e.end()) continue;
+          wire::Ipv6Addr addr{};
+          if (!a->is_string() || !wire::parse_ipv6(a->get<std::string>()))
+            return c.fail(p + "." + key, "expected an IPv6 address");
+          addr = *wire::parse_ipv6(a->get<std::string>());
+          (std::string_view(key) == "da" ? ev.da : ev.segment) = addr;
+        }
+        if (auto k = e.find("compact"); k != e.end()) {
+          if (ev.da) return c.fail(p + ".compact", "give either da/segment or compact, not both");
+          if (exp_widths.empty())
+            return c.fail(p + ".compact", "needs the QP's ev_expansion (format_widths, fields)");
+          const std::string h = k->is_string() ? k->get<std::string>() : std::string("?");
+          wire::EvBytes compact{};
+          bool ok = h.size() % 2 == 0 && h.size() <= 64;
+          for (size_t b = 0; ok && b < h.size(); b += 2) {
+            const std::string byte = h.substr(b, 2);
+            ok = std::isxdigit(static_cast<unsigned char>(byte[0])) &&
+                 std::isxdigit(static_cast<unsigned char>(byte[1]));
+            if (ok) compact[b / 2] = static_cast<uint8_t>(std::stoul(byte, nullptr, 16));
+          }
+          if (!ok) return c.fail(p + ".compact", "expected a hex string of at most 32 bytes");
+          const wire::EvExpandResult r = wire::expand_ev(exp_widths, exp_fields, compact);
+          if (!r.ok) return c.fail(p + ".compact", r.error);
+          wire::Ipv6Addr da{}, seg{};
+          std::copy(r.expanded.begin(), r.expanded.begin() + 16, da.begin());
+          std::copy(r.expanded.begin() + 16, r.expanded.end(), seg.begin());
+          ev.da = da;
+          uint32_t total = 0;
+          for (uint32_t x : exp_widths) total += x;
+          if (total > 128) ev.segment = seg;
+        }
+        if (ev.segment && !ev.da) return c.fail(p + ".segment", "needs da");
       } else if (!get_uint(c, e, p, 0xFFFFFFFF, ev.wev)) {
         return false;
       }
@@ -192,6 +274,15 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
         return false;
       out.denied_evs.push_back(w);
     }
+  }
+  if (auto it = q.find("cc"); it != q.end()) {
+    const std::string p = base + ".cc";
+    if (!it->is_object()) return c.fail(p, "expected {\"base_rtt_ns\": ..., \"target_delay_ns\": ...}");
+    for (auto k = it->begin(); k != it->end(); ++k)
+      if (k.key() != "base_rtt_ns" && k.key() != "target_delay_ns")
+        return c.fail(p + "." + k.key(), "unknown field");
+    if (!opt_uint(c, *it, p, "base_rtt_ns", UINT32_MAX, out.cc_base_rtt_ns)) return false;
+    if (!opt_uint(c, *it, p, "target_delay_ns", UINT32_MAX, out.cc_target_delay_ns)) return false;
   }
   if (auto it = q.find("capabilities"); it != q.end()) {
     std::string p = base + ".capabilities";
@@ -223,7 +314,9 @@ bool parse_tol(Ctx& c, const json& t, Tolerances& out) {
            {"t_probe_ns", &out.t_probe_ns},
            {"timer_slack_ns", &out.timer_slack_ns},
            {"decision_lookahead_ns", &out.decision_lookahead_ns},
-           {"ep_timeout_ns", &out.ep_timeout_ns}};
+           {"ep_timeout_ns", &out.ep_timeout_ns},
+           {"t_port_ns", &out.t_port_ns},
+           {"t_reverse_probe_ns", &out.t_reverse_probe_ns}};
   for (auto it = t.begin(); it != t.end(); ++it) {
     const std::string p = "tolerances." + it.key();
     bool done = false;
@@ -240,6 +333,8 @@ bool parse_tol(Ctx& c, const json& t, Tolerances& out) {
           it->get<double>();
     } else if (it.key() == "spray_run_max") {
       if (!get_uint(c, *it, p, 1'000'000, out.spray_run_max)) return false;
+    } else if (it.key() == "plane_balance_slack") {
+      if (!get_uint(c, *it, p, 1'000'000, out.plane_balance_slack)) return false;
     } else {
       return c.fail(p, "unknown tolerance");
     }
@@ -568,6 +663,8 @@ bool detail::parse_decision_json(std::string_view line, Decision& out, std::stri
     error = "expected a JSON object";
     return false;
   }
+  // The injector closes its log with {"summary": {...}} (counters, not a decision).
+  if (j.size() == 1 && j.contains("summary") && j["summary"].is_object()) return false;
   Decision d;
   auto num = [&](const char* k, uint64_t max, auto& dst) -> bool {
     auto it = j.find(k);

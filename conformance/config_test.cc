@@ -97,6 +97,60 @@ TEST(Profile, DefaultsApplyToListedQps) {
   EXPECT_EQ(detail::format_addr(*p.qps[0].requester_addr), "10.0.0.1");
 }
 
+// Per-plane, SRv6-expansion and CC fields (MRC-EV-002/007/011/012, MRC-PRB-007, MRC-CC-002).
+TEST(Profile, PlaneAndCcFields) {
+  DutProfile p;
+  std::string e;
+  ASSERT_TRUE(parse_profile(
+      R"({"defaults": {"cc": {"base_rtt_ns": 100000, "target_delay_ns": 2000000},
+            "evs": [{"wev": 0, "port": 1, "da": "fcbb:0:100:200:101:302::"},
+                    {"wev": 1, "port": 2, "da": "fcbb:0:1100::", "segment": "fcbb:0:e02::"}]},
+          "qps": [{"requester": {"addr": "fd00::1"}, "responder": {"addr": "fd00::2", "qpn": 9},
+            "ev_expansion": {"format_widths": [32, 16, 16, 16, 16, 16, 16],
+              "fields": [{"width": 32, "init_val": 4240113664}, {"width": 16, "mask": 65535},
+                         {"width": 16, "mask": 65535}, {"width": 16, "mask": 65535},
+                         {"width": 16, "mask": 65535}]},
+            "evs": [{"wev": 2, "port": 1, "compact": "0100020001010302"}]}],
+          "tolerances": {"t_port_ns": 5, "plane_balance_slack": 1, "t_reverse_probe_ns": 7}})",
+      "x", p, e))
+      << e;
+  EXPECT_EQ(*p.defaults.cc_base_rtt_ns, 100000u);
+  EXPECT_EQ(*p.defaults.cc_target_delay_ns, 2000000u);
+  ASSERT_EQ(p.defaults.evs.size(), 2u);
+  EXPECT_EQ(wire::format_ipv6(*p.defaults.evs[0].da), "fcbb:0:100:200:101:302::");
+  EXPECT_FALSE(p.defaults.evs[0].segment);
+  EXPECT_EQ(wire::format_ipv6(*p.defaults.evs[1].segment), "fcbb:0:e02::");
+  const EvEntry& x = p.qps[0].evs.back();  // computed by the mrc_ctl.h expansion
+  EXPECT_EQ(x.wev, 2u);
+  EXPECT_EQ(wire::format_ipv6(*x.da), "fcbb:0:100:200:101:302::");
+  EXPECT_FALSE(x.segment);  // the format is 128 bits wide: no SRH
+  EXPECT_EQ(p.tol.t_port_ns, 5u);
+  EXPECT_EQ(p.tol.plane_balance_slack, 1u);
+  EXPECT_EQ(p.tol.t_reverse_probe_ns, 7u);
+
+  const BadCase cases[] = {
+      {R"({"defaults": {"evs": [{"wev": 0, "da": "nope"}]}})",
+       "defaults.evs[0].da: expected an IPv6 address"},
+      {R"({"defaults": {"evs": [{"wev": 0, "segment": "fcbb::"}]}})",
+       "defaults.evs[0].segment: needs da"},
+      {R"({"defaults": {"evs": [{"wev": 0, "compact": "0101"}]}})",
+       "defaults.evs[0].compact: needs the QP's ev_expansion"},
+      {R"({"defaults": {"evs": [{"wev": 0, "plane": 1}]}})", "defaults.evs[0].plane: unknown field"},
+      {R"({"defaults": {"ev_expansion": {"format_widths": [16], "fields": [{"width": 16, "mask": 255}]},
+            "evs": [{"wev": 0, "compact": "zz"}]}})",
+       "defaults.evs[0].compact: expected a hex string"},
+      {R"({"defaults": {"ev_expansion": {"format_widths": [8], "fields": [{"width": 16}]}}})",
+       "defaults.ev_expansion: "},
+      {R"({"defaults": {"cc": {"base_rtt": 5}}})", "defaults.cc.base_rtt: unknown field"},
+      {R"({"tolerances": {"plane_balance_slack": -1}})", "tolerances.plane_balance_slack"},
+  };
+  for (const auto& c : cases) {
+    DutProfile q;
+    EXPECT_FALSE(parse_profile(c.json, "dut.json", q, e)) << c.json;
+    EXPECT_NE(e.find(c.want), std::string::npos) << "got: " << e << "\nwant: " << c.want;
+  }
+}
+
 TEST(Decision, ParsesTheContractFields) {
   Decision d;
   std::string e;
@@ -133,6 +187,16 @@ TEST(Decision, RejectsBadLinesWithAReason) {
   EXPECT_NE(e.find("psn"), std::string::npos);
   EXPECT_FALSE(parse_decision(R"({"t_ns": 1, "action": "drop", "opcode": "zz"})", d, e));
   EXPECT_NE(e.find("opcode"), std::string::npos);
+}
+
+// mrc_inject ends its log with a counters line; it is skipped, not a malformed decision.
+TEST(Decision, SkipsTheInjectorSummaryLine) {
+  Decision d;
+  std::string e;
+  EXPECT_FALSE(parse_decision(R"({"summary": {"frames": 10, "drop": 2}})", d, e));
+  EXPECT_TRUE(e.empty()) << e;
+  EXPECT_FALSE(parse_decision(R"({"summary": 3})", d, e));
+  EXPECT_FALSE(e.empty());
 }
 
 TEST(CaptureArg, PathNodeAndPort) {

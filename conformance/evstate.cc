@@ -11,6 +11,12 @@ namespace {
 
 constexpr size_t kMaxEvStates = 65536;  // bounds memory against a sender that never reuses an EV
 constexpr size_t kRecentWindow = 1024;  // new-data packets over which the active EV set is measured
+// MRC-EV-001 waits this long, or for this many later PSNs, for a new PSN missing in PSN order.
+constexpr uint64_t kSprayGapNs = 2'000'000;
+constexpr size_t kSprayReorderMax = 4096;
+// EV-008/009/013 suspects: data packets watched at least for another usable EV; at most held.
+constexpr size_t kSuspectMinWatch = 4;
+constexpr size_t kMaxSuspects = 4096;
 
 }  // namespace
 
@@ -65,11 +71,29 @@ void Engine::ev_carriage(const Obs& o, const wire::DecodedFrame& f, const Flow* 
   }
 }
 
-void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
+void Engine::ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new) {
   // Judged where the requester's choices are visible: its own capture, or any point if it has none.
-  if (requester_captured(fl) && !o.at_src) return;
+  const bool judged_here = !requester_captured(fl) || o.at_src;
+  if (is_new) {
+    const Flow::SprayPend sp{o.wev, judged_here, o.point, o.frame_no, o.ts};
+    if (!fl.spray_started) {
+      fl.spray_started = true;
+      fl.spray_next = psn;
+    }
+    if (psn == fl.spray_next && fl.spray_pend.empty()) {
+      ev_spray(fl, sp);
+      fl.spray_next++;
+    } else if (psn > fl.spray_next) {
+      fl.spray_pend.emplace(psn, sp);
+      ev_spray_drain(fl, o.ts, false);
+    }
+    // A PSN below spray_next came after its gap was given up: the run already restarted there.
+  }
+  if (fl.spray_flag_on) ev_spray_settle(fl, o.ts, false);
+  if (!judged_here) return;
   const uint32_t w = o.wev;
   const uint64_t t = o.ts;
+  if (!fl.ev_suspects.empty()) ev_resolve(fl, w, t);
   EvState* found = fl.find_ev(w);
   if (!found && fl.evs.size() < kMaxEvStates) found = &fl.evs.emplace(w, EvState{}).first->second;
   const size_t active = std::max<size_t>(fl.active_evs(), 1);
@@ -84,31 +108,53 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
       const size_t usable = active > fl.bad_count ? active - fl.bad_count : 0;
       judge(EV_009);
       if (usable > floor) {
-        fail(EV_009, o,
-             std::string(is_new ? "new data" : "retransmission") + " on EV " + hex(w) +
-                 ", ASSUMED_BAD since t=" + std::to_string(st.since) +
-                 " ns (no probe answer with M=00/01 since)");
-        // One report per episode: treat the EV as released to avoid a cascade.
-        st.mode = EvMode::kGood;
-        fl.bad_count--;
+        ev_suspect(o, fl, EV_009,
+                   std::string(is_new ? "new data" : "retransmission") + " on EV " + hex(w) +
+                       ", ASSUMED_BAD since t=" + std::to_string(st.since) +
+                       " ns (no probe answer with M=00/01 since)");
       }
+      // One report per episode: the EV counts as released, reported or not (a requester at its
+      // ev_min_active floor keeps the EV and never probes it back).
+      st.mode = EvMode::kGood;
+      fl.bad_count--;
     }
     // MRC-EV-008: SKIP for a rotation (new data only).
     if (is_new && st.mode == EvMode::kSkip && t > st.since + prof.tol.reaction_ns) {
-      size_t used = 0;
-      for (const auto& [e, s2] : fl.evs)
-        if (e != w && s2.last_use > st.since) ++used;
+      // A turn is owed only to the other EVs still usable: those used since the signal (any data,
+      // retransmissions too) and the active ones the reconstruction holds GOOD (R39: every other
+      // GOOD EV).
+      size_t used = 0, good_unused = 0;
+      for (const auto& [e, s2] : fl.evs) {
+        if (e == w) continue;
+        if (s2.last_data > st.since)
+          ++used;
+        else if (s2.mode == EvMode::kGood && fl.recent_count.find(e))
+          ++good_unused;
+      }
+      const size_t need = std::min(
+          st.need_others, static_cast<size_t>(std::ceil(prof.tol.skip_rotation_fraction *
+                                                        static_cast<double>(used + good_unused))));
       judge(EV_008);
-      if (t < st.since + prof.tol.t_skip_ns && used < st.need_others) {
-        fail(EV_008, o,
-             "new data on EV " + hex(w) + " " + std::to_string(t - st.since) +
-                 " ns after a SKIP signal; only " + std::to_string(used) + " of " +
-                 std::to_string(st.need_others) + " other EVs used since");
+      if (t < st.since + prof.tol.t_skip_ns && used < need) {
+        ev_suspect(o, fl, EV_008,
+                   "new data on EV " + hex(w) + " " + std::to_string(t - st.since) +
+                       " ns after a SKIP signal; only " + std::to_string(used) + " of " +
+                       std::to_string(need) + " other EVs used since");
+        fl.ev_suspects.back().skip_since = st.since;
+        fl.ev_suspects.back().skip_need = need;
       }
       st.mode = EvMode::kGood;
+      st.recovered_at = t;
       fl.skip_count--;
     }
     if (is_new) st.last_use = t;
+    st.last_data = t;
+    if (st.probe_since != 0) {
+      st.probe_ep_start = st.probe_since;
+      st.probe_ep_end = t;
+      st.probe_since = 0;
+    }
+    if (st.recovered_at == kNoTime) st.recovered_at = t;
   }
   if (!is_new) return;
 
@@ -120,8 +166,80 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
     fl.recent_wevs.pop_front();
     if (--fl.recent_count[old] == 0) fl.recent_count.erase(old);
   }
+}
 
-  // MRC-EV-001: spraying.
+void Engine::ev_suspect(const Obs& o, Flow& fl, RuleIdx r, std::string msg) {
+  if (fl.ev_suspects.size() >= kMaxSuspects) {
+    excuse(fl.ev_suspects.front().rule);
+    fl.ev_suspects.pop_front();
+  }
+  const size_t window = std::max<size_t>(kSuspectMinWatch, 2 * fl.active_evs());
+  fl.ev_suspects.push_back({r, o.wev, o.point, o.frame_no, o.ts, window, std::move(msg)});
+}
+
+// Data on an EV now proves it was usable (GOOD) at time t unless the checker holds it
+// ASSUMED_BAD or SKIP, it came back from either only after t, or the requester probed it since
+// its previous data (it may have retired it on its own evidence).
+static bool usable_at(const EvState* st, uint64_t t) {
+  if (!st) return true;
+  if (st->mode != EvMode::kGood || st->recovered_at >= t) return false;  // ties: order unknown
+  return !st->probing_at(t);
+}
+
+void Engine::ev_resolve(Flow& fl, uint32_t wev, uint64_t ts) {
+  const EvState* st = fl.find_ev(wev);
+  for (auto it = fl.ev_suspects.begin(); it != fl.ev_suspects.end();) {
+    if (it->rule == EV_008 && ts == it->ts && wev != it->wev) {
+      // Same time stamp, maybe another capture file: this use may have come first (per-port
+      // captures merge file by file). Count the turns again with it.
+      size_t used = 0;
+      for (const auto& [e, s2] : fl.evs)
+        if (e != it->wev && (e == wev || s2.last_data > it->skip_since)) ++used;
+      if (used >= it->skip_need) {
+        excuse(EV_008);
+        it = fl.ev_suspects.erase(it);
+        continue;
+      }
+    }
+    if (wev != it->wev && usable_at(st, it->ts)) {
+      fail_at(it->rule, it->point, it->frame, it->ts,
+              it->msg + "; EV " + hex(wev) + " carried data " + std::to_string(ts - it->ts) +
+                  " ns later, so another EV was usable");
+      it = fl.ev_suspects.erase(it);
+    } else if (--it->left == 0) {
+      excuse(it->rule);  // no other EV used: the requester was down to this one
+      it = fl.ev_suspects.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::ev_spray_drain(Flow& fl, uint64_t now_ts, bool final) {
+  while (!fl.spray_pend.empty()) {
+    auto it = fl.spray_pend.begin();
+    if (it->first != fl.spray_next) {
+      // A PSN not seen yet: wait for it (per-port captures interleave late), unless it is
+      // overdue. Its EV is unknown, so the run restarts after it.
+      const bool overdue =
+          final || fl.spray_pend.size() >= kSprayReorderMax || now_ts > it->second.ts + kSprayGapNs;
+      if (!overdue) return;
+      fl.run_len = 0;
+      fl.spray_next = it->first;
+    }
+    ev_spray(fl, it->second);
+    fl.spray_next++;
+    fl.spray_pend.erase(it);
+  }
+}
+
+void Engine::ev_spray(Flow& fl, const Flow::SprayPend& sp) {
+  // MRC-EV-001: spraying, in PSN (send) order.
+  if (!sp.known) {
+    fl.run_len = 0;
+    return;
+  }
+  const uint32_t w = sp.wev;
   if (w == fl.run_wev && fl.run_len > 0) {
     fl.run_len++;
   } else {
@@ -131,16 +249,19 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
   }
   const size_t act = fl.active_evs();
   const size_t threshold = std::max<size_t>(prof.tol.spray_run_max, 2 * act);
-  const size_t unusable = fl.bad_count + fl.skip_count;
   const bool single_ev_profile = fl.prof.evs.size() == 1;
-  const bool degraded = act >= 2 && act - std::min(act, unusable) < 2;
   if (fl.run_len > threshold && !fl.run_flagged) {
     judge(EV_001);
-    if (!degraded && !single_ev_profile) {
-      fail(EV_001, o,
-           std::to_string(fl.run_len) + " consecutive new data packets on EV " + hex(w) +
-               " (active EVs " + std::to_string(act) + ", limit " + std::to_string(threshold) +
-               ")");
+    if (!single_ev_profile) {
+      ev_spray_settle(fl, sp.ts, true);  // an earlier run still waiting
+      fl.spray_flag_on = true;
+      fl.spray_flag_wev = w;
+      fl.spray_flag_narrow = act < 2;
+      fl.spray_flag = sp;
+      fl.spray_flag_msg = std::to_string(fl.run_len) +
+                          " consecutive new data packets (in PSN order) on EV " + hex(w) +
+                          " (active EVs " + std::to_string(act) + ", limit " +
+                          std::to_string(threshold) + ")";
     }
     fl.run_flagged = true;
   } else if (fl.run_len == 1) {
@@ -148,8 +269,32 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, bool is_new) {
   }
 }
 
+void Engine::ev_spray_settle(Flow& fl, uint64_t now_ts, bool final) {
+  if (!fl.spray_flag_on || (!final && now_ts <= fl.spray_flag.ts)) return;
+  fl.spray_flag_on = false;
+  // Exempt when no other active EV was usable: each is ASSUMED_BAD or SKIP in the
+  // reconstruction, or the requester probed it since its last data on it (retired on the
+  // requester's own evidence, e.g. a SACK gap).
+  const uint32_t w = fl.spray_flag_wev;
+  const uint64_t t = fl.spray_flag.ts;
+  auto usable = [&](const EvState& st) { return st.mode == EvMode::kGood && !st.probing_at(t); };
+  size_t usable_others = 0;
+  for (const auto& [e, st] : fl.evs)
+    if (e != w && (fl.spray_flag_narrow || fl.recent_count.find(e)) && usable(st)) ++usable_others;
+  if (fl.spray_flag_narrow)  // profile EVs never seen are usable as far as the trace shows
+    for (const EvEntry& x : fl.prof.evs)
+      if (x.wev != w && !fl.evs.count(x.wev)) ++usable_others;
+  if (usable_others == 0) {
+    excuse(EV_001);
+    return;
+  }
+  fail_at(EV_001, fl.spray_flag.point, fl.spray_flag.frame, fl.spray_flag.ts,
+          std::move(fl.spray_flag_msg));
+}
+
 void Engine::ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const char* what) {
   (void)what;
+  if (fl.spray_flag_on) ev_spray_settle(fl, o.ts, false);
   auto it = fl.evs.find(wev);
   if (it == fl.evs.end()) {
     if (fl.evs.size() >= kMaxEvStates) return;
@@ -175,21 +320,42 @@ void Engine::ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const 
   st.sig_frame = o.frame_no;
 }
 
-void Engine::ev_timeout_retire(const Obs& o, Flow& fl, uint32_t wev) {
+void Engine::ev_timeout_retire(const Obs& o, Flow& fl, uint32_t wev, uint64_t decided_at) {
+  // A requester whose other EVs were unusable when its timer expired is at its ev_min_active
+  // floor and keeps the EV (R40); usable = not ASSUMED_BAD, not just back, not being probed.
+  // A probe answer for the EV after the timer expired already ends the retirement (R40).
+  if (const EvState* st = fl.find_ev(wev); st && st->probe_ok_at > decided_at) return;
+  const size_t active = std::max<size_t>(fl.active_evs(), 1);
+  const size_t floor = fl.prof.ev_min_active.value_or(std::max<size_t>(1, active / 4));
+  size_t usable_others = 0;
+  for (const auto& [e, st] : fl.evs)
+    if (e != wev && fl.recent_count.find(e) && st.mode != EvMode::kBad &&
+        st.recovered_at < decided_at && !st.probing_at(decided_at))
+      ++usable_others;
+  if (usable_others < floor) return;
   ev_signal(o, fl, wev, EvMode::kBad, "timeout");
 }
 
 void Engine::ev_probe_ok(const Obs& o, Flow& fl, uint32_t wev) {
-  (void)o;
+  if (fl.spray_flag_on) ev_spray_settle(fl, o.ts, false);
   auto it = fl.evs.find(wev);
-  if (it == fl.evs.end() || it->second.mode != EvMode::kBad) return;
+  if (it == fl.evs.end()) return;
+  it->second.probe_ok_at = o.ts;
+  if (it->second.mode != EvMode::kBad) return;
   it->second.mode = EvMode::kGood;
+  it->second.recovered_at = kNoTime;  // set by the requester's next data on it
   fl.bad_count--;
 }
 
 void Engine::ev_probe_sent(const Obs& o, Flow& fl, uint32_t wev) {
+  if (fl.spray_flag_on) ev_spray_settle(fl, o.ts, false);
   auto it = fl.evs.find(wev);
-  if (it == fl.evs.end() || it->second.mode != EvMode::kBad) return;
+  if (it == fl.evs.end()) {
+    if (fl.evs.size() >= kMaxEvStates) return;
+    it = fl.evs.emplace(wev, EvState{}).first;
+  }
+  if (it->second.probe_since == 0) it->second.probe_since = o.ts;
+  if (it->second.mode != EvMode::kBad) return;
   EvState& st = it->second;
   const uint64_t last = std::max(st.since, st.last_probe);
   judge(EV_010);
@@ -202,7 +368,12 @@ void Engine::ev_probe_sent(const Obs& o, Flow& fl, uint32_t wev) {
 }
 
 void Engine::ev_sweep(Flow& fl, uint64_t t, bool final) {
-  (void) final;
+  if (final) {
+    ev_spray_drain(fl, t, true);
+    ev_spray_settle(fl, t, true);
+    for (const Flow::EvSuspect& sp : fl.ev_suspects) excuse(sp.rule);
+    fl.ev_suspects.clear();
+  }
   if (fl.bad_count == 0) return;
   for (auto& [w, st] : fl.evs) {
     if (st.mode != EvMode::kBad) continue;

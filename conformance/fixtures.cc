@@ -271,6 +271,8 @@ std::vector<std::byte> Session::sack_frame(const SackPkt& k) const {
   s.seth.mpr = k.mpr;
   s.seth.sack_offset = k.sack_offset;
   s.seth.sack_bitmap = k.bitmap;
+  s.seth.psv = k.psv;
+  s.seth.port_status = k.port_status;
   s.cc_state.ts_echo = k.ts_echo;
   s.cc_state.ooo_count = k.ooo;
   s.cc_state.rcvd_bytes = k.rcvd_bytes;
@@ -397,17 +399,23 @@ void Session::probe(uint16_t id, uint32_t wev, bool answer, uint8_t m, uint32_t 
 }
 
 void Session::ep_probe(uint16_t req_id, uint32_t wev, const EpOpts& o) {
-  wire::FrameSpec s = base(req, rsp, wev, 0, 2);
+  // A reverse operation goes from the responder's node to the requester's.
+  const wire::Ipv6Addr& from = o.reverse ? rsp : req;
+  const wire::Ipv6Addr& to = o.reverse ? req : rsp;
+  const uint32_t from_point = o.reverse ? rsp_point : req_point;
+  const uint32_t to_point = o.reverse ? req_point : rsp_point;
+  wire::FrameSpec s = base(from, to, wev, 0, 2);
   s.bth.opcode = 0xD8;
   s.bth.dest_qp = o.dest_qp;
   s.bth.psn = req_id;
   s.erth.op = o.op;
   s.erth.ts16 = ts16_at(now);
+  s.erth.port_status_mask = o.port_status_mask;
   const auto f = wire::encode_frame(s);
-  t.add(req_point, now, f);
-  t.add(rsp_point, now + one_way, f);
+  t.add(from_point, now, f);
+  t.add(to_point, now + one_way, f);
   for (int i = 0; i < o.responses; ++i) {
-    wire::FrameSpec r = base(rsp, req, 0x9002,
+    wire::FrameSpec r = base(to, from, 0x9002,
                              o.rsp_dscp >= 0 ? static_cast<uint8_t>(o.rsp_dscp) : dscp.control, 0);
     r.bth.opcode = 0xD9;
     r.bth.dest_qp = 2;
@@ -417,8 +425,8 @@ void Session::ep_probe(uint16_t req_id, uint32_t wev, const EpOpts& o) {
     r.eeth.ts_echo = ts16_at(now);
     const auto rf = wire::encode_frame(r);
     const uint64_t at = now + one_way + (1 + static_cast<uint64_t>(i)) * kUs;
-    t.add(rsp_point, at, rf);
-    t.add(req_point, at + one_way, rf);
+    t.add(to_point, at, rf);
+    t.add(from_point, at + one_way, rf);
   }
 }
 

@@ -88,6 +88,8 @@ struct SackPkt {
   int dscp = -1;
   int psn = -1;           // BTH.PSN override
   uint32_t wev = 0x9001;  // reverse-path EV
+  bool psv = false;       // port_status valid
+  uint8_t port_status = 0;  // bit i: responder port i+1 usable
 };
 
 class Session {
@@ -149,7 +151,9 @@ class Session {
     int responses = 1;
     int rsp_dscp = -1;
     int entropy = -1;  // EETH.entropy override
-    uint8_t op = 1;
+    uint8_t op = 1;    // 1 EV_PROBE, 0 PORT_STATUS_UPDATE
+    bool reverse = false;           // from the responder's node to the requester's
+    uint32_t port_status_mask = 0;  // ERTH (requests); bit N: port N usable
   };
   void ep_probe(uint16_t req_id, uint32_t wev, const EpOpts& o);
   void ep_probe(uint16_t req_id, uint32_t wev) { ep_probe(req_id, wev, EpOpts{}); }

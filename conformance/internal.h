@@ -11,6 +11,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -415,6 +416,7 @@ struct Tx {
   bool trim_obl : 1 = false;  // obligations created for its arrival
   bool ce_obl : 1 = false;
   bool ack_obl : 1 = false;
+  uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
 };
 
 inline constexpr int kTxRing = 3;
@@ -468,6 +470,19 @@ struct EvState {
   uint64_t last_probe = 0;
   uint64_t probe_flagged_at = 0;
   size_t need_others = 0;  // SKIP: distinct other EVs to use first
+  // When the EV was last back in use after SKIP or ASSUMED_BAD: the requester's first data on it
+  // (kNoTime between a probe answer and that data: the requester may want several answers).
+  uint64_t recovered_at = 0;
+  uint64_t last_data = 0;  // last data (new or retransmission) from the requester
+  // Probing by the requester: the first probe since its last data (0: none), and the previous
+  // such episode [start, end) that data on the EV ended.
+  uint64_t probe_since = 0;
+  uint64_t probe_ok_at = 0;  // last probe answer with M=00/01
+  uint64_t probe_ep_start = 0, probe_ep_end = 0;
+  bool probing_at(uint64_t t) const {
+    return (probe_since != 0 && probe_since <= t) ||
+           (probe_ep_start != 0 && probe_ep_start <= t && t < probe_ep_end);
+  }
   uint32_t sig_capture = 0;
   uint64_t sig_frame = 0;
 };
@@ -496,6 +511,59 @@ struct MsgRec {
   int64_t first_psn = 0;
   uint64_t va_first = 0;
   bool first_known = false;
+};
+
+// The usable ports of a peer as last signalled to a sender (PORT_STATUS_UPDATE from the peer,
+// the port_status of its SACKs, the port mask of its EV probe responses). MRC-EV-012.
+struct PortStatus {
+  uint32_t usable = 0xFFFFFFFEu;  // bit N: port N usable
+  std::array<uint64_t, 32> down_since{};
+  std::array<uint32_t, 32> point{};
+  std::array<uint64_t, 32> frame{};
+  std::array<const char*, 32> how{};
+  uint32_t flagged = 0;  // ports whose current down episode was already reported
+};
+
+// Per-plane EV use of a QP's new data at the requester (MRC-EV-002, MRC-EV-011; planes.cc),
+// measured over windows of new data packets.
+struct PlaneTrack {
+  bool init = false;
+  FlatMap32<uint32_t> idx_of;  // WEV -> 1 + index in the profile's evs
+  std::vector<uint8_t> ports;  // planes of the profile's EVs (1-based ports), ascending
+  FlatMap32<uint32_t> last_win;  // WEV -> 1 + the last window it carried new data in
+  std::array<uint32_t, 33> count{};  // distinct EVs per port in the current window
+  uint32_t win_id = 0, win_len = 0, win_target = 0;
+  uint32_t distinct = 0, carried = 0;  // distinct EVs in the window, of them used in the one before
+  uint32_t prev_distinct = 0;
+  bool win_repl = false, prev_repl = false;  // a never-used EV first carried data in the window
+  bool win_bad = false;    // an EV was ASSUMED_BAD during the window
+  bool win_dirty = false;  // a port was marked down during the window
+  uint32_t win_point = 0;
+  uint64_t win_frame = 0, win_ts = 0;
+  uint32_t repl_wev = 0;
+  uint64_t repl_ts = 0;
+  PortStatus* port_status = nullptr;  // of (requester node, responder node), once signalled
+};
+
+// Reverse EV probes of a QP's responder (MRC-PRB-007; probes.cc). Index: responder port 1..8.
+struct RevProbeTrack {
+  static constexpr size_t kPorts = 9;
+  std::array<uint64_t, kPorts> last_data{}, period_start{}, last_probe{}, flagged{};
+  uint64_t rtt_max = 0;  // EV probe round trips seen at the responder
+  uint64_t checked = 0;
+  uint64_t violations = 0;
+  std::vector<Evidence> pending;  // judged at the end: only if the responder sent no data
+};
+
+// MRC-CC-002 (cc.cc): stretches of SACKs with M=01 and delay >= target_delay.
+struct CcTrack {
+  bool have_cal = false;  // requester ts16 clock vs capture time, from its last data packet
+  uint64_t cal_ts = 0;
+  uint16_t cal_ts16 = 0;
+  uint64_t hwm = 0;  // highest bytes-in-flight estimate so far
+  bool open = false, flagged = false;
+  uint64_t ref = 0, open_ts = 0, open_frame = 0, delay_ns = 0;
+  uint32_t open_point = 0;
 };
 
 struct Flow {
@@ -554,6 +622,40 @@ struct Flow {
   uint32_t run_wev = 0;
   uint32_t run_len = 0;
   bool run_flagged = false;
+  // MRC-EV-001 follows new data in PSN order, which is the requester's send order: per-port
+  // captures stamped with equal times merge file by file, not in send order.
+  struct SprayPend {
+    uint32_t wev = 0;
+    bool known = false;  // false: seen first away from the requester's capture
+    uint32_t point = 0;
+    uint64_t frame = 0;
+    uint64_t ts = 0;
+  };
+  bool spray_started = false;
+  int64_t spray_next = 0;                   // next PSN the run goes on with
+  std::map<int64_t, SprayPend> spray_pend;  // new PSNs seen ahead of spray_next
+  // A run over the limit, judged once the trace moves past its time stamp: frames stamped the
+  // same (e.g. probes in another per-port capture) may belong before it.
+  bool spray_flag_on = false;
+  uint32_t spray_flag_wev = 0;
+  bool spray_flag_narrow = false;  // fewer than 2 active EVs: the whole EV universe is owed
+  SprayPend spray_flag;
+  std::string spray_flag_msg;
+  // EV-008/009/013: data on an EV the rule forbids is a violation once the requester proves it
+  // had another usable EV by sending data on one within its next few data packets; it may have
+  // retired the others on evidence no capture shows (it owes only ev_min_active EVs).
+  struct EvSuspect {
+    RuleIdx rule{};
+    uint32_t wev = 0;
+    uint32_t point = 0;
+    uint64_t frame = 0;
+    uint64_t ts = 0;
+    size_t left = 0;  // data packets still to watch
+    std::string msg;
+    uint64_t skip_since = 0;  // EV-008: the SKIP signal and the other EVs owed a turn
+    size_t skip_need = 0;
+  };
+  std::deque<EvSuspect> ev_suspects;
   size_t bad_count = 0;
   size_t skip_count = 0;
 
@@ -581,6 +683,11 @@ struct Flow {
   // Summary.
   uint64_t data_packets = 0, retransmissions = 0, sacks = 0, nacks = 0;
   FlatMap32<bool> all_wevs;  // a set: the values are unused
+
+  // MRC-EV-002/007/011/012, MRC-PRB-007, MRC-CC-002.
+  PlaneTrack planes;
+  RevProbeTrack rev;
+  CcTrack cc;
 
   int64_t unwrap(uint32_t psn);
   // nullptr when outside the window
@@ -793,6 +900,10 @@ struct Engine {
 
   std::map<std::tuple<Addr, Addr, uint16_t>, EndpointReq> ep_reqs;  // (src, dst, req_id)
   std::deque<std::pair<uint64_t, std::tuple<Addr, Addr, uint16_t>>> ep_order;
+  static constexpr size_t kMaxEndpointReqs = 1 << 18;
+  std::unordered_map<std::string, uint8_t> decision_links;  // injector link -> bit (8 kept)
+  Tx* decided_tx(const Decision& d, PsnRec& r);
+  std::set<std::pair<Addr, Addr>> ep_pruned_pairs;  // (requester, responder) with forgotten requests
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {
@@ -878,16 +989,37 @@ struct Engine {
   void on_tack(const Obs& o, Flow& fl);
 
   // --- evstate.cc
-  void ev_on_data(const Obs& o, Flow& fl, bool is_new);
+  void ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new);
+  void ev_spray(Flow& fl, const Flow::SprayPend& sp);
+  void ev_suspect(const Obs& o, Flow& fl, RuleIdx r, std::string msg);
+  void ev_resolve(Flow& fl, uint32_t wev, uint64_t ts);
+  void ev_spray_drain(Flow& fl, uint64_t now_ts, bool final);
+  void ev_spray_settle(Flow& fl, uint64_t now_ts, bool final);
   void ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const char* what);
   void ev_probe_ok(const Obs& o, Flow& fl, uint32_t wev);
   void ev_probe_sent(const Obs& o, Flow& fl, uint32_t wev);
-  void ev_timeout_retire(const Obs& o, Flow& fl, uint32_t wev);
+  // `decided_at`: when the requester's timer expired (the retransmission may leave later).
+  void ev_timeout_retire(const Obs& o, Flow& fl, uint32_t wev, uint64_t decided_at);
   void ev_sweep(Flow& fl, uint64_t now_ts, bool final);
   void ev_carriage(const Obs& o, const wire::DecodedFrame& f, const Flow* fl);
 
   // --- probes.cc: endpoint operations
   void on_endpoint(const Obs& o, const wire::DecodedFrame& f);
+  // MRC-PRB-007: data arriving at a responder that should probe its reverse EVs.
+  void rev_on_data(const Obs& o, Flow& fl);
+  void rev_finish(Flow& fl);
+
+  // --- planes.cc: per-plane EV rules (MRC-EV-002, -007, -011, -012)
+  // By (sender node, peer node); entries are never erased (flows keep pointers to them).
+  std::map<std::pair<int, int>, PortStatus> port_status;
+  void port_signal(const Obs& o, int sender, int peer, uint32_t usable, uint32_t known,
+                   const char* how);
+  void plane_on_packet(const Obs& o, const wire::DecodedFrame& f, Flow& fl, bool data);
+  void plane_on_sack(const Obs& o, const wire::DecodedFrame& f, Flow& fl);
+
+  // --- cc.cc: MRC-CC-002
+  void cc_on_data(const Obs& o, const wire::DecodedFrame& f, Flow& fl);
+  void cc_on_sack(const Obs& o, const wire::DecodedFrame& f, Flow& fl);
 };
 
 // Content hash of the parts of a data packet a retransmission must repeat byte for byte:

@@ -137,7 +137,7 @@ void Engine::on_data(Obs& o, Flow& fl) {
   r->tx_count++;
   if (seen_before) fl.retransmissions++;
 
-  ev_on_data(o, fl, !seen_before);
+  ev_on_data(o, fl, p, !seen_before);
 
   // MRC-REQ-010: ts16 order per sending port, at the requester only.
   if (o.at_src && f.has(wire::kHdrTseth)) {
@@ -351,7 +351,21 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       } else {
         na(REQ_013, "needs a capture at the requester's interface");
       }
-      if (t == 0 || static_cast<double>(interval) >= min_ns) ev_timeout_retire(o, fl, prev->wev);
+      if (t == 0 || static_cast<double>(interval) >= min_ns)
+        ev_timeout_retire(
+            o, fl, prev->wev,
+            t == 0 ? o.ts
+                   : std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
+    } else if (r.nack_ts <= prev->ts && !prev->trimmed && !r.acked) {
+      // Only SACKs (or probe answers) for other PSNs: a requester acting on the gap they show
+      // does so within about an RTT, so a retransmission a whole timeout T after the previous
+      // one is its timeout (MRC-EV-009).
+      const uint64_t t = timeout_ns(fl);
+      const double min_ns = static_cast<double>(t) * (1.0 - prof.tol.timer_tolerance) -
+                            static_cast<double>(prof.tol.timer_slack_ns);
+      if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns)
+        ev_timeout_retire(o, fl, prev->wev,
+                          std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
     }
   }
   // Obligations met by this retransmission.
@@ -359,10 +373,12 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
     judge(REQ_011);
     if (fl.active_evs() >= 2 || fl.all_wevs.size() >= 2) {
       judge(EV_013);
-      if (o.wev == it->second.ev)
-        fail(EV_013, o,
-             "retransmission of PSN " + psn_str(p) + " after a NACK uses the NACKed EV " +
-                 hex(o.wev));
+      // A NACK for an older copy than the latest one (sent before the NACK arrived) is stale:
+      // what follows is no reaction to it.
+      if (o.wev == it->second.ev && prev && prev->wev == it->second.ev)
+        ev_suspect(o, fl, EV_013,
+                   "retransmission of PSN " + psn_str(p) + " after a NACK uses the NACKed EV " +
+                       hex(o.wev));
     }
     fl.nack_retx.erase(it);
   }

@@ -169,6 +169,121 @@ std::string srv6_profile(const char* locator) {
       R"({"ev_format": "srv6", "evs": null, "timeout": null})");
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Per-plane EVs, port status, reverse EV probes, CC-002
+// ---------------------------------------------------------------------------------------------
+// EVs 0x50100.. on two planes: `per_plane[0]` EVs on port 1, then `per_plane[1]` on port 2.
+std::string two_plane_evs(int on_port1, int on_port2) {
+  // Appends only: GCC 12 at -O3 warns (-Wrestrict) on "literal" + std::string temporaries.
+  std::string evs = "[";
+  for (int i = 0; i < on_port1 + on_port2; ++i) {
+    if (i) evs += ",";
+    evs += R"({"wev": )";
+    evs += std::to_string(0x50100 + i);
+    evs += R"(, "port": )";
+    evs += i < on_port1 ? "1}" : "2}";
+  }
+  evs += "]";
+  return evs;
+}
+
+// Two planes in the profile; the captures carry no port (MRC-EV-005 has no say).
+void two_planes(Trace& t, int on_port1, int on_port2, const std::string& extra_tol = "") {
+  t.points = {{"h1-eth0.pcapng", "h1", 0}, {"h2-eth0.pcapng", "h2", 0}};
+  std::string top = R"({"captures": null, "tolerances": {"end_grace_ns": 200000,
+      "reaction_ns": 2000, "t_ack_max_ns": 50000, "t_probe_ns": 500000, "t_skip_ns": 2000000,
+      "dedup_window_ns": 1000000, "ep_timeout_ns": 1000000, "decision_lookahead_ns": 100000,
+      "t_port_ns": 20000)";
+  top += extra_tol;
+  top += "}}";
+  std::string qp = R"({"evs": )";
+  qp += two_plane_evs(on_port1, on_port2);
+  qp += "}";
+  t.profile = fixtures::profile(top, qp);
+}
+
+// `n` packets of new data, four per message.
+void stream(Session& s, int n) {
+  for (int i = 0; i < n; i += 4) s.write(4096);
+}
+
+// The responder's node tells the requester's which of its ports are usable.
+void port_update(Session& s, uint16_t req_id, uint32_t mask) {
+  Session::EpOpts o;
+  o.op = 0;
+  o.reverse = true;
+  o.port_status_mask = mask;
+  s.ep_probe(req_id, 0x9003, o);
+  s.advance(20 * kUs);
+}
+
+// The requester leaves out EVs 0x50100+first .. +last.
+void avoid_range(Session& s, int first, int last, bool on) {
+  for (int i = first; i <= last; ++i) {
+    if (on)
+      s.avoid.insert(0x50100u + static_cast<uint32_t>(i));
+    else
+      s.avoid.erase(0x50100u + static_cast<uint32_t>(i));
+  }
+}
+
+// A requester whose data the responder answers from the start, with reverse EV probes on
+// plane 1 every `probe_every` messages (0: none). Both captures are on port 1.
+void reverse_probes(Trace& t, int probe_every) {
+  t.points = {{"h1-eth0.pcapng", "h1", 1}, {"h2-eth0.pcapng", "h2", 1}};
+  t.profile = fixtures::profile(
+      R"({"captures": {"h1-eth0.pcapng": {"node": "h1", "port": 1},
+                       "h2-eth0.pcapng": {"node": "h2", "port": 1}},
+          "tolerances": {"end_grace_ns": 200000, "reaction_ns": 2000, "t_ack_max_ns": 50000,
+          "t_probe_ns": 500000, "t_skip_ns": 2000000, "dedup_window_ns": 1000000,
+          "ep_timeout_ns": 1000000, "decision_lookahead_ns": 100000,
+          "t_reverse_probe_ns": 100000}})");
+  Session s(t);
+  uint16_t id = 100;
+  for (int m = 0; m < 60; ++m) {
+    s.write(1024);
+    if (probe_every > 0 && m % probe_every == 0) {
+      Session::EpOpts o;
+      o.reverse = true;
+      s.ep_probe(id++, 0x9100u + static_cast<uint32_t>(m % 4), o);
+    }
+  }
+  tail(s);
+}
+
+// CC profile numbers that make a CE-echoing SACK one RTT (7 us) after its trigger count as
+// congested: delay 6 us >= target 2 us + reaction 2 us.
+void cc_profile(Trace& t) {
+  t.profile =
+      fixtures::profile("{}", R"({"cc": {"base_rtt_ns": 1000, "target_delay_ns": 2000}})");
+}
+
+// A burst of `n` packets of which only the last is SACKed (its A=1 needs an answer).
+void burst(Session& s, int n) {
+  s.write(static_cast<uint32_t>(n) * s.pmtu, false, {},
+          [n](size_t i, SackPkt&) { return i + 1 == static_cast<size_t>(n); });
+}
+
+// SRv6 EVs 3..7 expanded from compact uSIDs under a 32-bit locator field and four 16-bit
+// uSID fields: compact 0101020103010e02 -> fcbb:0:101:201:301:e02:: (the DA Srv6 sends).
+std::string srv6_expansion_profile(const std::string& wev5_compact) {
+  std::string qp = R"({"ev_format": "srv6", "timeout": null, "evs": [)";
+  for (int w = 3; w <= 7; ++w) {
+    if (w > 3) qp += ",";
+    qp += R"({"wev": )";
+    qp += std::to_string(w);
+    qp += R"(, "port": 1, "compact": ")";
+    qp += w == 5 ? wev5_compact : std::string("0101020103010e02");
+    qp += "\"}";
+  }
+  qp += R"(], "ev_expansion": {"format_widths": [32, 16, 16, 16, 16, 16, 16],
+            "fields": [{"width": 32, "init_val": 4240113664},
+                       {"width": 16, "mask": 65535}, {"width": 16, "mask": 65535},
+                       {"width": 16, "mask": 65535}, {"width": 16, "mask": 65535}]}})";
+  return fixtures::profile(R"({"srv6_locator": "fcbb::", "captures": null})", qp);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 // ---------------------------------------------------------------------------------------------
@@ -826,6 +941,114 @@ std::vector<Scenario> scenarios() {
     s.write(8192, false, {}, [](size_t i, SackPkt&) { return i == 7; });
     tail(s);
   });
+
+  // ------------------------------------------------- per-plane EVs, port status, reverse probes
+  add("srv6-da-expansion", "", [](Trace& t) {
+    t.profile = srv6_expansion_profile("0101020103010e02");
+    Srv6 x(t);
+    for (int i = 0; i < 6; ++i) x.message();
+  });
+  add("srv6-da-not-expansion", "MRC-EV-007", [](Trace& t) {
+    // WEV 5 expands to another T1 uSID (0202): the packets on it carry the wrong path.
+    t.profile = srv6_expansion_profile("0101020203010e02");
+    Srv6 x(t);
+    for (int i = 0; i < 6; ++i) x.message();
+  });
+  add("port-status-obeyed", "", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    clean_base(s);
+    port_update(s, 20, 0b010);  // port 2 down
+    avoid_range(s, 4, 7, true);
+    stream(s, 24);
+    // SACKs repeat it; then port 2 comes back and plane 2 carries data again.
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psv = true;
+      k.port_status = 0b01;
+      return true;
+    });
+    s.advance(30 * kUs);  // data already queued within t_port of a signal is allowed
+    port_update(s, 21, 0b110);
+    avoid_range(s, 4, 7, false);
+    stream(s, 24);
+    tail(s);
+  });
+  add("port-status-ignored", "MRC-EV-012", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    clean_base(s);
+    port_update(s, 20, 0b010);
+    s.advance(30 * kUs);
+    stream(s, 16);  // still on plane 2
+    tail(s);
+  });
+  add("sack-port-status-ignored", "MRC-EV-012", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psv = true;
+      k.port_status = 0b01;
+      return true;
+    });
+    s.advance(30 * kUs);
+    stream(s, 16);
+    tail(s);
+  });
+  add("planes-balanced", "", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    stream(s, 600);
+    tail(s);
+  });
+  add("planes-unbalanced", "MRC-EV-002", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    avoid_range(s, 6, 7, true);  // plane 1 uses 4 EVs, plane 2 only 2
+    stream(s, 600);
+    tail(s);
+  });
+  add("replacement-same-plane", "", [](Trace& t) {
+    two_planes(t, 4, 4);  // per plane: three active EVs and one backup
+    Session s(t);
+    avoid_range(s, 3, 3, true);
+    avoid_range(s, 7, 7, true);
+    stream(s, 300);
+    avoid_range(s, 0, 0, true);  // EV 0x50100 (plane 1) retired, backup 0x50103 (plane 1)
+    avoid_range(s, 3, 3, false);
+    stream(s, 540);
+    tail(s);
+  });
+  add("replacement-other-plane", "MRC-EV-011", [](Trace& t) {
+    two_planes(t, 4, 4);
+    Session s(t);
+    avoid_range(s, 3, 3, true);
+    avoid_range(s, 7, 7, true);
+    stream(s, 300);
+    avoid_range(s, 0, 0, true);  // EV 0x50100 (plane 1) retired, replaced by 0x50107 (plane 2)
+    avoid_range(s, 7, 7, false);
+    stream(s, 540);
+    tail(s);
+  });
+  add("reverse-probes", "", [](Trace& t) { reverse_probes(t, 3); });
+  add("reverse-probes-missing", "MRC-PRB-007", [](Trace& t) { reverse_probes(t, 0); });
+  add("cc-no-growth-on-ecn", "", [](Trace& t) {
+    cc_profile(t);
+    Session s(t);
+    clean_base(s);
+    s.write(2048, false, [](size_t, DataPkt&, Fate& f) { f = Fate::kCe; });
+    s.write(1024);  // a SACK without CE: growth is allowed after it
+    burst(s, 6);
+    tail(s);
+  });
+  add("cc-growth-on-ecn", "MRC-CC-002", [](Trace& t) {
+    cc_profile(t);
+    Session s(t);
+    clean_base(s);
+    s.write(2048, false, [](size_t, DataPkt&, Fate& f) { f = Fate::kCe; });
+    burst(s, 6);
+    tail(s);
+  });
   return v;
 }
 
@@ -900,8 +1123,8 @@ INSTANTIATE_TEST_SUITE_P(All, RuleScenario, ::testing::ValuesIn(scenarios()),
                            return n;
                          });
 
-// Every implemented rule has a scenario where it passes and one where it fails (or warns);
-// catalogued-only rules always report not-run.
+// Every catalogued rule has a scenario where it passes and one where it fails (or warns). A rule
+// without an evaluator (never pass) fails this test.
 TEST(RuleCoverage, EveryRuleCanPassAndFail) {
   std::map<std::string, std::set<Status>> seen;
   for (const auto& sc : scenarios()) {
@@ -912,14 +1135,33 @@ TEST(RuleCoverage, EveryRuleCanPassAndFail) {
   }
   for (const auto& rule : rule_catalogue()) {
     const auto& st = seen[std::string(rule.id)];
-    if (!rule.implemented) {
-      EXPECT_EQ(st, std::set<Status>{Status::kNotRun}) << rule.id;
-      continue;
-    }
+    EXPECT_TRUE(rule.implemented) << rule.id << " has no evaluator";
     EXPECT_TRUE(st.count(Status::kPass)) << rule.id << " never passes in any scenario";
     const Status bad = rule.severity == Severity::kError ? Status::kFail : Status::kWarn;
     EXPECT_TRUE(st.count(bad)) << rule.id << " never fails in any scenario";
   }
+}
+
+// The conforming scenarios of the per-plane, reverse-probe and CC-002 rules judge their rule
+// (pass, not merely not-applicable), and the other scenarios leave them alone.
+TEST(RuleCoverage, PlaneAndCcScenariosJudgeTheirRule) {
+  const std::map<std::string, std::string> passes = {
+      {"srv6-da-expansion", "MRC-EV-007"},   {"port-status-obeyed", "MRC-EV-012"},
+      {"planes-balanced", "MRC-EV-002"},     {"replacement-same-plane", "MRC-EV-011"},
+      {"reverse-probes", "MRC-PRB-007"},     {"cc-no-growth-on-ecn", "MRC-CC-002"}};
+  size_t found = 0;
+  for (const auto& sc : scenarios()) {
+    auto it = passes.find(sc.name);
+    if (it == passes.end()) continue;
+    ++found;
+    Trace t;
+    sc.build(t);
+    const Report r = fixtures::run(t);
+    const RuleResult* rr = r.result(it->second);
+    EXPECT_EQ(status_name(rr->status), "pass") << sc.name << ": " << rr->reason;
+    EXPECT_GT(rr->checked, 0u) << sc.name;
+  }
+  EXPECT_EQ(found, passes.size());
 }
 
 TEST(RuleCoverage, CleanTraceJudgesMostRules) {
@@ -950,6 +1192,127 @@ TEST(RuleSelection, DeselectedRulesReportNotRun) {
   const Report q = fixtures::run(t, sel);
   EXPECT_EQ(q.result("MRC-FRM-005")->status, Status::kNotRun);
   EXPECT_EQ(q.result("MRC-REQ-001")->status, Status::kPass);
+}
+
+// ---------------------------------------------------------------------------------------------
+// EV rules on traces like the reference endpoint's on a software fabric: per-port captures with
+// one time stamp per send burst, and EVs the requester retired on its own evidence.
+// ---------------------------------------------------------------------------------------------
+
+// A 48-packet message sent in one burst (all frames stamped alike) on port-1 EVs and the one
+// port-2 EV in turn, after `run` packets on one port-1 EV; port 2 has its own capture, which
+// the merge puts after port 1's frames of the same time.
+Report per_port_burst(uint32_t run) {
+  Trace t;
+  Session s(t);
+  t.points.push_back({"h1-eth1.pcapng", "h1", 2});
+  clean_base(s);
+  std::vector<size_t> port2;
+  s.gap = 0;
+  s.write(48 * 1024, false, [&](size_t i, DataPkt& p, Fate&) {
+    if (i < run)
+      p.wev = 0x00050100;
+    else
+      p.wev = i % 2 ? 0x00050300 : 0x00050101;
+    if (p.wev == 0x00050300) port2.push_back(t.frames.size());  // the frame send() adds
+  });
+  s.gap = 10 * kUs;
+  std::vector<Trace::Frame> moved;
+  for (auto it = port2.rbegin(); it != port2.rend(); ++it) {
+    Trace::Frame f = t.frames[*it];
+    f.point = 2;
+    moved.insert(moved.begin(), f);
+    t.frames.erase(t.frames.begin() + static_cast<std::ptrdiff_t>(*it));
+  }
+  for (auto& f : moved) t.frames.push_back(std::move(f));  // same time: sorted after port 1
+  tail(s);
+  return fixtures::run(t);
+}
+
+TEST(EvRules, PerPortCapturesAreJudgedInPsnOrder) {
+  // Merged by time, port 1 shows 24 packets in a row on 0x00050101; in PSN order it alternates.
+  const Report ok = per_port_burst(0);
+  EXPECT_TRUE(fixtures::with_status(ok, Status::kFail, true).empty()) << failing_summary(ok);
+  EXPECT_EQ(ok.result("MRC-EV-001")->status, Status::kPass);
+  EXPECT_EQ(ok.result("MRC-EV-005")->status, Status::kPass);
+  // A real run in PSN order still fails with the same capture layout.
+  const Report bad = per_port_burst(24);
+  EXPECT_EQ(fixtures::with_status(bad, Status::kFail, true), std::set<std::string>{"MRC-EV-001"})
+      << failing_summary(bad);
+}
+
+// The requester retired every EV but `a` on its own evidence (it probes them, the answers do not
+// yet satisfy it) and carries on over `a` alone: a retransmission after a NACK on `a` has no
+// other EV to go to. Without `retired` it keeps the others (no probes) and uses them again
+// right after the retransmission.
+Report down_to_one_ev(bool retired) {
+  Trace t;
+  Session s(t);
+  clean_base(s);
+  const uint32_t a = s.evs[0];
+  for (size_t k = 1; k < s.evs.size(); ++k) {
+    s.avoid.insert(s.evs[k]);
+    if (retired) s.probe(static_cast<uint16_t>(k), s.evs[k]);
+    s.advance(2 * kUs);
+  }
+  DataPkt p = only_pkt(s);
+  p.wev = a;
+  s.send(p);
+  nack_soon(s, p.psn, 0x07, a);
+  s.advance(12 * kUs);
+  retx_and_ack(s, p.psn, 0, [&](DataPkt& q) { q.wev = a; });
+  if (!retired) s.avoid.clear();
+  for (int i = 0; i < 6; ++i) s.write(1024);
+  tail(s);
+  return fixtures::run(t);
+}
+
+TEST(EvRules, RetransmissionOnTheOnlyUsableEvIsNotANackedEvViolation) {
+  const Report ok = down_to_one_ev(true);
+  EXPECT_TRUE(fixtures::with_status(ok, Status::kFail, true).empty()) << failing_summary(ok);
+  EXPECT_EQ(ok.result("MRC-EV-013")->status, Status::kPass);
+  EXPECT_EQ(ok.result("MRC-EV-013")->excused, 1u);
+  // Data on another EV right after shows one was usable: the same retransmission fails.
+  const Report bad = down_to_one_ev(false);
+  EXPECT_EQ(fixtures::with_status(bad, Status::kFail, true), std::set<std::string>{"MRC-EV-013"})
+      << failing_summary(bad);
+}
+
+// A packet on `e` is lost while SACKs for the later ones keep coming; the requester
+// retransmits it `wait_ns` later on another EV and then sends new data on `e` again.
+Report retx_after_sack_gap(uint64_t wait_ns) {
+  Trace t;
+  Session s(t);
+  clean_base(s);
+  uint32_t e = 0, lost = 0;
+  s.gap = 2 * kUs;
+  s.write(
+      4096, false,
+      [&](size_t i, DataPkt& p, Fate& f) {
+        if (i != 0) return;
+        f = Fate::kDrop;
+        e = p.wev;
+        lost = p.psn;
+      },
+      {}, false);
+  s.gap = 10 * kUs;
+  s.advance(wait_ns);
+  retx_and_ack(s, lost, e);
+  s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+  s.write(4096);
+  tail(s);
+  return fixtures::run(t);
+}
+
+TEST(EvRules, TimeoutIsRecognisedDespiteSacksForLaterPsns) {
+  // Timeout 5: T = 32.8 us. A retransmission a whole T later is the timeout, which retires `e`.
+  const Report bad = retx_after_sack_gap(40 * kUs);
+  EXPECT_EQ(fixtures::with_status(bad, Status::kFail, true), std::set<std::string>{"MRC-EV-009"})
+      << failing_summary(bad);
+  // Soon after the SACKs it is the requester acting on the gap: no retirement is due.
+  const Report ok = retx_after_sack_gap(2 * kUs);
+  EXPECT_TRUE(fixtures::with_status(ok, Status::kFail, true).empty()) << failing_summary(ok);
+  EXPECT_EQ(ok.result("MRC-EV-009")->status, Status::kNotApplicable);
 }
 
 }  // namespace

@@ -50,70 +50,227 @@ uint32_t crc_update(uint32_t c, const uint8_t* p, size_t n) {
 
 #if defined(__x86_64__)
 // CRC-32 by carry-less multiplication (the folding method of Intel's "Fast CRC Computation for
-// Generic Polynomials Using PCLMULQDQ"), for the bit-reflected IEEE polynomial. Folds 64 bytes
-// per step with four accumulators, then 16, then reduces 128 -> 64 -> 32 bits (Barrett).
-// Works on the raw register; needs len >= 64 and leaves len % 16 bytes to the caller.
-// The constants are x^k mod P for the fold distances, and P and floor(x^64 / P), all reflected.
+// Generic Polynomials Using PCLMULQDQ"), for the bit-reflected IEEE polynomial. A 128-bit
+// accumulator holds a polynomial congruent to the message so far; fold16 multiplies it by x^128
+// (mod P) and adds the next 16 bytes. Wide loops keep four independent accumulators, 16 bytes
+// each (PCLMULQDQ) or 64 bytes each (VPCLMULQDQ on 512-bit registers), so that the multiplier's
+// latency is hidden. A final partial block is handled with byte shuffles, and 128 bits are
+// reduced to 32 by folding and a Barrett reduction.
+//
+// The fold constants are (x^(D+32) mod P, x^(D-32) mod P), bit-reflected and shifted left by one,
+// for a fold distance of D bits; k_64to32 is x^64 mod P and k_barrett is (floor(x^64 / P), P).
+//
+// Every routine works on a raw register starting from zero over the message `head` || `p`: head
+// is a multiple of 64 bytes (at least 64) with the initial register value already XORed into it,
+// so that the ICRC's masked pseudo-header (built in a small buffer) and the packet's payload are
+// one stream with a single final reduction. Leading zero bytes do not change a zero register,
+// which lets the head be padded at the front: to whole 512-bit registers, so that the head costs
+// one or two folds; `skip` (a multiple of 16) says how many of the leading bytes are that
+// padding, which the 128-bit path and the table skip.
 #define MRC_PCLMUL __attribute__((target("pclmul,sse4.1")))
+#define MRC_VPCLMUL __attribute__((target("pclmul,sse4.1,avx512f,vpclmulqdq")))
+
+constexpr uint64_t kFold2048Lo = 0x011542778a, kFold2048Hi = 0x01322d1430;
+constexpr uint64_t kFold512Lo = 0x0154442bd4, kFold512Hi = 0x01c6e41596;
+constexpr uint64_t kFold384Lo = 0x003db1ecdc, kFold384Hi = 0x0174359406;
+constexpr uint64_t kFold256Lo = 0x00f1da05aa, kFold256Hi = 0x015a546366;
+constexpr uint64_t kFold128Lo = 0x01751997d0, kFold128Hi = 0x00ccaa009e;
+constexpr uint64_t kFold64to32 = 0x0163cd6124;
+constexpr uint64_t kBarrettMu = 0x01f7011641, kBarrettPoly = 0x01db710641;
+
+// pshufb controls: 16 zeroing bytes (high bit set), the identity, 16 zeroing bytes. The 16 bytes
+// at offset 16 - s shift a register left (towards higher lanes) by s bytes; at 16 + s, right.
+alignas(16) constexpr uint8_t kShuffle[48] = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+
 MRC_PCLMUL inline __m128i load16(const uint8_t* q) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
 }
-// a * k (both 64-bit halves) folded onto the next 16 bytes d.
+// a * x^D folded onto the next bytes d (k holds the constants for the distance D).
 MRC_PCLMUL inline __m128i fold16(__m128i a, __m128i k, __m128i d) {
   return _mm_xor_si128(
       _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), d);
 }
 
-MRC_PCLMUL uint32_t crc_fold_pclmul(uint32_t c, const uint8_t*& p, size_t& n) {
-  const __m128i k_fold64 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-  const __m128i k_fold16 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-  const __m128i k_64to32 = _mm_set_epi64x(0, 0x0163cd6124);
-  const __m128i k_barrett = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-  const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
-  __m128i a0 = _mm_xor_si128(load16(p), _mm_cvtsi32_si128(static_cast<int>(c)));
-  __m128i a1 = load16(p + 16), a2 = load16(p + 32), a3 = load16(p + 48);
-  p += 64;
-  n -= 64;
-  for (; n >= 64; p += 64, n -= 64) {
-    a0 = fold16(a0, k_fold64, load16(p));
-    a1 = fold16(a1, k_fold64, load16(p + 16));
-    a2 = fold16(a2, k_fold64, load16(p + 32));
-    a3 = fold16(a3, k_fold64, load16(p + 48));
+// The 16-byte steps, the final n % 16 bytes and the reduction to 32 bits. `p` holds n bytes and
+// at least 16 bytes of the message precede it (in the head when p - begin + n < 16, where
+// `begin` is where the payload starts).
+MRC_PCLMUL uint32_t finish128(__m128i a, const uint8_t* begin, const uint8_t* p, size_t n) {
+  const __m128i k128 = _mm_set_epi64x(kFold128Hi, kFold128Lo);
+  for (; n >= 16; p += 16, n -= 16) a = fold16(a, k128, load16(p));
+  if (n > 0) {
+    // The message is a (16 bytes) then t (n bytes): split it into the first n bytes of a, whose
+    // distance to the end is 128 bits, and the last 16 bytes (the rest of a, then t).
+    // t: the 16 bytes that end the message (only its last n lanes are used). An overlapping
+    // load when the payload is that long; else through a buffer (a store-forwarding stall).
+    __m128i t;
+    if (static_cast<size_t>(p - begin) + n >= 16) {
+      t = load16(p + n - 16);
+    } else {
+      alignas(16) uint8_t buf[16] = {};
+      std::memcpy(buf + 16 - n, p, n);
+      t = _mm_load_si128(reinterpret_cast<const __m128i*>(buf));
+    }
+    const __m128i shl = load16(kShuffle + n);        // left by 16 - n bytes
+    const __m128i shr = load16(kShuffle + 16 + n);   // right by n bytes
+    const __m128i first = _mm_shuffle_epi8(a, shl);  // a's first n bytes, at the top
+    const __m128i last = _mm_blendv_epi8(_mm_shuffle_epi8(a, shr), t, shr);
+    a = fold16(first, k128, last);
   }
-  __m128i a = fold16(a0, k_fold16, a1);
-  a = fold16(a, k_fold16, a2);
-  a = fold16(a, k_fold16, a3);
-  for (; n >= 16; p += 16, n -= 16) a = fold16(a, k_fold16, load16(p));
   // 128 -> 64 bits.
-  __m128i t = _mm_clmulepi64_si128(a, k_fold16, 0x10);
-  a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+  const __m128i k_fold16 = _mm_set_epi64x(kFold128Hi, kFold128Lo);
+  const __m128i k_64to32 = _mm_set_epi64x(0, kFold64to32);
+  const __m128i k_barrett = _mm_set_epi64x(kBarrettMu, kBarrettPoly);
+  const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+  __m128i x = _mm_clmulepi64_si128(a, k_fold16, 0x10);
+  a = _mm_xor_si128(_mm_srli_si128(a, 8), x);
   // 64 -> 32 bits.
-  t = _mm_srli_si128(a, 4);
-  a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k_64to32, 0x00), t);
+  x = _mm_srli_si128(a, 4);
+  a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k_64to32, 0x00), x);
   // Barrett reduction.
-  t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), k_barrett, 0x10);
-  t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), k_barrett, 0x00);
-  a = _mm_xor_si128(a, t);
+  x = _mm_clmulepi64_si128(_mm_and_si128(a, low32), k_barrett, 0x10);
+  x = _mm_clmulepi64_si128(_mm_and_si128(x, low32), k_barrett, 0x00);
+  a = _mm_xor_si128(a, x);
   return static_cast<uint32_t>(_mm_extract_epi32(a, 1));
 }
 
-bool have_pclmul() {
-  static const bool yes = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-  return yes;
+MRC_PCLMUL uint32_t crc_stream_pclmul(const uint8_t* head, size_t head_len, size_t skip,
+                                      const uint8_t* p, size_t n) {
+  const uint8_t* const begin = p;
+  const __m128i k_head = _mm_set_epi64x(kFold128Hi, kFold128Lo);
+  __m128i a = load16(head + skip);
+  for (size_t i = skip + 16; i < head_len; i += 16) a = fold16(a, k_head, load16(head + i));
+  if (n >= 64) {
+    const __m128i k128 = _mm_set_epi64x(kFold128Hi, kFold128Lo);
+    const __m128i k512 = _mm_set_epi64x(kFold512Hi, kFold512Lo);
+    __m128i a0 = fold16(a, k128, load16(p));
+    __m128i a1 = load16(p + 16), a2 = load16(p + 32), a3 = load16(p + 48);
+    p += 64;
+    n -= 64;
+    for (; n >= 64; p += 64, n -= 64) {
+      a0 = fold16(a0, k512, load16(p));
+      a1 = fold16(a1, k512, load16(p + 16));
+      a2 = fold16(a2, k512, load16(p + 32));
+      a3 = fold16(a3, k512, load16(p + 48));
+    }
+    a = fold16(a0, k128, a1);
+    a = fold16(a, k128, a2);
+    a = fold16(a, k128, a3);
+  }
+  return finish128(a, begin, p, n);
+}
+
+MRC_VPCLMUL inline __m512i load64(const uint8_t* q) {
+  return _mm512_loadu_si512(q);
+}
+MRC_VPCLMUL inline __m512i fold64(__m512i a, __m512i k, __m512i d) {
+  // 0x96: three-way XOR.
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00),
+                                   _mm512_clmulepi64_epi128(a, k, 0x11), d, 0x96);
+}
+
+MRC_VPCLMUL uint32_t crc_stream_vpclmul(const uint8_t* head, size_t head_len, size_t /*skip*/,
+                                        const uint8_t* p, size_t n) {
+  const uint8_t* const begin = p;
+  const __m512i k512 = _mm512_set_epi64(kFold512Hi, kFold512Lo, kFold512Hi, kFold512Lo, kFold512Hi,
+                                        kFold512Lo, kFold512Hi, kFold512Lo);
+  __m512i z0 = load64(head);
+  for (size_t i = 64; i < head_len; i += 64) z0 = fold64(z0, k512, load64(head + i));
+  if (n >= 64) {
+    z0 = fold64(z0, k512, load64(p));
+    p += 64;
+    n -= 64;
+  }
+  if (n >= 192) {
+    const __m512i k2048 = _mm512_set_epi64(kFold2048Hi, kFold2048Lo, kFold2048Hi, kFold2048Lo,
+                                           kFold2048Hi, kFold2048Lo, kFold2048Hi, kFold2048Lo);
+    __m512i z1 = load64(p), z2 = load64(p + 64), z3 = load64(p + 128);
+    p += 192;
+    n -= 192;
+    for (; n >= 256; p += 256, n -= 256) {
+      z0 = fold64(z0, k2048, load64(p));
+      z1 = fold64(z1, k2048, load64(p + 64));
+      z2 = fold64(z2, k2048, load64(p + 128));
+      z3 = fold64(z3, k2048, load64(p + 192));
+    }
+    z0 = fold64(z0, k512, z1);
+    z0 = fold64(z0, k512, z2);
+    z0 = fold64(z0, k512, z3);
+  }
+  for (; n >= 64; p += 64, n -= 64) z0 = fold64(z0, k512, load64(p));
+  // Lanes 0..2 folded onto lane 3 (distances 384, 256, 128 bits).
+  __m128i a;
+  const __m512i k_lanes = _mm512_set_epi64(0, 0, kFold128Hi, kFold128Lo, kFold256Hi, kFold256Lo,
+                                           kFold384Hi, kFold384Lo);
+  const __m512i m = _mm512_xor_si512(_mm512_clmulepi64_epi128(z0, k_lanes, 0x00),
+                                     _mm512_clmulepi64_epi128(z0, k_lanes, 0x11));
+  // Through memory: GCC 12 warns (maybe-uninitialized) on every 512 -> 128-bit extract.
+  alignas(64) __m128i lm[4], lz[4];
+  _mm512_store_si512(lm, m);
+  _mm512_store_si512(lz, z0);
+  a = _mm_xor_si128(_mm_xor_si128(lm[0], lm[1]), _mm_xor_si128(lm[2], lz[3]));
+  return finish128(a, begin, p, n);
 }
 #endif
 
-// The register update every caller uses: folding for long runs where the CPU has it.
-uint32_t crc_run(uint32_t c, const uint8_t* p, size_t n) {
+uint32_t crc_stream_table(const uint8_t* head, size_t head_len, size_t skip, const uint8_t* p,
+                          size_t n) {
+  return crc_update(crc_update(0, head + skip, head_len - skip), p, n);
+}
+
+using CrcStream = uint32_t (*)(const uint8_t*, size_t, size_t, const uint8_t*, size_t);
+
+CrcStream stream_for(CrcPath path) {
+  switch (path) {
 #if defined(__x86_64__)
-  if (n >= 64 && have_pclmul()) c = crc_fold_pclmul(c, p, n);
+    case CrcPath::kPclmul:
+      return crc_stream_pclmul;
+    case CrcPath::kVpclmul512:
+      return crc_stream_vpclmul;
 #endif
-  return crc_update(c, p, n);
+    default:
+      return crc_stream_table;
+  }
 }
 
-const uint8_t* u8(Bytes b) { return reinterpret_cast<const uint8_t*>(b.data()); }
+CrcPath best_crc_path() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  if (pclmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq"))
+    return CrcPath::kVpclmul512;
+  if (pclmul) return CrcPath::kPclmul;
+#endif
+  return CrcPath::kTable;
+}
 
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+struct CrcDispatch {
+  CrcPath path = best_crc_path();
+  CrcStream stream = stream_for(path);
+};
+CrcDispatch& dispatch() {
+  static CrcDispatch d;
+  return d;
+}
+
+// The raw register update with the chosen method; short runs go to the table.
+uint32_t crc_run(CrcStream stream, uint32_t c, const uint8_t* p, size_t n) {
+  if (n < 64 || stream == crc_stream_table) return crc_update(c, p, n);
+  alignas(64) uint8_t head[64];
+  std::memcpy(head, p, 64);
+  for (int i = 0; i < 4; ++i) head[i] ^= static_cast<uint8_t>(c >> (8 * i));
+  return stream(head, 64, 0, p + 64, n - 64);
+}
+
+const uint8_t* u8(Bytes b) {
+  return reinterpret_cast<const uint8_t*>(b.data());
+}
+
+uint16_t rd16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
 
 // Where the RoCE packet of a decoded frame sits: the IP header that carries UDP and the UDP
 // datagram (bounded by UDP length). Returns false when the frame has no complete RoCE packet.
@@ -148,7 +305,38 @@ bool locate(const DecodedFrame& f, RocePacket& r) {
 }  // namespace
 
 uint32_t crc32(Bytes data, uint32_t crc) {
-  return ~crc_run(~crc, u8(data), data.size());
+  return ~crc_run(dispatch().stream, ~crc, u8(data), data.size());
+}
+
+uint32_t crc32_with(CrcPath path, Bytes data, uint32_t crc) {
+  if (!crc_path_supported(path)) path = CrcPath::kTable;
+  return ~crc_run(stream_for(path), ~crc, u8(data), data.size());
+}
+
+bool crc_path_supported(CrcPath path) {
+  switch (path) {
+    case CrcPath::kTable:
+      return true;
+#if defined(__x86_64__)
+    case CrcPath::kPclmul:
+      return best_crc_path() != CrcPath::kTable;
+    case CrcPath::kVpclmul512:
+      return best_crc_path() == CrcPath::kVpclmul512;
+#endif
+    default:
+      return false;
+  }
+}
+
+CrcPath crc_path() {
+  return dispatch().path;
+}
+
+bool set_crc_path(CrcPath path) {
+  if (!crc_path_supported(path)) return false;
+  dispatch().path = path;
+  dispatch().stream = stream_for(path);
+  return true;
 }
 
 uint32_t crc32_portable(Bytes data, uint32_t crc) {
@@ -176,30 +364,36 @@ std::optional<uint32_t> compute_icrc(const DecodedFrame& f) {
   // Masked pseudo-header: 8 bytes of 0xFF stand for the LRH, then IP with its variant fields
   // (those a switch may rewrite: TC/FL/hop limit or TOS/TTL/checksum) set to ones, then UDP
   // with the checksum set to ones, then BTH with the variant byte 4 set to ones.
-  uint8_t hdr[8 + 60 + 8 + 12];
-  size_t n = 0;
+  // Built at the end of a buffer whose length is a multiple of 64, after leading zeros, with the
+  // initial register value (all ones) XORed into its first four bytes: the carry-less multiply
+  // paths then take header and payload as one stream (see crc_stream_pclmul).
+  constexpr size_t kHdrMax = 8 + 60 + 8 + 12;
+  alignas(64) uint8_t buf[(kHdrMax + 63) / 64 * 64];
+  const size_t n = 8 + r.ip_len + 8 + 12;
+  const size_t head_len = (n + 63) / 64 * 64;
+  const size_t pad = head_len - n;
+  uint8_t* hdr = buf + pad;
+  std::memset(buf, 0, pad);
   std::memset(hdr, 0xFF, 8);
-  n = 8;
-  std::memcpy(hdr + n, frame + r.ip_off, r.ip_len);
+  std::memcpy(hdr + 8, frame + r.ip_off, r.ip_len);
+  uint8_t* ip = hdr + 8;
   if (r.ipv4) {
-    hdr[n + 1] = 0xFF;                       // TOS
-    hdr[n + 8] = 0xFF;                       // TTL
-    hdr[n + 10] = hdr[n + 11] = 0xFF;        // header checksum
+    ip[1] = 0xFF;            // TOS
+    ip[8] = 0xFF;            // TTL
+    ip[10] = ip[11] = 0xFF;  // header checksum
   } else {
-    hdr[n + 0] |= 0x0F;                      // low nibble of byte 0 = TC high bits
-    hdr[n + 1] = hdr[n + 2] = hdr[n + 3] = 0xFF;  // TC low bits + flow label
-    hdr[n + 7] = 0xFF;                       // hop limit
+    ip[0] |= 0x0F;                 // low nibble of byte 0 = TC high bits
+    ip[1] = ip[2] = ip[3] = 0xFF;  // TC low bits + flow label
+    ip[7] = 0xFF;                  // hop limit
   }
-  n += r.ip_len;
-  std::memcpy(hdr + n, frame + r.udp_off, 8 + 12);
-  hdr[n + 6] = hdr[n + 7] = 0xFF;  // UDP checksum
-  hdr[n + 8 + 4] = 0xFF;           // BTH variant byte
-  n += 8 + 12;
-  uint32_t c = crc_update(0xFFFFFFFFu, hdr, n);
-  size_t rest_off = r.udp_off + 8 + 12;
-  size_t rest_len = r.udp_len - 8 - 12 - kIcrcBytes;
-  c = crc_run(c, frame + rest_off, rest_len);
-  return ~c;
+  uint8_t* udp = ip + r.ip_len;
+  std::memcpy(udp, frame + r.udp_off, 8 + 12);
+  udp[6] = udp[7] = 0xFF;                         // UDP checksum
+  udp[8 + 4] = 0xFF;                              // BTH variant byte
+  for (size_t i = 0; i < 4; ++i) hdr[i] ^= 0xFF;  // the initial register value
+  const uint8_t* rest = frame + r.udp_off + 8 + 12;
+  const size_t rest_len = r.udp_len - 8 - 12 - kIcrcBytes;
+  return ~dispatch().stream(buf, head_len, pad / 16 * 16, rest, rest_len);
 }
 
 bool verify_icrc(const DecodedFrame& f) {
@@ -230,9 +424,8 @@ std::optional<uint16_t> compute_udp_checksum(const DecodedFrame& f) {
     const Ipv6Header& ip = f.has_inner_ip6 ? f.inner_ip6 : f.ip6;
     add(ip.src.data(), 16);
     // RFC 8200 8.1: with a routing header, the pseudo-header uses the final destination.
-    const Ipv6Addr& dst = (!f.has_inner_ip6 && f.has_srh && f.srh.segment_count > 0)
-                              ? f.srh.segments[0]
-                              : ip.dst;
+    const Ipv6Addr& dst =
+        (!f.has_inner_ip6 && f.has_srh && f.srh.segment_count > 0) ? f.srh.segments[0] : ip.dst;
     add(dst.data(), 16);
     sum += static_cast<uint32_t>(udp_len);
     sum += kIpProtoUdp;

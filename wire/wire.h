@@ -411,6 +411,20 @@ uint32_t usid_active(const Ipv6Addr& da, unsigned lbl_bits = 32, unsigned nfl_bi
 uint32_t crc32(Bytes data, uint32_t crc = 0);  // zlib-compatible (reflected, ~init, ~final)
 // The same CRC with the table method only (no carry-less multiply): the reference in tests.
 uint32_t crc32_portable(Bytes data, uint32_t crc = 0);
+// The CRC-32 methods, fastest last. crc32() and the ICRC use the fastest this CPU has (chosen
+// once, by CPUID); tests and benchmarks may compare them or force one.
+enum class CrcPath : uint8_t {
+  kTable,       // slicing-by-8 tables, any CPU
+  kPclmul,      // x86-64 PCLMULQDQ + SSE4.1, 128-bit folding
+  kVpclmul512,  // x86-64 AVX-512F + VPCLMULQDQ, 512-bit folding
+};
+bool crc_path_supported(CrcPath path);
+CrcPath crc_path();  // the method crc32() and compute_icrc() use now
+// Makes crc32() and compute_icrc() use `path`; false (nothing changed) when the CPU lacks it.
+// Not thread-safe: for tests and benchmarks.
+bool set_crc_path(CrcPath path);
+// crc32() with one method (the table when the CPU lacks it).
+uint32_t crc32_with(CrcPath path, Bytes data, uint32_t crc = 0);
 uint16_t internet_checksum(Bytes data, uint32_t initial_sum = 0);
 
 // ---------------------------------------------------------------------------------------------
