@@ -568,6 +568,8 @@ bool detail::parse_decision_json(std::string_view line, Decision& out, std::stri
     error = "expected a JSON object";
     return false;
   }
+  // The injector closes its log with {"summary": {...}} (counters, not a decision).
+  if (j.size() == 1 && j.contains("summary") && j["summary"].is_object()) return false;
   Decision d;
   auto num = [&](const char* k, uint64_t max, auto& dst) -> bool {
     auto it = j.find(k);

@@ -135,6 +135,16 @@ TEST(Decision, RejectsBadLinesWithAReason) {
   EXPECT_NE(e.find("opcode"), std::string::npos);
 }
 
+// mrc_inject ends its log with a counters line; it is skipped, not a malformed decision.
+TEST(Decision, SkipsTheInjectorSummaryLine) {
+  Decision d;
+  std::string e;
+  EXPECT_FALSE(parse_decision(R"({"summary": {"frames": 10, "drop": 2}})", d, e));
+  EXPECT_TRUE(e.empty()) << e;
+  EXPECT_FALSE(parse_decision(R"({"summary": 3})", d, e));
+  EXPECT_FALSE(e.empty());
+}
+
 TEST(CaptureArg, PathNodeAndPort) {
   auto a = parse_capture_arg("cap/h1-eth0.pcap");
   EXPECT_EQ(a.path, "cap/h1-eth0.pcap");

@@ -674,6 +674,30 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   }
 }
 
+// A decision concerns exactly one copy of the packet. Each injector link sees the copies of a
+// PSN in the order they were sent (a path is FIFO), and logs each once: the copy is the oldest
+// one sent before the decision that this link has not logged yet. A drop cannot concern a copy
+// the responder's capture already saw. Retransmissions can be queued behind earlier copies for
+// tens of ms on a software fabric, so the newest copy is not necessarily the one.
+Tx* Engine::decided_tx(const Decision& d, PsnRec& r) {
+  uint8_t bit = 0;
+  if (auto it = decision_links.find(d.link); it != decision_links.end()) {
+    bit = it->second;
+  } else {
+    bit = static_cast<uint8_t>(1u << (decision_links.size() % 8));
+    decision_links.emplace(d.link, bit);
+  }
+  Tx* best = nullptr;
+  for (Tx& t : r.tx) {
+    if (!t.valid || t.ts > d.t_ns || (d.ev && t.wev != *d.ev)) continue;
+    if (d.t_ns - t.ts >= prof.tol.dedup_window_ns || (t.decided_links & bit)) continue;
+    if (d.action == DecisionAction::kDrop && t.at_dst) continue;
+    if (!best || t.ts < best->ts) best = &t;
+  }
+  if (best) best->decided_links |= bit;
+  return best;
+}
+
 void Engine::on_decision(const Decision& d) {
   decisions++;
   if (d.action == DecisionAction::kCorrupt) {
@@ -694,15 +718,11 @@ void Engine::on_decision(const Decision& d) {
     if (auto it = fl->drop_retx.find(p);
         it != fl->drop_retx.end() && d.t_ns > it->second.since && d.action != DecisionAction::kDrop)
       fl->drop_retx.erase(it);
+    Tx* tx = decided_tx(d, *r);
     if (d.action == DecisionAction::kDrop) {
-      bool marked = false;
-      for (Tx& t : r->tx)
-        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev) &&
-            d.t_ns - t.ts < prof.tol.dedup_window_ns) {
-          t.dropped = true;
-          marked = true;
-        }
-      if (!marked) {
+      if (tx) {
+        tx->dropped = true;
+      } else {
         r->drop_known = true;
         r->drop_ts = d.t_ns;
         r->drop_wev = d.ev.value_or(0);
@@ -717,8 +737,7 @@ void Engine::on_decision(const Decision& d) {
         fl->drop_retx.try_emplace(p, pd);
       }
     } else if (d.action == DecisionAction::kTrim) {
-      for (Tx& t : r->tx)
-        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev)) t.trimmed = true;
+      if (tx) tx->trimmed = true;
       const bool applies = fl->prof.caps.trim_nack && !fl->prof.caps.trim_nack_dest_unsupported;
       if (applies && !fl->trim_nack.count(p)) {
         Pending pd;
@@ -729,8 +748,7 @@ void Engine::on_decision(const Decision& d) {
         fl->trim_nack.emplace(p, pd);
       }
     } else if (d.action == DecisionAction::kEcn) {
-      for (Tx& t : r->tx)
-        if (t.valid && t.ts <= d.t_ns && (!d.ev || t.wev == *d.ev)) t.ce = true;
+      if (tx) tx->ce = true;
     }
     return;
   }
@@ -812,10 +830,16 @@ void Engine::sweep(uint64_t t) {
     }
     ev_sweep(fl, t, false);
   }
-  // Endpoint requests: forget old ones.
-  while (!ep_order.empty() && ep_order.front().first + 10 * prof.tol.ep_timeout_ns < t) {
+  // Endpoint requests: forget old ones. A software fabric can hold a request for tens of ms, so
+  // the horizon is generous; a response to a forgotten request is then not judged (MRC-PRB-004).
+  const uint64_t ep_horizon_ns = std::max<uint64_t>(10 * prof.tol.ep_timeout_ns, 1000000000);
+  while (!ep_order.empty() &&
+         (ep_order.front().first + ep_horizon_ns < t || ep_order.size() > kMaxEndpointReqs)) {
     auto it = ep_reqs.find(ep_order.front().second);
-    if (it != ep_reqs.end() && it->second.ts == ep_order.front().first) ep_reqs.erase(it);
+    if (it != ep_reqs.end() && it->second.ts == ep_order.front().first) {
+      ep_pruned_pairs.emplace(std::get<0>(it->first), std::get<1>(it->first));
+      ep_reqs.erase(it);
+    }
     ep_order.pop_front();
   }
 }

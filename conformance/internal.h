@@ -11,6 +11,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -415,6 +416,7 @@ struct Tx {
   bool trim_obl : 1 = false;  // obligations created for its arrival
   bool ce_obl : 1 = false;
   bool ack_obl : 1 = false;
+  uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
 };
 
 inline constexpr int kTxRing = 3;
@@ -793,6 +795,10 @@ struct Engine {
 
   std::map<std::tuple<Addr, Addr, uint16_t>, EndpointReq> ep_reqs;  // (src, dst, req_id)
   std::deque<std::pair<uint64_t, std::tuple<Addr, Addr, uint16_t>>> ep_order;
+  static constexpr size_t kMaxEndpointReqs = 1 << 18;
+  std::set<std::pair<Addr, Addr>> ep_pruned_pairs;  // (requester, responder) with forgotten requests
+  std::unordered_map<std::string, uint8_t> decision_links;  // injector link -> bit (8 kept)
+  Tx* decided_tx(const Decision& d, PsnRec& r);
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {

@@ -53,7 +53,8 @@ void Engine::on_endpoint(const Obs& o, const wire::DecodedFrame& f) {
   auto it = ep_reqs.find(std::make_tuple(o.dst, o.src, id));
   if (it == ep_reqs.end()) {
     // A response to a request sent before the capture started is not judged.
-    if (first_ts != kNoTime && o.ts > first_ts + prof.tol.ep_timeout_ns) {
+    if (first_ts != kNoTime && o.ts > first_ts + prof.tol.ep_timeout_ns &&
+        !ep_pruned_pairs.count({o.dst, o.src})) {
       judge(PRB_004);
       fail(PRB_004, o,
            "endpoint response req_id " + std::to_string(id) + " to " + format_addr(o.dst) +
