@@ -500,13 +500,21 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
   const bool data = f.op && f.op->kind == wire::PacketKind::kMrcData;
   if (const uint64_t q = dedup.find(h); q != DedupTable::kNone) {
     DedupEntry& e = dedup.at(q);
-    const bool upstream = o.point == e.first_point;
+    // A copy seen where the first one was seen, or at its sender (which may send the next one
+    // through another port), is a new packet.
+    const bool upstream = o.point == e.first_point || o.at_src;
     if (upstream && !data && e.n_ids < DedupEntry::kMaxCopies) {
-      // Sent again, byte for byte: a new packet (identical SACKs are legitimate). A data packet
-      // carries ts16, so an identical copy of one is a duplicate even here.
+      // Sent again, byte for byte: a new packet (identical SACKs and ACKs are legitimate). A data
+      // packet carries ts16, so an identical copy of one is a duplicate even here.
       dedup.add_id(e, next_pkt++);
       o.pkt = dedup.id(e, e.n_ids - 1u);
       o.first = true;
+      if (e.srv6 && f.l3 == 6) {  // the hops of the new copy are judged from here
+        DedupExt& x = dedup.ext(q);
+        x.last_point = o.point;
+        x.outer_da = f.ip6.dst;
+        x.hop_limit = f.ip6.hop_limit;
+      }
       return o.pkt;
     }
     DedupExt& x = dedup.ext(q);
