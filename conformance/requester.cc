@@ -551,8 +551,10 @@ void Engine::ack_covered(Flow& fl, int64_t p, PsnRec& r, uint64_t ts) {
       judge(REQ_011);
       fl.nack_retx.erase(it);
     }
+  // A SACK that reached the requester just before the drop's decision line (decisions are read
+  // decision_lookahead_ns early) covers the PSN all the same: another copy got through.
   if (in_range(fl.drop_retx, p))
-    if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && it->second.since <= ts) {
+    if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end()) {
       judge(REQ_015);
       fl.drop_retx.erase(it);
     }
