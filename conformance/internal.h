@@ -429,6 +429,7 @@ struct PsnRec {
   uint32_t nominal = 0;
   uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
+  uint16_t timeout_retries = 0;  // retransmissions with no NACK/SACK/probe evidence before them
   uint8_t tx_next = 0;
   uint8_t pos = 0;  // wire::MessagePosition
   bool seen : 1 = false;

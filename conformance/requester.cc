@@ -313,26 +313,30 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       neighbour_checks(o, fl, p, r);
     }
   }
-  // MRC-REQ-014: retry budget.
+  // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
+  // transmission, and that transmission was not trimmed.
+  const bool evidence =
+      prev && (r.nack_ts > prev->ts ||
+               (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
+               fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked);
+  if (prev && !evidence) r.timeout_retries++;
+  // MRC-REQ-014: retry budget. Only the retransmission timer spends it: a packet trimmed again
+  // and again under congestion is NACKed and resent each time without using up the QP's retries
+  // (open question 7 of the research file; the reference engine counts the same way).
   if (fl.prof.retry_linear && fl.prof.retry_exp) {
     if (*fl.prof.retry_exp != 25) {
       judge(REQ_014);
       const unsigned budget = *fl.prof.retry_linear + *fl.prof.retry_exp;
-      if (r.tx_count > budget)
+      if (r.timeout_retries > budget)
         fail(REQ_014, o,
-             "PSN " + psn_str(p) + " retransmitted " + std::to_string(r.tx_count) +
-                 " times; retry budget linear+exp = " + std::to_string(budget));
+             "PSN " + psn_str(p) + " retransmitted " + std::to_string(r.timeout_retries) +
+                 " times by timeout (no NACK, SACK or probe evidence); retry budget linear+exp = " +
+                 std::to_string(budget));
     }
   } else {
     na(REQ_014, "retry counts not in the DUT profile (qps[].retry)");
   }
-  // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
-  // transmission, and that transmission was not trimmed.
   if (prev) {
-    const bool evidence =
-        r.nack_ts > prev->ts ||
-        (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
-        fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked;
     if (!evidence) {
       const uint64_t t = timeout_ns(fl);
       const uint64_t interval = o.ts - prev->ts;
