@@ -391,10 +391,24 @@ Flow* Engine::flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_
 
 Flow* Engine::flow_for_decision(const Decision& d, bool data) {
   if (!d.qpn) return nullptr;
+  // QPNs repeat across nodes: the packet's addresses, when logged, name the flow.
+  std::optional<Addr> src, dst;
+  if (!d.src.empty()) src = parse_addr(d.src);
+  if (!d.dst.empty()) dst = parse_addr(d.dst);
+  auto known_node = [&](const std::optional<Addr>& a) {
+    if (!a) return -1;
+    auto it = addr_node.find(*a);
+    return it == addr_node.end() ? -1 : it->second;
+  };
+  const int src_node = known_node(src), dst_node = known_node(dst);
   Flow* best = nullptr;
   for (auto& f : flows) {
     const auto& q = data ? f->rsp_qpn : f->req_qpn;
     if (!q || *q != *d.qpn) continue;
+    const int from = data ? f->req_node : f->rsp_node, to = data ? f->rsp_node : f->req_node;
+    if ((src && from >= 0 && src_node >= 0 && from != src_node) ||
+        (dst && to >= 0 && dst_node >= 0 && to != dst_node))
+      continue;
     if (!best) best = f.get();
     if (d.psn && f->have_ref) {
       // Prefer the flow whose PSN window holds the PSN.
