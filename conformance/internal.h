@@ -419,7 +419,7 @@ struct Tx {
   uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
 };
 
-inline constexpr int kTxRing = 3;
+inline constexpr int kTxRing = 4;
 
 struct PsnRec {
   // From the first transmission whose headers were intact.
@@ -438,7 +438,6 @@ struct PsnRec {
   bool acked : 1 = false;
   bool gap_pending : 1 = false;  // skipped at the requester's capture, not yet seen anywhere
   bool inflight : 1 = false;     // counted in the CC bytes-in-flight estimate
-  bool drop_known : 1 = false;
   std::array<Tx, kTxRing> tx{};
   uint64_t first_ts = 0;
   uint64_t first_frame = 0;
@@ -447,8 +446,6 @@ struct PsnRec {
   uint64_t nack_ts = 0;  // last NACK for this PSN that reached the requester
   uint64_t gap_ts = 0;
   uint64_t gap_frame = 0;
-  uint64_t drop_ts = 0;  // injector drop of a transmission (decision log)
-  uint32_t drop_wev = 0;
 
   const Tx* latest() const;
   const Tx* latest_before(uint64_t ts) const;
@@ -799,7 +796,20 @@ struct Engine {
   static constexpr size_t kMaxEndpointReqs = 1 << 18;
   std::set<std::pair<Addr, Addr>> ep_pruned_pairs;  // (requester, responder) with forgotten requests
   std::unordered_map<std::string, uint8_t> decision_links;  // injector link -> bit (8 kept)
-  Tx* decided_tx(const Decision& d, PsnRec& r);
+  // A data decision read (decision_lookahead_ns early) before its copy showed up in a capture.
+  struct ParkedDecision {
+    Flow* fl = nullptr;
+    int64_t psn = 0;
+    uint64_t t_ns = 0;
+    std::optional<uint32_t> ev;
+    uint8_t link_bit = 0;
+    DecisionAction action = DecisionAction::kOther;
+  };
+  std::deque<ParkedDecision> parked;
+  Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
+  uint8_t decision_link_bit(const std::string& link);
+  static void mark_decided(Tx& t, DecisionAction a);
+  void unpark_decisions(Flow& fl, int64_t p, Tx& tx);
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {

@@ -129,11 +129,7 @@ void Engine::on_data(Obs& o, Flow& fl) {
   tx.wev = o.wev;
   tx.rtx = f.bth.rtx;
   tx.at_src = o.at_src;
-  if (r->drop_known && r->drop_ts >= o.ts && r->drop_ts - o.ts < prof.tol.dedup_window_ns &&
-      (r->drop_wev == 0 || r->drop_wev == o.wev)) {
-    tx.dropped = true;
-    r->drop_known = false;
-  }
+  if (!parked.empty()) unpark_decisions(fl, p, tx);
   r->tx_count++;
   if (seen_before) fl.retransmissions++;
 
