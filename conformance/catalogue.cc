@@ -135,7 +135,7 @@ constexpr RuleInfo kRules[] = {
    "TP PROP", V::kError, S::kResponder, kAny, "", "R26", Y,
    "'arrived without CE' needs the trigger seen at the responder's capture"},
   {"MRC-RSP-006", "A data packet that arrives with CE has its EV echoed with M=01/10 in a SACK (or NACK) within two ACK-generation windows (32 KiB of arrivals).",
-   "PAPER", V::kError, S::kResponder, kAny, "", "R27", Y, "unjudged when the trace ends within tolerances.end_grace_ns"},
+   "PAPER", V::kError, S::kResponder, kAny, "", "R27", Y, "judged in the responder's order: late when it SACKs a packet that arrived through the same port more than 32 KiB after the CE packet before echoing that EV (capture times would blame a software responder's socket queue); unjudged when the trace ends within tolerances.end_grace_ns"},
   {"MRC-RSP-007", "CC_STATE is consistent: rcvd_bytes never decreases (mod 2^24) in responder order; ooo_count is at least the number of bitmap bits set.",
    "UET PROP", V::kWarning, S::kResponder, kRspSide, "", "R28", Y, ""},
   {"MRC-RSP-008", "SACK.mpr is 0 unless dynamic MPR is enabled on both sides, and never exceeds the negotiated responder MPR.",

@@ -429,7 +429,9 @@ struct PsnRec {
   uint32_t nominal = 0;
   uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
-  uint16_t timeout_retries = 0;  // retransmissions with no NACK/SACK/probe evidence before them
+  uint16_t timeout_retries = 0;
+  uint64_t rx_bytes_at = 0;  // Flow::rx_bytes when a copy of this PSN last reached the responder
+  uint32_t rx_point = UINT32_MAX;  // and the capture point it arrived at  // retransmissions with no NACK/SACK/probe evidence before them
   uint8_t tx_next = 0;
   uint8_t pos = 0;  // wire::MessagePosition
   bool seen : 1 = false;

@@ -467,7 +467,6 @@ void Engine::neighbour_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
 
 void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) {
   const wire::DecodedFrame& f = *o.f;
-  (void)r;
   if (o.trimmed) {
     tx.trimmed = true;
     tx.trim_dscp = f.dscp();
@@ -482,18 +481,8 @@ void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) 
   if (!tx.ack_obl) {
     tx.ack_obl = true;
     fl.rx_bytes += std::max<uint64_t>(f.payload.size(), 1024);
-    // MRC-RSP-006: CE echoes whose byte window closed.
-    for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
-      if (fl.rx_bytes > it->bytes_deadline) {
-        judge(RSP_006);
-        fail_at(RSP_006, it->point, it->frame, it->since,
-                "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
-                    "; no SACK/NACK echoed that EV with M=01/10 within 32 KiB of later arrivals");
-        it = fl.ce_echo.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    r.rx_bytes_at = fl.rx_bytes;
+    r.rx_point = o.point;
     // MRC-RSP-009: A=1 or RTX=1 elicits a SACK/NACK (judged with a capture at the responder).
     if ((f.bth.ack_req || f.bth.rtx) && !o.icrc_bad) {
       if (responder_captured(fl)) {
