@@ -240,8 +240,7 @@ void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
     fl.imm_ends.push_back(p);
     while (fl.imm_ends.size() > 65536) fl.imm_ends.pop_front();
     if (fl.saw_tack)
-      while (!fl.imm_ends.empty() && fl.imm_ends.front() <= fl.max_tack_ext)
-        fl.imm_ends.pop_front();
+      std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
     if (!fl.prof.max_wimm_dest) {
       na(REQ_009, "max_wimm_dest not in the DUT profile");
     } else if (!fl.saw_tack) {

@@ -425,8 +425,7 @@ void Engine::on_tack(const Obs& o, Flow& fl) {
       }
       if (!fl.saw_tack || s > fl.max_tack_ext) fl.max_tack_ext = s;
       fl.saw_tack = true;
-      while (!fl.imm_ends.empty() && fl.imm_ends.front() <= fl.max_tack_ext)
-        fl.imm_ends.pop_front();
+      std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
     }
   }
   if (o.at_src && ack) {
