@@ -431,7 +431,8 @@ struct PsnRec {
   uint16_t tx_count = 0;
   uint16_t timeout_retries = 0;
   uint64_t rx_bytes_at = 0;  // Flow::rx_bytes when a copy of this PSN last reached the responder
-  uint32_t rx_point = UINT32_MAX;  // and the capture point it arrived at  // retransmissions with no NACK/SACK/probe evidence before them
+  uint32_t rx_point = UINT32_MAX;  // and the capture point it arrived at  // retransmissions with
+                                   // no NACK/SACK/probe evidence before them
   uint8_t tx_next = 0;
   uint8_t pos = 0;  // wire::MessagePosition
   bool seen : 1 = false;
@@ -534,6 +535,10 @@ struct Flow {
   // WIMM and transport ACKs.
   std::deque<int64_t> imm_ends;  // last PSN of WriteIMM messages first-sent
   bool saw_tack = false;
+  // The trace holds the QP's first message (MSN 0, or the profile's initial PSN): every
+  // WriteIMM message sent so far is then known, and none is acknowledged before a transport ACK.
+  bool saw_qp_start = false;
+  bool saw_any_data = false;
   int64_t max_tack_ext = 0;
 
   // QP error (fatal NACK / NAK reached the requester).
@@ -796,7 +801,8 @@ struct Engine {
   std::map<std::tuple<Addr, Addr, uint16_t>, EndpointReq> ep_reqs;  // (src, dst, req_id)
   std::deque<std::pair<uint64_t, std::tuple<Addr, Addr, uint16_t>>> ep_order;
   static constexpr size_t kMaxEndpointReqs = 1 << 18;
-  std::set<std::pair<Addr, Addr>> ep_pruned_pairs;  // (requester, responder) with forgotten requests
+  std::set<std::pair<Addr, Addr>>
+      ep_pruned_pairs;  // (requester, responder) with forgotten requests
   std::unordered_map<std::string, uint8_t> decision_links;  // injector link -> bit (8 kept)
   // A data decision read (decision_lookahead_ns early) before its copy showed up in a capture.
   struct ParkedDecision {
@@ -809,6 +815,7 @@ struct Engine {
   };
   std::deque<ParkedDecision> parked;
   Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
+  void mpr_check(const Obs& o, Flow& fl, int64_t p);
   uint8_t decision_link_bit(const std::string& link);
   static void mark_decided(Tx& t, DecisionAction a);
   void unpark_decisions(Flow& fl, int64_t p, Tx& tx);

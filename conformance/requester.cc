@@ -44,6 +44,22 @@ bool valid_pmtu(uint32_t v) {
 
 }  // namespace
 
+// MRC-REQ-008, for a first transmission (RTX=0) of PSN p.
+void Engine::mpr_check(const Obs& o, Flow& fl, int64_t p) {
+  const uint64_t mpr = mpr_eff(fl);
+  std::optional<int64_t> cack = fl.max_cack_ext;
+  if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
+  if (mpr == 0) {
+    na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");
+  } else if (cack) {
+    judge(REQ_008);
+    if (p - *cack > static_cast<int64_t>(mpr))
+      fail(REQ_008, o,
+           "new PSN " + psn_str(p) + " sent with cack_seen <= " + psn_str(*cack) +
+               ": p - cack = " + std::to_string(p - *cack) + " > MPR_eff " + std::to_string(mpr));
+  }
+}
+
 void Engine::on_data(Obs& o, Flow& fl) {
   const wire::DecodedFrame& f = *o.f;
   // A copy trimmed below BTH+METH+TSETH is judged by MRC-FRM-011 only: it no longer matches
@@ -102,7 +118,12 @@ void Engine::on_data(Obs& o, Flow& fl) {
   }
 
   PsnRec* r = fl.rec_create(p);
-  if (!r) return;
+  if (!r) {
+    // Too far from the window to keep a record (a wild PSN): the MPR window is still judged.
+    if (!f.bth.rtx && fl.have_src_data && p > fl.highest_src_ext && sender_view)
+      mpr_check(o, fl, p);
+    return;
+  }
   const bool seen_before = r->tx_count > 0;
   if (!r->seen) {
     r->seen = true;
@@ -219,31 +240,22 @@ void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   neighbour_checks(o, fl, p, r);
 
   // MRC-REQ-008: the MPR window.
-  if (!f.bth.rtx) {
-    const uint64_t mpr = mpr_eff(fl);
-    std::optional<int64_t> cack = fl.max_cack_ext;
-    if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
-    if (mpr == 0) {
-      na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");
-    } else if (cack) {
-      judge(REQ_008);
-      if (p - *cack > static_cast<int64_t>(mpr))
-        fail(REQ_008, o,
-             "new PSN " + psn_str(p) + " sent with cack_seen <= " + psn_str(*cack) +
-                 ": p - cack = " + std::to_string(p - *cack) + " > MPR_eff " + std::to_string(mpr));
-    }
-  }
+  if (!f.bth.rtx) mpr_check(o, fl, p);
 
   // MRC-REQ-009: WriteIMM messages in flight.
+  if (!fl.saw_any_data) {
+    fl.saw_any_data = true;
+    fl.saw_qp_start = (fl.prof.initial_psn && fl.unwrap(*fl.prof.initial_psn) == p) ||
+                      (f.meth.msn == 0 && f.meth.rqmsn == 0);
+  }
   const auto pos = f.op->position;
   if (f.op->has_imm && (pos == MessagePosition::kLast || pos == MessagePosition::kOnly)) {
     fl.imm_ends.push_back(p);
     while (fl.imm_ends.size() > 65536) fl.imm_ends.pop_front();
-    if (fl.saw_tack)
-      std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
+    if (fl.saw_tack) std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
     if (!fl.prof.max_wimm_dest) {
       na(REQ_009, "max_wimm_dest not in the DUT profile");
-    } else if (!fl.saw_tack) {
+    } else if (!fl.saw_tack && !fl.saw_qp_start) {
       na(REQ_009, "no transport ACK seen on the QP before its WriteIMM messages");
     } else {
       judge(REQ_009);

@@ -225,8 +225,7 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
           judge(RSP_006);
           fail_at(RSP_006, it->point, it->frame, it->since,
                   "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
-                      "; the responder acknowledged PSN " +
-                      psn_str(cack + s.ack_psn_offset) +
+                      "; the responder acknowledged PSN " + psn_str(cack + s.ack_psn_offset) +
                       ", which arrived more than 32 KiB later, before echoing that EV with "
                       "M=01/10");
           it = fl.ce_echo.erase(it);

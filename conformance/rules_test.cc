@@ -1,5 +1,7 @@
 // Proof that every rule can pass and can fail: crafted traces, each a conforming exchange with
 // exactly one deviation. A failing trace must trigger its rule and no other error-level rule.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,7 +87,7 @@ struct Srv6 {
   uint32_t psn = 1000;
   uint16_t msn = 0;
   uint64_t now = 1'000'000;
-  std::string bad_da;  // outer DA seen at the switch, when a test wants a wrong shift
+  std::string bad_da;      // outer DA seen at the switch, when a test wants a wrong shift
   uint32_t rsp_point = 2;  // where the responder's packets are captured as they leave
   wire::FrameSpec last_sack;
   explicit Srv6(Trace& tr) : t(tr) {
@@ -904,7 +906,8 @@ TEST_P(RuleScenario, FilesGiveTheSameVerdicts) {
   Trace t;
   sc.build(t);
   const Report a = fixtures::run(t);
-  const std::string dir = ::testing::TempDir() + "/mrc_check_" + sc.name;
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_" + sc.name;
   const Report b = fixtures::run_files(t, dir);
   ASSERT_EQ(a.results.size(), b.results.size());
   for (size_t i = 0; i < a.results.size(); ++i)
