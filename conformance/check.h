@@ -173,6 +173,7 @@ struct Decision {
   std::optional<uint32_t> psn;
   std::optional<uint8_t> opcode;
   std::optional<uint32_t> ev;  // WEV of the touched packet
+  std::string src, dst;        // RoCE source/destination address of the touched packet, if logged
   std::string reason;
 };
 

@@ -633,6 +633,8 @@ bool detail::parse_decision_fast(std::string_view line, Decision& out) {
   };
   str("link", d.link);
   str("dir", d.dir);
+  str("src", d.src);
+  str("dst", d.dst);
   str("reason", d.reason);
   const FlatValue* a = o.get("action");
   if (!a || a->kind != FlatValue::kString || a->str.empty()) return false;
@@ -724,6 +726,8 @@ bool detail::parse_decision_json(std::string_view line, Decision& out, std::stri
   };
   str("link", d.link);
   str("dir", d.dir);
+  str("src", d.src);
+  str("dst", d.dst);
   str("reason", d.reason);
   std::string action;
   str("action", action);

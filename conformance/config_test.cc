@@ -156,7 +156,8 @@ TEST(Decision, ParsesTheContractFields) {
   std::string e;
   ASSERT_TRUE(parse_decision(
       R"({"t_ns": 123, "link": "s1-h2", "dir": "fwd", "action": "drop", "qpn": 514, "psn": 1000,
-          "opcode": 202, "ev": 327937, "reason": "loss 1%", "seed": 7})",
+          "opcode": 202, "ev": 327937, "src": "fd00::1", "dst": "fd00::2", "reason": "loss 1%",
+          "seed": 7})",
       d, e))
       << e;
   EXPECT_EQ(d.t_ns, 123u);
@@ -166,6 +167,8 @@ TEST(Decision, ParsesTheContractFields) {
   EXPECT_EQ(*d.opcode, 202);
   EXPECT_EQ(*d.ev, 327937u);
   EXPECT_EQ(d.link, "s1-h2");
+  EXPECT_EQ(d.src, "fd00::1");
+  EXPECT_EQ(d.dst, "fd00::2");
   ASSERT_TRUE(parse_decision(R"({"t_ns": 5, "action": "trim", "opcode": "0xc7"})", d, e)) << e;
   EXPECT_EQ(*d.opcode, 0xC7);
   EXPECT_EQ(d.action, DecisionAction::kTrim);

@@ -399,10 +399,24 @@ Flow* Engine::flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_
 
 Flow* Engine::flow_for_decision(const Decision& d, bool data) {
   if (!d.qpn) return nullptr;
+  // QPNs repeat across nodes: the packet's addresses, when logged, name the flow.
+  std::optional<Addr> src, dst;
+  if (!d.src.empty()) src = parse_addr(d.src);
+  if (!d.dst.empty()) dst = parse_addr(d.dst);
+  auto known_node = [&](const std::optional<Addr>& a) {
+    if (!a) return -1;
+    auto it = addr_node.find(*a);
+    return it == addr_node.end() ? -1 : it->second;
+  };
+  const int src_node = known_node(src), dst_node = known_node(dst);
   Flow* best = nullptr;
   for (auto& f : flows) {
     const auto& q = data ? f->rsp_qpn : f->req_qpn;
     if (!q || *q != *d.qpn) continue;
+    const int from = data ? f->req_node : f->rsp_node, to = data ? f->rsp_node : f->req_node;
+    if ((src && from >= 0 && src_node >= 0 && from != src_node) ||
+        (dst && to >= 0 && dst_node >= 0 && to != dst_node))
+      continue;
     if (!best) best = f.get();
     if (d.psn && f->have_ref) {
       // Prefer the flow whose PSN window holds the PSN.
@@ -508,13 +522,21 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
   const bool data = f.op && f.op->kind == wire::PacketKind::kMrcData;
   if (const uint64_t q = dedup.find(h); q != DedupTable::kNone) {
     DedupEntry& e = dedup.at(q);
-    const bool upstream = o.point == e.first_point;
+    // A copy seen where the first one was seen, or at its sender (which may send the next one
+    // through another port), is a new packet.
+    const bool upstream = o.point == e.first_point || o.at_src;
     if (upstream && !data && e.n_ids < DedupEntry::kMaxCopies) {
-      // Sent again, byte for byte: a new packet (identical SACKs are legitimate). A data packet
-      // carries ts16, so an identical copy of one is a duplicate even here.
+      // Sent again, byte for byte: a new packet (identical SACKs and ACKs are legitimate). A data
+      // packet carries ts16, so an identical copy of one is a duplicate even here.
       dedup.add_id(e, next_pkt++);
       o.pkt = dedup.id(e, e.n_ids - 1u);
       o.first = true;
+      if (e.srv6 && f.l3 == 6) {  // the hops of the new copy are judged from here
+        DedupExt& x = dedup.ext(q);
+        x.last_point = o.point;
+        x.outer_da = f.ip6.dst;
+        x.hop_limit = f.ip6.hop_limit;
+      }
       return o.pkt;
     }
     DedupExt& x = dedup.ext(q);
@@ -693,14 +715,35 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
 // one sent before the decision that this link has not logged yet. A drop cannot concern a copy
 // the responder's capture already saw. Retransmissions can be queued behind earlier copies for
 // tens of ms on a software fabric, so the newest copy is not necessarily the one.
-Tx* Engine::decided_tx(const Decision& d, PsnRec& r) {
-  uint8_t bit = 0;
-  if (auto it = decision_links.find(d.link); it != decision_links.end()) {
-    bit = it->second;
-  } else {
-    bit = static_cast<uint8_t>(1u << (decision_links.size() % 8));
-    decision_links.emplace(d.link, bit);
+uint8_t Engine::decision_link_bit(const std::string& link) {
+  if (auto it = decision_links.find(link); it != decision_links.end()) return it->second;
+  const auto bit = static_cast<uint8_t>(1u << (decision_links.size() % 8));
+  decision_links.emplace(link, bit);
+  return bit;
+}
+
+void Engine::mark_decided(Tx& t, DecisionAction a) {
+  if (a == DecisionAction::kDrop) t.dropped = true;
+  if (a == DecisionAction::kTrim) t.trimmed = true;
+  if (a == DecisionAction::kEcn) t.ce = true;
+}
+
+// A copy the requester's capture shows after its decision was read: the decision is its.
+void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
+  for (auto it = parked.begin(); it != parked.end();) {
+    if (it->fl == &fl && it->psn == p && it->t_ns >= tx.ts &&
+        it->t_ns - tx.ts < prof.tol.dedup_window_ns && (!it->ev || *it->ev == tx.wev) &&
+        !(tx.decided_links & it->link_bit)) {
+      tx.decided_links |= it->link_bit;
+      mark_decided(tx, it->action);
+      it = parked.erase(it);
+    } else {
+      ++it;
+    }
   }
+}
+
+Tx* Engine::decided_tx(const Decision& d, PsnRec& r, uint8_t bit) {
   Tx* best = nullptr;
   for (Tx& t : r.tx) {
     if (!t.valid || t.ts > d.t_ns || (d.ev && t.wev != *d.ev)) continue;
@@ -732,15 +775,16 @@ void Engine::on_decision(const Decision& d) {
     if (auto it = fl->drop_retx.find(p);
         it != fl->drop_retx.end() && d.t_ns > it->second.since && d.action != DecisionAction::kDrop)
       fl->drop_retx.erase(it);
-    Tx* tx = decided_tx(d, *r);
+    const uint8_t bit = decision_link_bit(d.link);
+    if (Tx* tx = decided_tx(d, *r, bit)) {
+      mark_decided(*tx, d.action);
+    } else {
+      while (!parked.empty() && (parked.size() >= 4096 ||
+                                 parked.front().t_ns + 4 * prof.tol.decision_lookahead_ns < d.t_ns))
+        parked.pop_front();
+      parked.push_back({fl, p, d.t_ns, d.ev, bit, d.action});
+    }
     if (d.action == DecisionAction::kDrop) {
-      if (tx) {
-        tx->dropped = true;
-      } else {
-        r->drop_known = true;
-        r->drop_ts = d.t_ns;
-        r->drop_wev = d.ev.value_or(0);
-      }
       if (fl->fatal_ts == kNoTime && !r->acked && on(REQ_015)) {
         Pending pd;
         pd.since = d.t_ns;
@@ -751,7 +795,6 @@ void Engine::on_decision(const Decision& d) {
         fl->drop_retx.try_emplace(p, pd);
       }
     } else if (d.action == DecisionAction::kTrim) {
-      if (tx) tx->trimmed = true;
       const bool applies = fl->prof.caps.trim_nack && !fl->prof.caps.trim_nack_dest_unsupported;
       if (applies && !fl->trim_nack.count(p)) {
         Pending pd;
@@ -761,8 +804,6 @@ void Engine::on_decision(const Decision& d) {
         pd.point = UINT32_MAX;
         fl->trim_nack.emplace(p, pd);
       }
-    } else if (d.action == DecisionAction::kEcn) {
-      if (tx) tx->ce = true;
     }
     return;
   }

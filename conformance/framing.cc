@@ -207,6 +207,13 @@ void Engine::hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEnt
   if (!f.has_inner_ip6 || !prev.srv6 || f.l3 != 6) return;
   if (f.ip6.dst == px.outer_da) return;
   if (f.has_srh) return;  // SRH processing replaces the DA; only pure uSID shifts are judged
+  if (prev.n_ids > 1) {
+    // Byte-identical copies in flight at once share the hop record: one seen upstream of where
+    // another was last seen is not judged.
+    Addr back = f.ip6.dst;
+    for (int k = 0; k < 8 && wire::usid_shift(back); ++k)
+      if (back == px.outer_da) return;
+  }
   judge(FRM_010);
   Addr da = px.outer_da;
   for (unsigned k = 1; k <= 8; ++k) {

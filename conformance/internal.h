@@ -419,7 +419,7 @@ struct Tx {
   uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
 };
 
-inline constexpr int kTxRing = 3;
+inline constexpr int kTxRing = 4;
 
 struct PsnRec {
   // From the first transmission whose headers were intact.
@@ -429,6 +429,10 @@ struct PsnRec {
   uint32_t nominal = 0;
   uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
+  uint16_t timeout_retries = 0;
+  uint64_t rx_bytes_at = 0;  // Flow::rx_bytes when a copy of this PSN last reached the responder
+  uint32_t rx_point = UINT32_MAX;  // and the capture point it arrived at  // retransmissions with
+                                   // no NACK/SACK/probe evidence before them
   uint8_t tx_next = 0;
   uint8_t pos = 0;  // wire::MessagePosition
   bool seen : 1 = false;
@@ -437,7 +441,6 @@ struct PsnRec {
   bool acked : 1 = false;
   bool gap_pending : 1 = false;  // skipped at the requester's capture, not yet seen anywhere
   bool inflight : 1 = false;     // counted in the CC bytes-in-flight estimate
-  bool drop_known : 1 = false;
   std::array<Tx, kTxRing> tx{};
   uint64_t first_ts = 0;
   uint64_t first_frame = 0;
@@ -446,8 +449,6 @@ struct PsnRec {
   uint64_t nack_ts = 0;  // last NACK for this PSN that reached the requester
   uint64_t gap_ts = 0;
   uint64_t gap_frame = 0;
-  uint64_t drop_ts = 0;  // injector drop of a transmission (decision log)
-  uint32_t drop_wev = 0;
 
   const Tx* latest() const;
   const Tx* latest_before(uint64_t ts) const;
@@ -600,6 +601,10 @@ struct Flow {
   // WIMM and transport ACKs.
   std::deque<int64_t> imm_ends;  // last PSN of WriteIMM messages first-sent
   bool saw_tack = false;
+  // The trace holds the QP's first message (MSN 0, or the profile's initial PSN): every
+  // WriteIMM message sent so far is then known, and none is acknowledged before a transport ACK.
+  bool saw_qp_start = false;
+  bool saw_any_data = false;
   int64_t max_tack_ext = 0;
 
   // QP error (fatal NACK / NAK reached the requester).
@@ -901,9 +906,24 @@ struct Engine {
   std::map<std::tuple<Addr, Addr, uint16_t>, EndpointReq> ep_reqs;  // (src, dst, req_id)
   std::deque<std::pair<uint64_t, std::tuple<Addr, Addr, uint16_t>>> ep_order;
   static constexpr size_t kMaxEndpointReqs = 1 << 18;
+  std::set<std::pair<Addr, Addr>>
+      ep_pruned_pairs;  // (requester, responder) with forgotten requests
   std::unordered_map<std::string, uint8_t> decision_links;  // injector link -> bit (8 kept)
-  Tx* decided_tx(const Decision& d, PsnRec& r);
-  std::set<std::pair<Addr, Addr>> ep_pruned_pairs;  // (requester, responder) with forgotten requests
+  // A data decision read (decision_lookahead_ns early) before its copy showed up in a capture.
+  struct ParkedDecision {
+    Flow* fl = nullptr;
+    int64_t psn = 0;
+    uint64_t t_ns = 0;
+    std::optional<uint32_t> ev;
+    uint8_t link_bit = 0;
+    DecisionAction action = DecisionAction::kOther;
+  };
+  std::deque<ParkedDecision> parked;
+  Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
+  void mpr_check(const Obs& o, Flow& fl, int64_t p);
+  uint8_t decision_link_bit(const std::string& link);
+  static void mark_decided(Tx& t, DecisionAction a);
+  void unpark_decisions(Flow& fl, int64_t p, Tx& tx);
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {

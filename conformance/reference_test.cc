@@ -2,6 +2,8 @@
 // hosts with the injector's decision log, must pass every applicable rule: on a clean network and
 // under drops, trims, ECN marks, duplicates, reordering and corruption. A failure here is either
 // a checker false positive or a reference-endpoint bug; the evidence says which.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -70,7 +72,8 @@ std::string profile_for(const Harness& h, const QpConfig& qc) {
 RefResult run_reference(const std::string& name, uint64_t seed,
                         const std::function<void(Harness&)>& faults, size_t bytes = 1 << 20) {
   RefResult out;
-  const std::string dir = ::testing::TempDir() + "/mrc_check_ref_" + name;
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_ref_" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   HarnessConfig hc;

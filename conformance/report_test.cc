@@ -1,5 +1,7 @@
 // Reports: JSON contract, JUnit XML, GitHub Markdown, human text, annotated pcapng, and the
 // exit codes of run_check().
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,7 +49,8 @@ Trace clean_trace() {
 }
 
 std::string dir_for(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/mrc_check_report_" + name;
+  const std::string d =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_report_" + name;
   std::filesystem::remove_all(d);
   return d;
 }

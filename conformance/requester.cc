@@ -44,6 +44,22 @@ bool valid_pmtu(uint32_t v) {
 
 }  // namespace
 
+// MRC-REQ-008, for a first transmission (RTX=0) of PSN p.
+void Engine::mpr_check(const Obs& o, Flow& fl, int64_t p) {
+  const uint64_t mpr = mpr_eff(fl);
+  std::optional<int64_t> cack = fl.max_cack_ext;
+  if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
+  if (mpr == 0) {
+    na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");
+  } else if (cack) {
+    judge(REQ_008);
+    if (p - *cack > static_cast<int64_t>(mpr))
+      fail(REQ_008, o,
+           "new PSN " + psn_str(p) + " sent with cack_seen <= " + psn_str(*cack) +
+               ": p - cack = " + std::to_string(p - *cack) + " > MPR_eff " + std::to_string(mpr));
+  }
+}
+
 void Engine::on_data(Obs& o, Flow& fl) {
   const wire::DecodedFrame& f = *o.f;
   // A copy trimmed below BTH+METH+TSETH is judged by MRC-FRM-011 only: it no longer matches
@@ -102,7 +118,12 @@ void Engine::on_data(Obs& o, Flow& fl) {
   }
 
   PsnRec* r = fl.rec_create(p);
-  if (!r) return;
+  if (!r) {
+    // Too far from the window to keep a record (a wild PSN): the MPR window is still judged.
+    if (!f.bth.rtx && fl.have_src_data && p > fl.highest_src_ext && sender_view)
+      mpr_check(o, fl, p);
+    return;
+  }
   const bool seen_before = r->tx_count > 0;
   if (!r->seen) {
     r->seen = true;
@@ -129,11 +150,7 @@ void Engine::on_data(Obs& o, Flow& fl) {
   tx.wev = o.wev;
   tx.rtx = f.bth.rtx;
   tx.at_src = o.at_src;
-  if (r->drop_known && r->drop_ts >= o.ts && r->drop_ts - o.ts < prof.tol.dedup_window_ns &&
-      (r->drop_wev == 0 || r->drop_wev == o.wev)) {
-    tx.dropped = true;
-    r->drop_known = false;
-  }
+  if (!parked.empty()) unpark_decisions(fl, p, tx);
   r->tx_count++;
   if (seen_before) fl.retransmissions++;
 
@@ -223,32 +240,22 @@ void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   neighbour_checks(o, fl, p, r);
 
   // MRC-REQ-008: the MPR window.
-  if (!f.bth.rtx) {
-    const uint64_t mpr = mpr_eff(fl);
-    std::optional<int64_t> cack = fl.max_cack_ext;
-    if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
-    if (mpr == 0) {
-      na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");
-    } else if (cack) {
-      judge(REQ_008);
-      if (p - *cack > static_cast<int64_t>(mpr))
-        fail(REQ_008, o,
-             "new PSN " + psn_str(p) + " sent with cack_seen <= " + psn_str(*cack) +
-                 ": p - cack = " + std::to_string(p - *cack) + " > MPR_eff " + std::to_string(mpr));
-    }
-  }
+  if (!f.bth.rtx) mpr_check(o, fl, p);
 
   // MRC-REQ-009: WriteIMM messages in flight.
+  if (!fl.saw_any_data) {
+    fl.saw_any_data = true;
+    fl.saw_qp_start = (fl.prof.initial_psn && fl.unwrap(*fl.prof.initial_psn) == p) ||
+                      (f.meth.msn == 0 && f.meth.rqmsn == 0);
+  }
   const auto pos = f.op->position;
   if (f.op->has_imm && (pos == MessagePosition::kLast || pos == MessagePosition::kOnly)) {
     fl.imm_ends.push_back(p);
     while (fl.imm_ends.size() > 65536) fl.imm_ends.pop_front();
-    if (fl.saw_tack)
-      while (!fl.imm_ends.empty() && fl.imm_ends.front() <= fl.max_tack_ext)
-        fl.imm_ends.pop_front();
+    if (fl.saw_tack) std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
     if (!fl.prof.max_wimm_dest) {
       na(REQ_009, "max_wimm_dest not in the DUT profile");
-    } else if (!fl.saw_tack) {
+    } else if (!fl.saw_tack && !fl.saw_qp_start) {
       na(REQ_009, "no transport ACK seen on the QP before its WriteIMM messages");
     } else {
       judge(REQ_009);
@@ -313,26 +320,30 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       neighbour_checks(o, fl, p, r);
     }
   }
-  // MRC-REQ-014: retry budget.
+  // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
+  // transmission, and that transmission was not trimmed.
+  const bool evidence =
+      prev && (r.nack_ts > prev->ts ||
+               (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
+               fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked);
+  if (prev && !evidence) r.timeout_retries++;
+  // MRC-REQ-014: retry budget. Only the retransmission timer spends it: a packet trimmed again
+  // and again under congestion is NACKed and resent each time without using up the QP's retries
+  // (open question 7 of the research file; the reference engine counts the same way).
   if (fl.prof.retry_linear && fl.prof.retry_exp) {
     if (*fl.prof.retry_exp != 25) {
       judge(REQ_014);
       const unsigned budget = *fl.prof.retry_linear + *fl.prof.retry_exp;
-      if (r.tx_count > budget)
+      if (r.timeout_retries > budget)
         fail(REQ_014, o,
-             "PSN " + psn_str(p) + " retransmitted " + std::to_string(r.tx_count) +
-                 " times; retry budget linear+exp = " + std::to_string(budget));
+             "PSN " + psn_str(p) + " retransmitted " + std::to_string(r.timeout_retries) +
+                 " times by timeout (no NACK, SACK or probe evidence); retry budget linear+exp = " +
+                 std::to_string(budget));
     }
   } else {
     na(REQ_014, "retry counts not in the DUT profile (qps[].retry)");
   }
-  // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
-  // transmission, and that transmission was not trimmed.
   if (prev) {
-    const bool evidence =
-        r.nack_ts > prev->ts ||
-        (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
-        fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked;
     if (!evidence) {
       const uint64_t t = timeout_ns(fl);
       const uint64_t interval = o.ts - prev->ts;
@@ -483,7 +494,6 @@ void Engine::neighbour_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
 
 void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) {
   const wire::DecodedFrame& f = *o.f;
-  (void)r;
   if (o.trimmed) {
     tx.trimmed = true;
     tx.trim_dscp = f.dscp();
@@ -498,18 +508,8 @@ void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) 
   if (!tx.ack_obl) {
     tx.ack_obl = true;
     fl.rx_bytes += std::max<uint64_t>(f.payload.size(), 1024);
-    // MRC-RSP-006: CE echoes whose byte window closed.
-    for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
-      if (fl.rx_bytes > it->bytes_deadline) {
-        judge(RSP_006);
-        fail_at(RSP_006, it->point, it->frame, it->since,
-                "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
-                    "; no SACK/NACK echoed that EV with M=01/10 within 32 KiB of later arrivals");
-        it = fl.ce_echo.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    r.rx_bytes_at = fl.rx_bytes;
+    r.rx_point = o.point;
     // MRC-RSP-009: A=1 or RTX=1 elicits a SACK/NACK (judged with a capture at the responder).
     if ((f.bth.ack_req || f.bth.rtx) && !o.icrc_bad) {
       if (responder_captured(fl)) {
@@ -567,8 +567,10 @@ void Engine::ack_covered(Flow& fl, int64_t p, PsnRec& r, uint64_t ts) {
       judge(REQ_011);
       fl.nack_retx.erase(it);
     }
+  // A SACK that reached the requester just before the drop's decision line (decisions are read
+  // decision_lookahead_ns early) covers the PSN all the same: another copy got through.
   if (in_range(fl.drop_retx, p))
-    if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end() && it->second.since <= ts) {
+    if (auto it = fl.drop_retx.find(p); it != fl.drop_retx.end()) {
       judge(REQ_015);
       fl.drop_retx.erase(it);
     }

@@ -144,10 +144,24 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
                      " is not the WEV of any transmission "
                      "of its trigger PSN " +
                      psn_str(t) + " (" + wev_list(*r) + ")");
-          if (trig->ce && m != 1 && m != 2) {
+          // The copy that triggered it carries the SACK's entropy; when several such copies
+          // arrived (a retransmission on the same EV), judge only what holds for all of them.
+          bool all_ce = true, any_ce = false, any_arrived = false;
+          for (const Tx& x : r->tx) {
+            if (!x.valid || x.ts > o.ts || x.wev != s.entropy) continue;
+            if (responder_captured(fl) && !x.at_dst) continue;
+            any_arrived = true;
+            all_ce = all_ce && x.ce;
+            any_ce = any_ce || x.ce;
+          }
+          if (!any_arrived) {
+            all_ce = trig->ce;
+            any_ce = trig->ce || !trig->at_dst;
+          }
+          if (all_ce && m != 1 && m != 2) {
             fail(RSP_005, o,
                  "trigger PSN " + psn_str(t) + " arrived with CE but SACK M=" + std::to_string(m));
-          } else if (m == 1 && !trig->ce && trig->at_dst) {
+          } else if (m == 1 && !any_ce) {
             fail(
                 RSP_005, o,
                 "SACK M=01 but trigger PSN " + psn_str(t) + " arrived at the responder without CE");
@@ -191,6 +205,29 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
       for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
         if (it->ev == s.entropy && it->since <= o.ts) {
           judge(RSP_006);
+          it = fl.ce_echo.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // A SACK for a packet that arrived more than two ACK-generation windows after a CE packet
+    // whose EV is still not echoed: the echo is late. Judged in the responder's own order
+    // (which trigger it answered), not by capture time, because a software responder may take
+    // arrivals off its socket well after its capture saw them.
+    if (!s.pr && !fl.ce_echo.empty()) {
+      const PsnRec* tr = fl.rec(cack + s.ack_psn_offset);
+      const uint64_t at = tr ? tr->rx_bytes_at : 0;
+      for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
+        // Only against a packet that came in through the same port: a responder may serve its
+        // ports' queues in any order.
+        if (at > it->bytes_deadline && tr->rx_point == it->point) {
+          judge(RSP_006);
+          fail_at(RSP_006, it->point, it->frame, it->since,
+                  "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
+                      "; the responder acknowledged PSN " + psn_str(cack + s.ack_psn_offset) +
+                      ", which arrived more than 32 KiB later, before echoing that EV with "
+                      "M=01/10");
           it = fl.ce_echo.erase(it);
         } else {
           ++it;
@@ -387,8 +424,7 @@ void Engine::on_tack(const Obs& o, Flow& fl) {
       }
       if (!fl.saw_tack || s > fl.max_tack_ext) fl.max_tack_ext = s;
       fl.saw_tack = true;
-      while (!fl.imm_ends.empty() && fl.imm_ends.front() <= fl.max_tack_ext)
-        fl.imm_ends.pop_front();
+      std::erase_if(fl.imm_ends, [&](int64_t e) { return e <= fl.max_tack_ext; });
     }
   }
   if (o.at_src && ack) {

@@ -1,5 +1,7 @@
 // Robustness: garbage, truncation, unknown protocols and long traces never crash the checker,
 // and its memory stays bounded by per-QP state.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,7 +23,8 @@ using fixtures::Session;
 using fixtures::Trace;
 
 std::string tmp(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/mrc_check_robust_" + name;
+  const std::string d =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_robust_" + name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

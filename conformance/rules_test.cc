@@ -1,5 +1,7 @@
 // Proof that every rule can pass and can fail: crafted traces, each a conforming exchange with
 // exactly one deviation. A failing trace must trigger its rule and no other error-level rule.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,7 +87,9 @@ struct Srv6 {
   uint32_t psn = 1000;
   uint16_t msn = 0;
   uint64_t now = 1'000'000;
-  std::string bad_da;  // outer DA seen at the switch, when a test wants a wrong shift
+  std::string bad_da;      // outer DA seen at the switch, when a test wants a wrong shift
+  uint32_t rsp_point = 2;  // where the responder's packets are captured as they leave
+  wire::FrameSpec last_sack;
   explicit Srv6(Trace& tr) : t(tr) {
     t.points = {
         {"h1-eth0.pcapng", "h1", 0}, {"s1-eth1.pcapng", "", 0}, {"h2-eth0.pcapng", "h2", 0}};
@@ -113,7 +117,7 @@ struct Srv6 {
   }
   // Adds the frame as seen at h1/s1/h2 (sender first), shifting the DA on the way.
   void emit(const wire::FrameSpec& s, bool from_req) {
-    const uint32_t order[3] = {from_req ? 0u : 2u, 1u, from_req ? 2u : 0u};
+    const uint32_t order[3] = {from_req ? 0u : rsp_point, 1u, from_req ? 2u : 0u};
     wire::FrameSpec cur = s;
     for (int hop = 0; hop < 3; ++hop) {
       if (hop == 1) {
@@ -157,9 +161,18 @@ struct Srv6 {
     k.seth.dpdcid = 0x101;
     k.seth.sack_offset = 1;
     emit(k, false);
+    last_sack = k;
     now += 10 * kUs;
     ++psn;
     ++msn;
+  }
+  // The responder sends its last SACK again, byte for byte, out of capture point `point`.
+  void resend_sack(uint32_t point) {
+    const uint32_t saved = rsp_point;
+    rsp_point = point;
+    emit(last_sack, false);
+    rsp_point = saved;
+    now += 10 * kUs;
   }
 };
 
@@ -361,6 +374,17 @@ std::vector<Scenario> scenarios() {
     t.profile = srv6_profile("fcbb::");
     Srv6 x(t);
     for (int i = 0; i < 6; ++i) x.message();
+  });
+  // A node with a capture per port sends the same SACK twice through different ports, after the
+  // first one arrived: two packets, not one seen upstream of where it was already seen.
+  add("srv6-same-sack-other-port", "", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    t.points.push_back({"h2-eth1.pcapng", "h2", 1});
+    x.message();
+    x.message();
+    x.resend_sack(3);
+    x.message();
   });
 
   // ------------------------------------------------------------------------------- framing
@@ -1105,7 +1129,8 @@ TEST_P(RuleScenario, FilesGiveTheSameVerdicts) {
   Trace t;
   sc.build(t);
   const Report a = fixtures::run(t);
-  const std::string dir = ::testing::TempDir() + "/mrc_check_" + sc.name;
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_" + sc.name;
   const Report b = fixtures::run_files(t, dir);
   ASSERT_EQ(a.results.size(), b.results.size());
   for (size_t i = 0; i < a.results.size(); ++i)

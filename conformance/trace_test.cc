@@ -1,5 +1,7 @@
 // Trace assembly: merging capture points, attribution of captures to nodes, QP inference,
 // decision logs, truncated inputs.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,7 +29,8 @@ void exchange(Session& s) {
 }
 
 std::string tmp(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/mrc_check_trace_" + name;
+  const std::string d =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_trace_" + name;
   std::filesystem::remove_all(d);
   return d;
 }

@@ -95,6 +95,12 @@ void append_decision_json(std::string& out, const Decision& d, std::string_view 
     append_u64(out, f.ev);
   else
     out += "null";
+  if (!f.src.empty()) {
+    key(out, "src");
+    append_str(out, f.src);
+    key(out, "dst");
+    append_str(out, f.dst);
+  }
   key(out, "reason");
   append_str(out, d.reason);
   key(out, "seed");

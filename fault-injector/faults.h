@@ -207,6 +207,9 @@ struct FrameInfo {
   uint32_t qpn = 0;
   uint32_t psn = 0;
   uint32_t ev = 0;  // wire EV
+  // RoCE endpoints (inner IPv6 under SRv6): with the QPN they name the QP, since QPNs repeat
+  // across nodes.
+  std::string src, dst;
   bool rtx = false;
   bool trimmed = false;  // arrived already trimmed
   wire::PacketKind kind = wire::PacketKind::kUnknown;

@@ -466,6 +466,13 @@ const Decision& Policy::on_frame(Bytes frame, Direction dir, uint32_t link, uint
     fi.trimmed = f.trimmed;
     fi.kind = f.op->kind;
     const wire::Ipv6Header* ip6 = f.roce_ip6();
+    if (ip6) {
+      fi.src = wire::format_ipv6(ip6->src);
+      fi.dst = wire::format_ipv6(ip6->dst);
+    } else if (f.l3 == 4) {
+      fi.src = wire::format_ipv4(f.ip4.src);
+      fi.dst = wire::format_ipv4(f.ip4.dst);
+    }
     const wire::EvFormat fmt = m.cfg.links[link].ev_format.value_or(f.ev_format());
     fi.ev =
         wire::wev_from_carriage(fmt, m.profile.ev_stripe(), f.udp.sport, ip6 ? ip6->flow_label : 0);
