@@ -417,6 +417,8 @@ struct Tx {
   bool ce_obl : 1 = false;
   bool ack_obl : 1 = false;
   uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
+  uint32_t rx_point = UINT32_MAX;  // capture point where it reached the responder
+  uint64_t rx_bytes_at = 0;        // Flow::rx_bytes once it had arrived there
 };
 
 inline constexpr int kTxRing = 4;
@@ -429,10 +431,7 @@ struct PsnRec {
   uint32_t nominal = 0;
   uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
-  uint16_t timeout_retries = 0;
-  uint64_t rx_bytes_at = 0;  // Flow::rx_bytes when a copy of this PSN last reached the responder
-  uint32_t rx_point = UINT32_MAX;  // and the capture point it arrived at  // retransmissions with
-                                   // no NACK/SACK/probe evidence before them
+  uint16_t timeout_retries = 0;  // retransmissions with no NACK/SACK/probe evidence before them
   uint8_t tx_next = 0;
   uint8_t pos = 0;  // wire::MessagePosition
   bool seen : 1 = false;

@@ -95,13 +95,17 @@ void Engine::on_data(Obs& o, Flow& fl) {
     judge(REQ_007);
     const uint8_t d = f.dscp();
     const auto& pl = prof.dscp;
-    const bool ok = f.bth.rtx ? (d == pl.trimmable_retx || d == pl.trimmable || d == pl.no_trim)
-                              : (d == pl.trimmable || d == pl.no_trim);
+    // A copy of a PSN sent before is a retransmission even with RTX=0 (MRC-REQ-004 judges the
+    // flag).
+    const PsnRec* known = f.bth.rtx ? nullptr : fl.rec(p);
+    const bool retx = f.bth.rtx || (known && known->tx_count > 0);
+    const bool ok = retx ? (d == pl.trimmable_retx || d == pl.trimmable || d == pl.no_trim)
+                         : (d == pl.trimmable || d == pl.no_trim);
     if (!ok)
       fail(REQ_007, o,
-           std::string(f.bth.rtx ? "retransmission" : "first transmission") + " of PSN " +
+           std::string(retx ? "retransmission" : "first transmission") + " of PSN " +
                psn_str(p) + " uses DSCP " + std::to_string(d) + "; allowed " +
-               (f.bth.rtx ? std::to_string(pl.trimmable_retx) + ", " : std::string()) +
+               (retx ? std::to_string(pl.trimmable_retx) + ", " : std::string()) +
                std::to_string(pl.trimmable) + " or " + std::to_string(pl.no_trim));
   }
   // MRC-REQ-010: TSETH on every data packet.
@@ -492,7 +496,7 @@ void Engine::neighbour_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   if (PsnRec* b = fl.rec(p + 1); b && b->seen) pair(p, r, *b);
 }
 
-void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) {
+void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& /*r*/, Tx& tx) {
   const wire::DecodedFrame& f = *o.f;
   if (o.trimmed) {
     tx.trimmed = true;
@@ -508,10 +512,11 @@ void Engine::data_arrival(const Obs& o, Flow& fl, int64_t p, PsnRec& r, Tx& tx) 
   if (!tx.ack_obl) {
     tx.ack_obl = true;
     fl.rx_bytes += std::max<uint64_t>(f.payload.size(), 1024);
-    r.rx_bytes_at = fl.rx_bytes;
-    r.rx_point = o.point;
+    tx.rx_bytes_at = fl.rx_bytes;
+    tx.rx_point = o.point;
     // MRC-RSP-009: A=1 or RTX=1 elicits a SACK/NACK (judged with a capture at the responder).
-    if ((f.bth.ack_req || f.bth.rtx) && !o.icrc_bad) {
+    // A trimmed arrival owes a NACK, which MRC-RSP-013 judges.
+    if ((f.bth.ack_req || f.bth.rtx) && !o.icrc_bad && !o.trimmed) {
       if (responder_captured(fl)) {
         if (!fl.ack_resp.count(p)) {
           Pending pd;

@@ -217,11 +217,15 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
     // arrivals off its socket well after its capture saw them.
     if (!s.pr && !fl.ce_echo.empty()) {
       const PsnRec* tr = fl.rec(cack + s.ack_psn_offset);
-      const uint64_t at = tr ? tr->rx_bytes_at : 0;
       for (auto it = fl.ce_echo.begin(); it != fl.ce_echo.end();) {
-        // Only against a packet that came in through the same port: a responder may serve its
-        // ports' queues in any order.
-        if (at > it->bytes_deadline && tr->rx_point == it->point) {
+        // Only against a copy that came in through the same port (a responder may serve its
+        // ports' queues in any order), and the earliest copy that may have triggered it.
+        uint64_t at = UINT64_MAX;
+        if (tr)
+          for (const Tx& x : tr->tx)
+            if (x.valid && x.ack_obl && x.wev == s.entropy && x.rx_point == it->point)
+              at = std::min(at, x.rx_bytes_at);
+        if (at != UINT64_MAX && at > it->bytes_deadline) {
           judge(RSP_006);
           fail_at(RSP_006, it->point, it->frame, it->since,
                   "data PSN " + psn_str(it->psn) + " arrived with CE on EV " + hex(it->ev) +
