@@ -812,6 +812,10 @@ void Engine::on_decision(const Decision& d) {
        info->kind == wire::PacketKind::kMrcTransportAck)) {
     fl->ctl_drops.emplace_back(*d.opcode, *d.psn, d.t_ns);
     while (fl->ctl_drops.size() > 256) fl->ctl_drops.pop_front();
+    // The log does not say which probe a dropped SACK answered (PR=1 and the probe id are not
+    // logged): every probe still waiting for its answer may have lost it here (MRC-PRB-002).
+    if (info->kind == wire::PacketKind::kMrcSack)
+      std::erase_if(fl->probe_ans, [&](const auto& kv) { return kv.second.since <= d.t_ns; });
   }
   if (info->kind == wire::PacketKind::kMrcNack && d.psn) {
     // The responder sent a NACK for this PSN: a pending trim obligation is met even when the

@@ -138,7 +138,7 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
         for (const Tx& x : r->tx) match = match || (x.valid && x.ts <= o.ts && x.wev == s.entropy);
         if (trig) {
           judge(RSP_004);
-          if (!match)
+          if (!match && r->tx_count <= kTxRing)
             fail(RSP_004, o,
                  "SACK entropy " + hex(s.entropy) +
                      " is not the WEV of any transmission "
@@ -154,14 +154,14 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
             all_ce = all_ce && x.ce;
             any_ce = any_ce || x.ce;
           }
-          if (!any_arrived) {
-            all_ce = trig->ce;
-            any_ce = trig->ce || !trig->at_dst;
+          if (!any_arrived) {  // the copy is older than the ones kept, or never seen arriving
+            all_ce = trig->ce && r->tx_count <= kTxRing;
+            any_ce = trig->ce || !trig->at_dst || r->tx_count > kTxRing;
           }
           if (all_ce && m != 1 && m != 2) {
             fail(RSP_005, o,
                  "trigger PSN " + psn_str(t) + " arrived with CE but SACK M=" + std::to_string(m));
-          } else if (m == 1 && !any_ce) {
+          } else if (m == 1 && !any_ce && responder_captured(fl) && any_arrived) {
             fail(
                 RSP_005, o,
                 "SACK M=01 but trigger PSN " + psn_str(t) + " arrived at the responder without CE");
@@ -305,7 +305,8 @@ void Engine::on_nack(const Obs& o, Flow& fl) {
           any = true;
           match = match || x.wev == n.entropy;
         }
-      if (any && !match)
+      // Only the last kTxRing copies are kept: an older one may have been the NACKed copy.
+      if (any && !match && r->tx_count <= kTxRing)
         bad += " entropy " + hex(n.entropy) + " is not the WEV of any transmission of PSN " +
                psn_str(p) + " (" + wev_list(*r) + ")";
     }
