@@ -458,6 +458,7 @@ bool Runtime::Impl::transmit(uint64_t now) {
   // apply) instead of queueing without bound here.
   if (blocked) return false;
   size_t taken = 0;
+  if (mutator) mutator->set_tx_now_ns(now);
   while (taken < kTxBudget && ep->poll_tx(now, cur)) {
     ++taken;
     if (mutator) {

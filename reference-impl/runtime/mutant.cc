@@ -1,8 +1,10 @@
 // Mutant modes (TEST ONLY): frame rewrites on the runtime's transmit and receive paths, each
 // breaking one rule of the conformance catalogue. Every rewrite goes through mrc::wire (decode,
 // change one field, encode), so apart from the rule it breaks the frame stays well formed and
-// its ICRC verifies (except for the wrong-ICRC mutant).
+// its ICRC verifies (except for the wrong-ICRC mutant). wrong-port and ignore-ecn also change
+// the port a frame leaves on.
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "reference-impl/runtime/runtime.h"
@@ -29,8 +31,9 @@ constexpr MutantInfo kTable[] = {
      "NACKs TRIMMED / TRIMMED_LASTHOP are dropped instead of sent", "trimmed packets (injector)",
      true},
     {Mutant::kIgnoreEcn, "ignore-ecn", "MRC-EV-008",
-     "received SACKs/NACKs with M=01 (ECN echo) are handed to the engine with M=00",
-     "CE marks on the path"},
+     "after a SACK M=01 / NACK TRIMMED on EV e, new data keeps going on e (its port and path) "
+     "until 3 have left 150 us or more after the last echo on e (at most 2 ms)",
+     "CE marks on the path; exact with one QP"},
     {Mutant::kReuseRetiredEv, "reuse-retired-ev", "MRC-EV-009",
      "every 2nd data packet on a plane with a retired EV is restamped with that EV",
      "EV retirements (loss on the path); exact with one QP"},
@@ -66,7 +69,11 @@ const MutantInfo& mutant_info(Mutant m) {
 }
 
 Mutator::Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profile, uint8_t nports)
-    : mutant_(m), format_(format), profile_(&profile), nports_(nports) {
+    : mutant_(m), format_(format), profile_(&profile), nports_(nports), now_ns_([] {
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
+      }) {
   if (m == Mutant::kWrongPort && nports < 2)
     throw std::invalid_argument("mutant wrong-port needs two or more planes");
   if (m == Mutant::kReuseRetiredEv && format == wire::EvFormat::kSrv6)
@@ -76,11 +83,20 @@ Mutator::Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profi
 }
 
 void Mutator::on_event(const engine::Event& e) {
-  if (mutant_ != Mutant::kReuseRetiredEv || e.kind != engine::EventKind::kEvState) return;
+  if ((mutant_ != Mutant::kReuseRetiredEv && mutant_ != Mutant::kIgnoreEcn) ||
+      e.kind != engine::EventKind::kEvState)
+    return;
   const engine::EventField* to = e.find("to");
   const engine::EventField* wev = e.find("wev");
   const engine::EventField* port = e.find("port");
   if (to == nullptr || wev == nullptr || port == nullptr) return;
+  if (mutant_ == Mutant::kIgnoreEcn) {
+    // The bug ignores the ECN echo, not loss: a retired EV is not kept (that is MRC-EV-009).
+    if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad) &&
+        pin_.wev == static_cast<uint32_t>(wev->u))
+      pin_.on = false;
+    return;
+  }
   const auto key = std::make_pair(static_cast<uint32_t>(wev->u), static_cast<uint8_t>(port->u));
   auto it = std::find_if(retired_.begin(), retired_.end(),
                          [&](const auto& r) { return r.first == e.qpn && r.second == key; });
@@ -104,9 +120,44 @@ bool Mutator::reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec) {
   return true;
 }
 
+void Mutator::learn_ev(const engine::TxPacket& pkt, const wire::DecodedFrame& f) {
+  SeenEv& seen = seen_evs_[wire::wev_of(f, format_, profile_->ev_stripe())];
+  seen.port = pkt.port;
+  if (format_ == wire::EvFormat::kSrv6 && f.l3 == 6 && f.has_inner_ip6) {
+    const size_t from = size_t{f.off_l3} + 8;  // outer SA, DA, then the SRH if any
+    seen.path.assign(pkt.frame.begin() + static_cast<ptrdiff_t>(from),
+                     pkt.frame.begin() + f.off_inner);
+  }
+}
+
+bool Mutator::other_ev_clean(uint32_t wev) const {
+  return std::any_of(seen_evs_.begin(), seen_evs_.end(),
+                     [&](const auto& e) { return e.first != wev && !e.second.marked; });
+}
+
+bool Mutator::move_to_ev(engine::TxPacket& pkt, wire::DecodedFrame& f, uint32_t wev) {
+  if (wire::wev_of(f, format_, profile_->ev_stripe()) == wev) return false;
+  auto it = seen_evs_.find(wev);
+  if (it == seen_evs_.end()) return false;
+  if (format_ == wire::EvFormat::kSrv6) {
+    // An SRv6 EV is its path: the outer SA (its port's address), DA and SRH of an earlier packet
+    // on it. The ICRC covers the inner header only and the UDP checksum the final destination,
+    // so neither changes.
+    if (f.l3 != 6 || !f.has_inner_ip6) return false;
+    const size_t from = size_t{f.off_l3} + 8;
+    if (it->second.path.empty() || f.off_inner - from != it->second.path.size()) return false;
+    std::copy(it->second.path.begin(), it->second.path.end(),
+              pkt.frame.begin() + static_cast<ptrdiff_t>(from));
+  }
+  // The EV leaves on its own port (else MRC-EV-005 fires as well); the runtime writes the
+  // Ethernet addresses of the port.
+  pkt.port = it->second.port;
+  return wire::restamp_wev({pkt.frame.data(), pkt.frame.size()}, f, format_, profile_->ev_stripe(),
+                           wev);
+}
+
 bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra) {
-  if (mutant_ == Mutant::kNone || mutant_ == Mutant::kExceedWimm || mutant_ == Mutant::kIgnoreEcn)
-    return true;
+  if (mutant_ == Mutant::kNone || mutant_ == Mutant::kExceedWimm) return true;
   wire::DecodedFrame f;
   if (!wire::decode_frame(wire::as_bytes(pkt.frame), f, {}, *profile_) || !f.roce ||
       f.op == nullptr)
@@ -172,16 +223,26 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
         return true;
       }
       if (wire::psn_lt(it->second, f.seth.cack_psn)) it->second = f.seth.cack_psn;
-      if (sacks_seen_ % 8 == 0) {
+      if (sacks_seen_ % 8 == 0 && !f.seth.pr) {
+        // Only the cumulative ACK goes back: the trigger (cack + ack_psn_offset) and the bitmap
+        // (cack + sack_offset) keep naming the same PSNs, so no other rule is broken with it.
         wire::DecodedFrame s = f;
         s.seth.cack_psn = wire::psn_add(it->second, -16);
         s.bth.psn = s.seth.cack_psn;
-        reencode(pkt, s);
+        const int64_t back = static_cast<int64_t>(wire::psn_diff(f.seth.cack_psn, s.seth.cack_psn));
+        const int64_t trig = f.seth.ack_psn_offset + back;
+        const int64_t base = int64_t{f.seth.sack_offset} + back;
+        if (trig <= INT16_MAX && base <= INT16_MAX) {
+          s.seth.ack_psn_offset = static_cast<int16_t>(trig);
+          s.seth.sack_offset = static_cast<decltype(s.seth.sack_offset)>(base);
+          reencode(pkt, s);
+        }
       }
       return true;
     }
     case Mutant::kExceedMpr:
-      if (data && data_seen_ % 500 == 0) {
+      // A copy of a first transmission only, so that its DSCP stays right (MRC-REQ-007).
+      if (data && !f.bth.rtx && data_seen_ % 500 == 0) {
         wire::DecodedFrame s = f;
         s.bth.psn = wire::psn_add(f.bth.psn, 65536);
         s.bth.rtx = false;
@@ -216,6 +277,26 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
       }
       return true;
     }
+    case Mutant::kIgnoreEcn: {
+      if (!data || f.bth.rtx) return true;
+      const uint64_t now = tx_now_ns_.value_or(now_ns_());
+      const uint64_t since = pin_.on && now > pin_.echo_ns ? now - pin_.echo_ns : 0;
+      // Once every other EV is marked too, keeping e breaks no rule: the pin ends.
+      if (pin_.on && (now > pin_.start_ns + kEcnPinMaxNs || !other_ev_clean(pin_.wev)))
+        pin_.on = false;
+      if (pin_.on) {
+        // Every packet from the echo on, so that no other EV gets a turn in between.
+        if (since >= kEcnPinReactionNs && ++pin_.late >= kEcnPinPackets) pin_.on = false;
+        if (move_to_ev(pkt, f, pin_.wev)) ++changed_;
+      } else {
+        learn_ev(pkt, f);
+      }
+      auto it = seen_evs_.find(wire::wev_of(f, format_, profile_->ev_stripe()));
+      if (it != seen_evs_.end() && it->second.marked &&
+          now >= it->second.marked_ns + kEcnPinReactionNs)
+        it->second.marked = false;
+      return true;
+    }
     case Mutant::kControlDscpData:
       if (data) {
         if (wire::rewrite_dscp_ecn({pkt.frame.data(), pkt.frame.size()}, f,
@@ -236,27 +317,36 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
 
 std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
                                           std::vector<std::byte>& scratch) {
+  (void)scratch;
   if (mutant_ != Mutant::kIgnoreEcn) return frame;
   wire::DecodedFrame f;
   if (!wire::decode_frame(frame, f, {}, *profile_) || !f.roce || f.op == nullptr) return frame;
   const uint8_t skip_once = static_cast<uint8_t>(wire::SackM::kSkipOnce);
-  wire::DecodedFrame s = f;
+  uint32_t wev = 0;
   if (f.op->kind == wire::PacketKind::kMrcSack && f.seth.m == skip_once) {
-    s.seth.m = 0;
-  } else if (f.op->kind == wire::PacketKind::kMrcNack && f.neth.m == skip_once) {
-    s.neth.m = 0;
+    wev = f.seth.entropy;
+  } else if (f.op->kind == wire::PacketKind::kMrcNack &&
+             (f.neth.m == skip_once ||
+              f.neth.nack_code == static_cast<uint8_t>(wire::NackCode::kTrimmed))) {
+    wev = f.neth.entropy;
   } else {
     return frame;
   }
-  wire::EncodeOptions opts;
-  opts.udp_checksum =
-      f.udp.checksum != 0 ? wire::UdpChecksumPolicy::kCompute : wire::UdpChecksumPolicy::kZero;
-  scratch.resize(wire::encoded_size(s, opts, *profile_));
-  const size_t n = wire::encode_frame(s, {scratch.data(), scratch.size()}, opts, *profile_);
-  if (n == 0) return frame;
-  scratch.resize(n);
-  ++changed_;
-  return {scratch.data(), scratch.size()};
+  // The engine sees the echo unchanged (its congestion control reacts); the bug is in the EV
+  // choice, which keeps the marked EV instead of skipping it.
+  // The bug sticks to the first marked EV; a later echo on it restarts the reaction time (as a
+  // new SKIP signal does for the checker), echoes on other EVs are ignored while it lasts.
+  auto it = seen_evs_.find(wev);
+  if (it == seen_evs_.end()) return frame;
+  const uint64_t now = now_ns_();
+  it->second.marked = true;
+  it->second.marked_ns = now;
+  if (pin_.on && pin_.wev == wev) {
+    pin_.echo_ns = now;
+  } else if (!pin_.on && other_ev_clean(wev)) {
+    pin_ = {true, wev, now, now, 0};
+  }
+  return frame;
 }
 
 }  // namespace mrc::runtime

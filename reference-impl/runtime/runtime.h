@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "reference-impl/engine/engine.h"
@@ -110,21 +111,38 @@ class Mutator {
  public:
   Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profile, uint8_t nports);
   Mutant mutant() const { return mutant_; }
-  // Sees the engine's events (EV retirements for kReuseRetiredEv).
+  // Sees the engine's events (EV retirements for kReuseRetiredEv and kIgnoreEcn).
   void on_event(const engine::Event& e);
   // Rewrites an outgoing frame in place (may change pkt.port); may append extra frames to
   // `extra`. Returns false when the frame must not be sent.
   bool on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra);
   // Receive path: returns the frame to hand to the engine (`frame` itself or a rewritten copy
-  // in `scratch`).
+  // in `scratch`). kIgnoreEcn only watches it for ECN echoes.
   std::span<const std::byte> on_rx(std::span<const std::byte> frame,
                                    std::vector<std::byte>& scratch);
+  // kIgnoreEcn: after an ECN echo (SACK M=01, NACK TRIMMED) on EV e, every new data packet goes
+  // on e (its port and, in SRv6, its path) until kEcnPinPackets of them have left
+  // kEcnPinReactionNs or more after the last echo on e (past the checker's default reaction
+  // time of 100 us, so the rule can judge them), or kEcnPinMaxNs after the first echo, or
+  // once every other EV is marked as well.
+  static constexpr uint32_t kEcnPinPackets = 3;
+  static constexpr uint64_t kEcnPinReactionNs = 150'000;
+  static constexpr uint64_t kEcnPinMaxNs = 2'000'000;
+  // The clock kIgnoreEcn measures those times with (steady clock, ns); tests replace it.
+  void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }
+  // The time (same clock) the runtime stamps the frames of its current transmit burst with in
+  // its captures; kIgnoreEcn judges the age of an echo by it, as the checker will.
+  void set_tx_now_ns(uint64_t now_ns) { tx_now_ns_ = now_ns; }
   uint64_t frames_changed() const { return changed_; }
   uint64_t frames_added() const { return added_; }
   uint64_t frames_dropped() const { return dropped_; }
 
  private:
   bool reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec);
+  // kIgnoreEcn: records the port (and in SRv6 the path) of an unmodified data packet's EV.
+  void learn_ev(const engine::TxPacket& pkt, const wire::DecodedFrame& f);
+  // kIgnoreEcn: moves a data packet onto `wev` as the requester itself would have sent it.
+  bool move_to_ev(engine::TxPacket& pkt, wire::DecodedFrame& f, uint32_t wev);
   Mutant mutant_;
   wire::EvFormat format_;
   const wire::WireProfile* profile_;
@@ -134,6 +152,30 @@ class Mutator {
   uint64_t changed_ = 0, added_ = 0, dropped_ = 0;
   std::vector<std::pair<uint32_t, std::pair<uint32_t, uint8_t>>> retired_;  // qpn -> (wev, port)
   std::vector<std::pair<uint32_t, uint32_t>> max_cack_;                     // qpn -> cack
+  // kIgnoreEcn: per WEV the port its data left on and, in SRv6, the outer header bytes from
+  // the source address to the inner header (the port's address, the EV's path in the DA and
+  // SRH); the EV the latest ECN echo pinned.
+  struct SeenEv {
+    uint8_t port = 0;
+    std::vector<std::byte> path;
+    // An echo on it not yet followed by new data on it kEcnPinReactionNs or more later: the
+    // checker holds it in SKIP, so it cannot prove another EV was usable.
+    bool marked = false;
+    uint64_t marked_ns = 0;
+  };
+  // kIgnoreEcn: whether an EV other than `wev` is known and unmarked.
+  bool other_ev_clean(uint32_t wev) const;
+  struct EcnPin {
+    bool on = false;
+    uint32_t wev = 0;
+    uint64_t start_ns = 0;  // when the first echo arrived
+    uint64_t echo_ns = 0;   // when the last echo on the EV arrived
+    uint32_t late = 0;      // packets moved kEcnPinReactionNs or more after it
+  };
+  std::unordered_map<uint32_t, SeenEv> seen_evs_;
+  EcnPin pin_;
+  std::function<uint64_t()> now_ns_;
+  std::optional<uint64_t> tx_now_ns_;
   std::vector<std::byte> scratch_;
 };
 

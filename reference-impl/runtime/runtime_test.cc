@@ -356,18 +356,137 @@ TEST(Mutant, SkipTrimNackDropsOnlyTrimNacks) {
   EXPECT_EQ(m.frames_dropped(), 2u);
 }
 
-TEST(Mutant, IgnoreEcnClearsSkipOnceOnReceive) {
-  Mutator m(Mutant::kIgnoreEcn, wire::EvFormat::kStev, wire::mrp0(), 1);
+// A data frame like `name` carrying `wev` in `format`, optionally from another outer source
+// address and on another outer DA (SRv6: another port and path).
+std::vector<std::byte> data_on(const std::string& name, wire::EvFormat format, uint32_t wev,
+                               uint8_t outer_last = 0) {
+  return variant(name, [&](wire::DecodedFrame& d) {
+    const wire::EvCarriage c = wire::carry_wev(format, wire::mrp0().ev_stripe(), wev);
+    d.udp.sport = c.sport;
+    if (d.l3 == 6) d.ip6.flow_label = c.flow_label;
+    if (d.has_inner_ip6) d.inner_ip6.flow_label = c.flow_label;
+    if (outer_last != 0) {
+      d.ip6.src[15] = outer_last;
+      d.ip6.dst[15] = outer_last;
+    }
+  });
+}
+
+TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
+  constexpr auto kStev = wire::EvFormat::kStev;
+  constexpr uint32_t kA = 0x00A10001, kB = 0x00B20002, kC = 0x00C30003;
+  Mutator m(Mutant::kIgnoreEcn, kStev, wire::mrp0(), 2);
+  uint64_t now = 1'000'000;
+  m.set_clock([&] { return now; });
+  std::vector<engine::TxPacket> extra;
+  const auto on_a = data_on("stev/WRITE_MIDDLE", kStev, kA);  // port 1
+  const auto on_b = data_on("stev/WRITE_MIDDLE", kStev, kB);  // port 2
+  const auto on_c = data_on("stev/WRITE_MIDDLE", kStev, kC);  // port 2
+  for (auto [f, port] : {std::pair{&on_a, 1}, std::pair{&on_b, 2}, std::pair{&on_c, 2}}) {
+    engine::TxPacket p = tx(*f, static_cast<uint8_t>(port));
+    EXPECT_TRUE(m.on_tx(p, extra));
+    EXPECT_EQ(p.frame, *f);
+  }
+  // Sends one new data packet on A (port 1); returns its WEV and checks what else must hold.
+  auto send_a = [&](uint8_t want_port) {
+    engine::TxPacket p = tx(on_a, 1);
+    EXPECT_TRUE(m.on_tx(p, extra));
+    const wire::DecodedFrame d = decode(p.frame);
+    EXPECT_TRUE(wire::verify_icrc(d));
+    EXPECT_EQ(p.port, want_port);
+    return wire::wev_of(d, kStev, wire::mrp0().ev_stripe());
+  };
+
+  // ALWAYS_SKIP (a path verdict, not ECN) and echoes of EVs never sent on pin nothing.
   std::vector<std::byte> scratch;
-  const auto ce = variant("stev/SACK", [](wire::DecodedFrame& d) { d.seth.m = 1; });
-  std::span<const std::byte> out = m.on_rx(wire::as_bytes(ce), scratch);
-  wire::DecodedFrame d;
-  ASSERT_TRUE(wire::decode_frame(out, d));
-  EXPECT_EQ(d.seth.m, 0);
-  EXPECT_TRUE(wire::verify_icrc(d));
-  const auto bad = variant("stev/SACK", [](wire::DecodedFrame& x) { x.seth.m = 2; });
-  out = m.on_rx(wire::as_bytes(bad), scratch);
-  EXPECT_EQ(out.data(), bad.data());  // ALWAYS_SKIP is a path verdict, not ECN: untouched
+  for (auto [mv, wev] : {std::pair{2, kB}, std::pair{1, 0x00DD0004u}}) {
+    const auto sack = variant("stev/SACK", [&](wire::DecodedFrame& d) {
+      d.seth.m = static_cast<uint8_t>(mv);
+      d.seth.entropy = wev;
+    });
+    m.on_rx(wire::as_bytes(sack), scratch);
+    EXPECT_EQ(send_a(1), kA);
+  }
+
+  // The echo reaches the engine unchanged.
+  const auto ce = variant("stev/SACK", [](wire::DecodedFrame& d) {
+    d.seth.m = 1;
+    d.seth.entropy = kB;
+  });
+  EXPECT_EQ(m.on_rx(wire::as_bytes(ce), scratch).data(), ce.data());
+  // Within the reaction time every new data packet goes on B, on B's port; retransmissions stay.
+  for (int k = 0; k < 10; ++k) {
+    now += 10'000;
+    EXPECT_EQ(send_a(2), kB) << k;
+  }
+  engine::TxPacket rtx =
+      tx(variant("stev/WRITE_MIDDLE", [](wire::DecodedFrame& x) { x.bth.rtx = true; }), 1);
+  const auto rtx_before = rtx.frame;
+  m.on_tx(rtx, extra);
+  EXPECT_EQ(rtx.frame, rtx_before);
+  EXPECT_EQ(rtx.port, 1);
+  // An echo on another EV changes nothing; another one on B restarts the reaction time.
+  const auto ce_c = variant("stev/SACK", [](wire::DecodedFrame& d) {
+    d.seth.m = 1;
+    d.seth.entropy = kC;
+  });
+  m.on_rx(wire::as_bytes(ce_c), scratch);
+  m.on_rx(wire::as_bytes(ce), scratch);
+  now += Mutator::kEcnPinReactionNs - 1;
+  EXPECT_EQ(send_a(2), kB);
+  // Then kEcnPinPackets more, and it is over.
+  now += 1;
+  for (uint32_t k = 0; k < Mutator::kEcnPinPackets; ++k) EXPECT_EQ(send_a(2), kB) << k;
+  EXPECT_EQ(send_a(1), kA);
+  EXPECT_EQ(m.frames_changed(), 11 + Mutator::kEcnPinPackets);
+
+  // A NACK TRIMMED pins too; the pin ends after kEcnPinMaxNs without data, and when the EV is
+  // retired (keeping it would be MRC-EV-009).
+  const auto trim = variant("stev/NACK", [](wire::DecodedFrame& d) {
+    d.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kTrimmed);
+    d.neth.entropy = kC;
+  });
+  m.on_rx(wire::as_bytes(trim), scratch);
+  EXPECT_EQ(send_a(2), kC);
+  now += Mutator::kEcnPinMaxNs + 1;
+  EXPECT_EQ(send_a(1), kA);
+  m.on_rx(wire::as_bytes(trim), scratch);
+  EXPECT_EQ(send_a(2), kC);
+  engine::Event e;
+  e.kind = engine::EventKind::kEvState;
+  e.u("wev", kC).u("port", 2).s("from", "SKIP").s("to", "ASSUMED_BAD");
+  m.on_event(e);
+  EXPECT_EQ(send_a(1), kA);
+}
+
+TEST(Mutant, IgnoreEcnInSrv6MovesThePathWithTheEv) {
+  constexpr auto kSrv6 = wire::EvFormat::kSrv6;
+  for (const std::string carrier : {"srv6", "srv6-srh"}) {
+    SCOPED_TRACE(carrier);
+    Mutator m(Mutant::kIgnoreEcn, kSrv6, wire::mrp0(), 2);
+    std::vector<engine::TxPacket> extra;
+    const auto on_a = data_on(carrier + "/WRITE_MIDDLE", kSrv6, 3, 0x0A);
+    const auto on_b = data_on(carrier + "/WRITE_MIDDLE", kSrv6, 5, 0x0B);
+    engine::TxPacket a = tx(on_a, 1), b = tx(on_b, 2);
+    m.on_tx(a, extra);
+    m.on_tx(b, extra);
+    std::vector<std::byte> scratch;
+    const auto ce = variant(carrier + "/SACK", [](wire::DecodedFrame& d) {
+      d.seth.m = 1;
+      d.seth.entropy = 5;
+    });
+    m.on_rx(wire::as_bytes(ce), scratch);
+    engine::TxPacket p = tx(on_a, 1);
+    m.on_tx(p, extra);
+    const wire::DecodedFrame d = decode(p.frame);
+    EXPECT_EQ(wire::wev_of(d, kSrv6, wire::mrp0().ev_stripe()), 5u);
+    EXPECT_EQ(d.ip6.dst, decode(on_b).ip6.dst);
+    EXPECT_TRUE(wire::verify_icrc(d));
+    EXPECT_EQ(p.port, 2);
+    // The moved packet is the packet the requester would have sent on B: its source address,
+    // path, EV stamp and ICRC.
+    EXPECT_EQ(p.frame, on_b);
+  }
 }
 
 TEST(Mutant, ReuseRetiredEvRestampsWithTheRetiredWev) {
