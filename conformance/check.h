@@ -118,6 +118,9 @@ struct CapturePointProfile {
   std::string file;  // basename or path suffix of the capture
   std::string node;  // node whose interface it was taken on
   uint8_t port = 0;  // 1-based NIC port (plane), 0 unknown
+  // Taken at the far end of the node's link (a switch port), not on the node's own interface:
+  // the node's frames, but not its exact send order and times ("side": "link").
+  bool link_side = false;
 };
 
 // Documented tolerances of time- and count-based rules. All times in ns.
@@ -134,10 +137,10 @@ struct Tolerances {
   uint32_t spray_run_max = 16;            // R8: max run of new data on one EV (min value)
   uint64_t decision_lookahead_ns = 1'000'000;  // injector decisions applied this early
   uint64_t ep_timeout_ns = 2'000'000;          // R47: endpoint request considered outstanding
-  uint64_t t_port_ns = 1'000'000;  // R43: a port-status signal is obeyed within this
-  uint32_t plane_balance_slack = 0;  // R9/R42: EVs per plane may differ by 1 + this
-  uint64_t t_reverse_probe_ns = 10'000'000;  // R49: longest gap between reverse EV probes
-                                             // (at least 4 x the probe RTT seen)
+  uint64_t t_port_ns = 1'000'000;              // R43: a port-status signal is obeyed within this
+  uint32_t plane_balance_slack = 0;            // R9/R42: EVs per plane may differ by 1 + this
+  uint64_t t_reverse_probe_ns = 10'000'000;    // R49: longest gap between reverse EV probes
+                                               // (at least 4 x the probe RTT seen)
 };
 
 struct DutProfile {
@@ -258,6 +261,7 @@ struct PointInfo {
   std::string attribution;
   uint8_t port = 0;
   std::optional<wire::Ipv6Addr> node_addr;  // attribution by address (hop-limit heuristic)
+  bool link_side = false;                   // CapturePointProfile::link_side
 };
 
 struct RuleSelection {

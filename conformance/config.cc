@@ -173,7 +173,8 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
   std::vector<wire::EvField> exp_fields;
   if (auto it = q.find("ev_expansion"); it != q.end()) {
     const std::string p = base + ".ev_expansion";
-    if (!it->is_object()) return c.fail(p, "expected {\"format_widths\": [...], \"fields\": [...]}");
+    if (!it->is_object())
+      return c.fail(p, "expected {\"format_widths\": [...], \"fields\": [...]}");
     for (auto k = it->begin(); k != it->end(); ++k)
       if (k.key() != "format_widths" && k.key() != "fields")
         return c.fail(p + "." + k.key(), "unknown field");
@@ -182,7 +183,8 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
     if (w == it->end() || !w->is_array() || w->empty())
       return c.fail(p + ".format_widths", "expected a non-empty array of bit widths 1..256");
     if (f == it->end() || !f->is_array())
-      return c.fail(p + ".fields", "expected an array of {width, init_val, min_val, max_val, mask}");
+      return c.fail(p + ".fields",
+                    "expected an array of {width, init_val, min_val, max_val, mask}");
     for (size_t i = 0; i < w->size(); ++i) {
       uint32_t x = 0;
       if (!get_uint(c, (*w)[i], p + ".format_widths[" + std::to_string(i) + "]", 256, x))
@@ -277,7 +279,8 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
   }
   if (auto it = q.find("cc"); it != q.end()) {
     const std::string p = base + ".cc";
-    if (!it->is_object()) return c.fail(p, "expected {\"base_rtt_ns\": ..., \"target_delay_ns\": ...}");
+    if (!it->is_object())
+      return c.fail(p, "expected {\"base_rtt_ns\": ..., \"target_delay_ns\": ...}");
     for (auto k = it->begin(); k != it->end(); ++k)
       if (k.key() != "base_rtt_ns" && k.key() != "target_delay_ns")
         return c.fail(p + "." + k.key(), "unknown field");
@@ -442,6 +445,14 @@ bool parse_profile(std::string_view text, std::string_view origin, DutProfile& o
         std::optional<uint8_t> port;
         if (!opt_uint(c, *k, b, "port", 255, port)) return false;
         cp.port = port.value_or(0);
+        if (auto sd = k->find("side"); sd != k->end()) {
+          if (!sd->is_string() || (*sd != "own" && *sd != "link"))
+            return c.fail(b + ".side", "expected \"own\" (the node's interface) or \"link\"");
+          cp.link_side = *sd == "link";
+        }
+        for (auto m = k->begin(); m != k->end(); ++m)
+          if (m.key() != "node" && m.key() != "port" && m.key() != "side")
+            return c.fail(b + "." + m.key(), "unknown field (node, port, side)");
       } else {
         return c.fail(b, "expected a node name or {node, port}");
       }

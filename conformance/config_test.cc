@@ -135,7 +135,8 @@ TEST(Profile, PlaneAndCcFields) {
        "defaults.evs[0].segment: needs da"},
       {R"({"defaults": {"evs": [{"wev": 0, "compact": "0101"}]}})",
        "defaults.evs[0].compact: needs the QP's ev_expansion"},
-      {R"({"defaults": {"evs": [{"wev": 0, "plane": 1}]}})", "defaults.evs[0].plane: unknown field"},
+      {R"({"defaults": {"evs": [{"wev": 0, "plane": 1}]}})",
+       "defaults.evs[0].plane: unknown field"},
       {R"({"defaults": {"ev_expansion": {"format_widths": [16], "fields": [{"width": 16, "mask": 255}]},
             "evs": [{"wev": 0, "compact": "zz"}]}})",
        "defaults.evs[0].compact: expected a hex string"},
@@ -190,6 +191,24 @@ TEST(Decision, RejectsBadLinesWithAReason) {
   EXPECT_NE(e.find("psn"), std::string::npos);
   EXPECT_FALSE(parse_decision(R"({"t_ns": 1, "action": "drop", "opcode": "zz"})", d, e));
   EXPECT_NE(e.find("opcode"), std::string::npos);
+}
+
+TEST(Profile, CaptureSide) {
+  DutProfile p;
+  std::string e;
+  ASSERT_TRUE(parse_profile(
+      R"({"captures": {"a.pcap": {"node": "h1", "port": 1, "side": "link"}, "b.pcap": "h2"}})",
+      "x.json", p, e))
+      << e;
+  ASSERT_EQ(p.capture_points.size(), 2u);
+  EXPECT_TRUE(p.capture_points[0].link_side);
+  EXPECT_FALSE(p.capture_points[1].link_side);
+  EXPECT_FALSE(
+      parse_profile(R"({"captures": {"a.pcap": {"node": "h1", "side": "far"}}})", "x.json", p, e));
+  EXPECT_NE(e.find("captures.a.pcap.side"), std::string::npos) << e;
+  EXPECT_FALSE(
+      parse_profile(R"({"captures": {"a.pcap": {"node": "h1", "sied": "link"}}})", "x.json", p, e));
+  EXPECT_NE(e.find("sied"), std::string::npos) << e;
 }
 
 // mrc_inject ends its log with a counters line; it is skipped, not a malformed decision.

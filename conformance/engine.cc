@@ -639,6 +639,7 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   o.src_node = node_of(o.src);
   o.dst_node = node_of(o.dst);
   o.at_src = ps.node >= 0 && ps.node == o.src_node;
+  o.own_iface = !ps.info.link_side;
   o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
   o.format = frame.ev_format();
   o.trimmed = frame.trimmed;

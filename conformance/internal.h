@@ -379,10 +379,11 @@ struct Obs {
   uint64_t frame_no = 0;
   uint64_t ts = 0;
   const wire::DecodedFrame* f = nullptr;
-  uint64_t pkt = 0;     // merged packet id (same packet at several points)
-  bool first = true;    // first observation of this packet
-  bool at_src = false;  // capture point belongs to the sending node
-  bool at_dst = false;  // capture point belongs to the receiving node
+  uint64_t pkt = 0;       // merged packet id (same packet at several points)
+  bool first = true;      // first observation of this packet
+  bool at_src = false;    // capture point belongs to the sending node
+  bool own_iface = true;  // taken on that node's own interface (not at the link's far end)
+  bool at_dst = false;    // capture point belongs to the receiving node
   int src_node = -1;
   int dst_node = -1;
   Addr src{};
@@ -416,7 +417,7 @@ struct Tx {
   bool trim_obl : 1 = false;  // obligations created for its arrival
   bool ce_obl : 1 = false;
   bool ack_obl : 1 = false;
-  uint8_t decided_links = 0;  // injector links (interned, bit per link) that logged this copy
+  uint8_t decided_links = 0;       // injector links (interned, bit per link) that logged this copy
   uint32_t rx_point = UINT32_MAX;  // capture point where it reached the responder
   uint64_t rx_bytes_at = 0;        // Flow::rx_bytes once it had arrived there
 };
@@ -528,16 +529,16 @@ struct PortStatus {
 // measured over windows of new data packets.
 struct PlaneTrack {
   bool init = false;
-  FlatMap32<uint32_t> idx_of;  // WEV -> 1 + index in the profile's evs
-  std::vector<uint8_t> ports;  // planes of the profile's EVs (1-based ports), ascending
-  FlatMap32<uint32_t> last_win;  // WEV -> 1 + the last window it carried new data in
+  FlatMap32<uint32_t> idx_of;        // WEV -> 1 + index in the profile's evs
+  std::vector<uint8_t> ports;        // planes of the profile's EVs (1-based ports), ascending
+  FlatMap32<uint32_t> last_win;      // WEV -> 1 + the last window it carried new data in
   std::array<uint32_t, 33> count{};  // distinct EVs per port in the current window
   uint32_t win_id = 0, win_len = 0, win_target = 0;
   uint32_t distinct = 0, carried = 0;  // distinct EVs in the window, of them used in the one before
   uint32_t prev_distinct = 0;
   bool win_repl = false, prev_repl = false;  // a never-used EV first carried data in the window
-  bool win_bad = false;    // an EV was ASSUMED_BAD during the window
-  bool win_dirty = false;  // a port was marked down during the window
+  bool win_bad = false;                      // an EV was ASSUMED_BAD during the window
+  bool win_dirty = false;                    // a port was marked down during the window
   uint32_t win_point = 0;
   uint64_t win_frame = 0, win_ts = 0;
   uint32_t repl_wev = 0;

@@ -103,8 +103,8 @@ void Engine::on_data(Obs& o, Flow& fl) {
                          : (d == pl.trimmable || d == pl.no_trim);
     if (!ok)
       fail(REQ_007, o,
-           std::string(retx ? "retransmission" : "first transmission") + " of PSN " +
-               psn_str(p) + " uses DSCP " + std::to_string(d) + "; allowed " +
+           std::string(retx ? "retransmission" : "first transmission") + " of PSN " + psn_str(p) +
+               " uses DSCP " + std::to_string(d) + "; allowed " +
                (retx ? std::to_string(pl.trimmable_retx) + ", " : std::string()) +
                std::to_string(pl.trimmable) + " or " + std::to_string(pl.no_trim));
   }
@@ -160,8 +160,11 @@ void Engine::on_data(Obs& o, Flow& fl) {
 
   ev_on_data(o, fl, p, !seen_before);
 
-  // MRC-REQ-010: ts16 order per sending port, at the requester only.
-  if (o.at_src && f.has(wire::kHdrTseth)) {
+  // MRC-REQ-010: ts16 order per sending port, at the requester's own interface only (a link can
+  // reorder: an emulated one across CPUs).
+  if (o.at_src && !o.own_iface)
+    na(REQ_010, "order needs a capture on the requester's own interface");
+  if (o.at_src && o.own_iface && f.has(wire::kHdrTseth)) {
     // The map entry of the port the last data packet left on, cached (map nodes do not move).
     std::pair<uint16_t, uint64_t>* last = ts16_cache.value;
     bool known =
@@ -355,7 +358,8 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
                             static_cast<double>(prof.tol.timer_slack_ns);
       if (t == 0) {
         na(REQ_013, "timeout not in the DUT profile (qps[].timeout)");
-      } else if (o.at_src && prev->at_src) {
+      } else if (o.at_src && prev->at_src && o.own_iface && prev->point < points.size() &&
+                 !points[prev->point].info.link_side) {
         judge(REQ_013);
         if (static_cast<double>(interval) < min_ns)
           fail(REQ_013, o,

@@ -103,11 +103,12 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
       }
       if (!any_before && r->tx_count <= kTxRing) {
         fail(RSP_003, o, "SACK acknowledges PSN " + psn_str(q) + " before it was transmitted");
-      } else if (any_before && !any_arrived) {
+      } else if (any_before && !any_arrived && r->tx_count <= kTxRing) {
         fail(RSP_003, o,
              "SACK acknowledges PSN " + psn_str(q) +
                  " but every transmission of it was lost before the responder");
-      } else if (any_arrived && !any_intact) {
+      } else if (any_arrived && !any_intact && r->tx_count <= kTxRing) {
+        // (Only the last kTxRing copies are kept: an older, intact one may have arrived.)
         judge(RSP_013);
         fail(RSP_013, o,
              "SACK acknowledges PSN " + psn_str(q) +

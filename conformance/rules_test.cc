@@ -182,7 +182,6 @@ std::string srv6_profile(const char* locator) {
       R"({"ev_format": "srv6", "evs": null, "timeout": null})");
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Per-plane EVs, port status, reverse EV probes, CC-002
 // ---------------------------------------------------------------------------------------------
@@ -268,8 +267,7 @@ void reverse_probes(Trace& t, int probe_every) {
 // CC profile numbers that make a CE-echoing SACK one RTT (7 us) after its trigger count as
 // congested: delay 6 us >= target 2 us + reaction 2 us.
 void cc_profile(Trace& t) {
-  t.profile =
-      fixtures::profile("{}", R"({"cc": {"base_rtt_ns": 1000, "target_delay_ns": 2000}})");
+  t.profile = fixtures::profile("{}", R"({"cc": {"base_rtt_ns": 1000, "target_delay_ns": 2000}})");
 }
 
 // A burst of `n` packets of which only the last is SACKed (its A=1 needs an answer).
@@ -1171,9 +1169,9 @@ TEST(RuleCoverage, EveryRuleCanPassAndFail) {
 // (pass, not merely not-applicable), and the other scenarios leave them alone.
 TEST(RuleCoverage, PlaneAndCcScenariosJudgeTheirRule) {
   const std::map<std::string, std::string> passes = {
-      {"srv6-da-expansion", "MRC-EV-007"},   {"port-status-obeyed", "MRC-EV-012"},
-      {"planes-balanced", "MRC-EV-002"},     {"replacement-same-plane", "MRC-EV-011"},
-      {"reverse-probes", "MRC-PRB-007"},     {"cc-no-growth-on-ecn", "MRC-CC-002"}};
+      {"srv6-da-expansion", "MRC-EV-007"}, {"port-status-obeyed", "MRC-EV-012"},
+      {"planes-balanced", "MRC-EV-002"},   {"replacement-same-plane", "MRC-EV-011"},
+      {"reverse-probes", "MRC-PRB-007"},   {"cc-no-growth-on-ecn", "MRC-CC-002"}};
   size_t found = 0;
   for (const auto& sc : scenarios()) {
     auto it = passes.find(sc.name);
@@ -1338,6 +1336,41 @@ TEST(EvRules, TimeoutIsRecognisedDespiteSacksForLaterPsns) {
   const Report ok = retx_after_sack_gap(2 * kUs);
   EXPECT_TRUE(fixtures::with_status(ok, Status::kFail, true).empty()) << failing_summary(ok);
   EXPECT_EQ(ok.result("MRC-EV-009")->status, Status::kNotApplicable);
+}
+
+}  // namespace
+}  // namespace mrc::check
+
+namespace mrc::check {
+namespace {
+
+// One data packet's ts16 goes back about 1 ms on the requester's port 1.
+Trace ts16_back_trace(const char* side) {
+  Trace t;
+  t.profile = fixtures::profile(
+      std::string(R"({"captures": {"h1-eth0.pcapng": {"node": "h1", "port": 1, "side": ")") + side +
+          R"("}}})",
+      "{}");
+  Session s(t);
+  clean_base(s);
+  s.write(3000, false, [&](size_t i, DataPkt& p, Fate&) {
+    if (i == 1) p.ts16 = static_cast<int>((s.ts16_at(s.now) - 8000) & 0xFFFF);
+  });
+  tail(s);
+  return t;
+}
+
+// A capture at the far end of the requester's link (an emulated link can reorder across CPUs)
+// shows its frames but not its send order: MRC-REQ-010 is judged on its own interface only.
+TEST(ReqRules, Ts16OrderIsJudgedOnTheRequestersOwnInterfaceOnly) {
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_ts16_side";
+  const Report own = fixtures::run_files(ts16_back_trace("own"), dir + "_own");
+  EXPECT_EQ(fixtures::with_status(own, Status::kFail, true), std::set<std::string>{"MRC-REQ-010"});
+  const Report link = fixtures::run_files(ts16_back_trace("link"), dir + "_link");
+  // TSETH presence is still judged there; the order is not.
+  EXPECT_EQ(link.result("MRC-REQ-010")->status, Status::kPass);
+  EXPECT_TRUE(fixtures::with_status(link, Status::kFail, true).empty());
 }
 
 }  // namespace

@@ -154,6 +154,9 @@ bool open_sources(const CheckOptions& opts, const DutProfile& prof, std::vector<
     pi.path = c.path;
     pi.port = c.port;
     const std::string base = detail::basename_of(c.path);
+    for (const auto& cp : prof.capture_points)
+      if (base == cp.file || c.path == cp.file || detail::ends_with(c.path, "/" + cp.file))
+        pi.link_side = cp.link_side;
     if (!c.node.empty()) {
       pi.node = c.node;
       pi.attribution = "option";
