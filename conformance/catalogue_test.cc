@@ -97,7 +97,8 @@ TEST(Catalogue, RulesJsonHasTheContractFields) {
 }
 
 TEST(Catalogue, EveryRuleHasAnEvaluator) {
-  for (const auto& r : rule_catalogue()) EXPECT_TRUE(r.implemented) << r.id << " is catalogued only";
+  for (const auto& r : rule_catalogue())
+    EXPECT_TRUE(r.implemented) << r.id << " is catalogued only";
 }
 
 // docs/rules.md is generated from the catalogue. Regenerate with MRC_UPDATE_GOLDEN=1.

@@ -732,6 +732,11 @@ void Engine::mark_decided(Tx& t, DecisionAction a) {
 // A copy the requester's capture shows after its decision was read: the decision is its.
 void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
   for (auto it = parked.begin(); it != parked.end();) {
+    if (!it->fl && fl.rsp_qpn && it->qpn == *fl.rsp_qpn && it->src_node == fl.req_node &&
+        it->dst_node == fl.rsp_node && it->psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
+      it->fl = &fl;  // the flow it was waiting for
+      it->psn = p;
+    }
     if (it->fl == &fl && it->psn == p && it->t_ns >= tx.ts &&
         it->t_ns - tx.ts < prof.tol.dedup_window_ns && (!it->ev || *it->ev == tx.wev) &&
         !(tx.decided_links & it->link_bit)) {
@@ -767,6 +772,25 @@ void Engine::on_decision(const Decision& d) {
   if (!info) return;
   const bool data = info->kind == wire::PacketKind::kMrcData;
   Flow* fl = flow_for_decision(d, data || info->kind == wire::PacketKind::kMrcProbe);
+  if (!fl && data && d.psn && d.qpn && !d.src.empty()) {
+    // Read (decision_lookahead_ns early) before the QP's first frame: wait for the flow.
+    const auto src = parse_addr(d.src), dst = parse_addr(d.dst);
+    auto known = [&](const std::optional<Addr>& a) {
+      if (!a) return -1;
+      auto it = addr_node.find(*a);
+      return it == addr_node.end() ? -1 : it->second;
+    };
+    ParkedDecision pd{nullptr, 0, d.t_ns, d.ev, decision_link_bit(d.link), d.action};
+    pd.qpn = *d.qpn;
+    pd.psn24 = *d.psn;
+    pd.src_node = known(src);
+    pd.dst_node = known(dst);
+    if (pd.src_node >= 0 && pd.dst_node >= 0) {
+      while (parked.size() >= 4096) parked.pop_front();
+      parked.push_back(pd);
+    }
+    return;
+  }
   if (!fl) return;
   if (data && d.psn) {
     const int64_t p = fl->unwrap(*d.psn);

@@ -86,9 +86,9 @@ struct SackPkt {
   uint16_t ooo = 0;
   uint32_t rcvd_bytes = 0;
   int dscp = -1;
-  int psn = -1;           // BTH.PSN override
-  uint32_t wev = 0x9001;  // reverse-path EV
-  bool psv = false;       // port_status valid
+  int psn = -1;             // BTH.PSN override
+  uint32_t wev = 0x9001;    // reverse-path EV
+  bool psv = false;         // port_status valid
   uint8_t port_status = 0;  // bit i: responder port i+1 usable
 };
 
@@ -150,8 +150,8 @@ class Session {
     uint32_t dest_qp = 2;
     int responses = 1;
     int rsp_dscp = -1;
-    int entropy = -1;  // EETH.entropy override
-    uint8_t op = 1;    // 1 EV_PROBE, 0 PORT_STATUS_UPDATE
+    int entropy = -1;               // EETH.entropy override
+    uint8_t op = 1;                 // 1 EV_PROBE, 0 PORT_STATUS_UPDATE
     bool reverse = false;           // from the responder's node to the requester's
     uint32_t port_status_mask = 0;  // ERTH (requests); bit N: port N usable
   };

@@ -917,6 +917,10 @@ struct Engine {
     std::optional<uint32_t> ev;
     uint8_t link_bit = 0;
     DecisionAction action = DecisionAction::kOther;
+    // No flow yet (the decision came before the QP's first frame): the flow it names.
+    uint32_t qpn = 0;
+    uint32_t psn24 = 0;
+    int src_node = -1, dst_node = -1;
   };
   std::deque<ParkedDecision> parked;
   Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);

@@ -233,11 +233,34 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     src[i].has = src[i].rd->next(src[i].rec);
     if (!src[i].has) read_errors[i] = src[i].rd->error();
   }
-  auto next_decision = [&]() -> DecisionStream* {
-    DecisionStream* best = nullptr;
+  // The injector logs a delayed frame when it leaves its queue, stamped with its arrival, so a
+  // log is in time order only within kDecisionReorderNs: decisions are read that far ahead of the
+  // frames and applied in time order (ties in file order).
+  constexpr uint64_t kDecisionReorderNs = 100'000'000;
+  struct Pending {
+    uint64_t t_ns, seq;
+    Decision d;
+  };
+  auto later = [](const Pending& a, const Pending& b) {
+    return a.t_ns != b.t_ns ? a.t_ns > b.t_ns : a.seq > b.seq;
+  };
+  std::vector<Pending> pending;
+  uint64_t seq = 0;
+  auto read_decisions = [&](uint64_t horizon) -> bool {
     for (auto& l : logs)
-      if (l->has && (!best || l->next.t_ns < best->next.t_ns)) best = l.get();
-    return best;
+      while (l->has && l->next.t_ns <= horizon) {
+        pending.push_back({l->next.t_ns, seq++, std::move(l->next)});
+        std::push_heap(pending.begin(), pending.end(), later);
+        if (!advance(*l, error)) return false;
+      }
+    return true;
+  };
+  auto apply_decisions = [&](uint64_t until) {
+    while (!pending.empty() && pending.front().t_ns <= until) {
+      std::pop_heap(pending.begin(), pending.end(), later);
+      ck.on_decision(pending.back().d);
+      pending.pop_back();
+    }
   };
   uint64_t last_ts = 0;
   for (;;) {
@@ -246,21 +269,16 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
       if (src[i].has && (pick == src.size() || src[i].rec.ts_ns < src[pick].rec.ts_ns)) pick = i;
     if (pick == src.size()) break;
     Source& s = src[pick];
-    while (DecisionStream* d = next_decision()) {
-      if (d->next.t_ns > s.rec.ts_ns + lookahead) break;
-      ck.on_decision(d->next);
-      if (!advance(*d, error)) return false;
-    }
+    if (!read_decisions(s.rec.ts_ns + lookahead + kDecisionReorderNs)) return false;
+    apply_decisions(s.rec.ts_ns + lookahead);
     last_ts = std::max(last_ts, s.rec.ts_ns);
     ck.on_frame(static_cast<uint32_t>(pick), ++s.frame_no, s.rec.ts_ns, s.rec.data, s.rec.link,
                 s.rec.orig_len);
     s.has = s.rd->next(s.rec);
     if (!s.has) read_errors[pick] = s.rd->error();
   }
-  while (DecisionStream* d = next_decision()) {
-    ck.on_decision(d->next);
-    if (!advance(*d, error)) return false;
-  }
+  if (!read_decisions(UINT64_MAX)) return false;
+  apply_decisions(UINT64_MAX);
   report = ck.finish(last_ts);
   for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {
     report.captures[i].pcapng = src[i].rd->is_pcapng();

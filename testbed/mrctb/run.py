@@ -66,7 +66,9 @@ SERVER_GRACE_S = 20.0
 # event loop), packets queue for tens of ms in relays, and a software endpoint takes SACKs off
 # its per-port sockets in batches, so after a SKIP it may legitimately send on the marked EV
 # once only one of the other EVs had its turn (MRC-EV-008).
-SOFTWARE_FABRIC_TOLERANCES = {"t_ack_max_ns": 20_000_000, "dedup_window_ns": 200_000_000,
+# The same loop can also stall for tens of ms when a dozen processes share the two cores, so a
+# SACK may come up to 100 ms late (MRC-RSP-009: a missing one still fails).
+SOFTWARE_FABRIC_TOLERANCES = {"t_ack_max_ns": 100_000_000, "dedup_window_ns": 200_000_000,
                               "skip_rotation_fraction": 0.3}
 LINK_SIDE_REACTION_NS = 2_000_000
 
