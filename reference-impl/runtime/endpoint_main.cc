@@ -749,6 +749,58 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
   return ok ? kOk : kFailed;
 }
 
+// What a server answers a client's hello with.
+struct Welcome {
+  wire::Ipv6Addr gid{};
+  std::string name;
+  std::vector<PeerQp> peer_qps;
+  uint16_t max_wimm_dest = 0;
+};
+
+// The client side of the control handshake: says hello with the plan, reads the welcome and
+// settles the message slots and PMTU with the server's.
+Status client_handshake(ControlChannel& ctl, const Options& o, const Setup& s, Plan& plan,
+                        std::string_view mutant, uint64_t ctl_to, Welcome& out) {
+  const json hello = {{"type", "hello"},
+                      {"version", kProtocolVersion},
+                      {"gid", wire::format_ipv6(s.gid)},
+                      {"ev_format", o.ev_format},
+                      {"planes", s.planes.size()},
+                      {"size", plan.size},
+                      {"iters", plan.iters},
+                      {"duration_ns", plan.duration_ns},
+                      {"qps", plan.qps},
+                      {"tx_depth", plan.tx_depth},
+                      {"imm", plan.imm},
+                      {"seed", plan.seed},
+                      {"pmtu", plan.pmtu},
+                      {"slots", plan.slots},
+                      {"mutant", std::string(mutant)},
+                      {"name", o.name}};
+  if (Status st = ctl.send(hello); !st.ok()) return st;
+  json welcome;
+  if (Status st = ctl.expect("welcome", welcome, ctl_to); !st.ok()) return st;
+  std::optional<wire::Ipv6Addr> gid;
+  try {
+    gid = wire::parse_ipv6(welcome.at("gid").get<std::string>());
+    out.name = welcome.value("name", std::string());
+    const uint64_t server_slots = welcome.at("slots").get<uint64_t>();
+    if (server_slots == 0 || server_slots > plan.slots)
+      return Status::Error(EPROTO,
+                           "server offered " + std::to_string(server_slots) + " message slots");
+    plan.slots = server_slots;  // message m goes to slot m % slots on both sides
+    plan.pmtu = std::min(plan.pmtu, welcome.at("pmtu").get<uint32_t>());
+    out.max_wimm_dest = welcome.at("max_wimm_dest").get<uint16_t>();
+    if (!qps_from_json(welcome.at("qp"), out.peer_qps) || out.peer_qps.size() != plan.qps)
+      return Status::Error(EPROTO, "server sent a bad 'qp' list");
+  } catch (const json::exception& e) {
+    return Status::Error(EPROTO, std::string("bad welcome from the server: ") + e.what());
+  }
+  if (!gid) return Status::Error(EPROTO, "server sent a bad GID");
+  out.gid = *gid;
+  return Status::Ok();
+}
+
 int run_client(const std::string& prog, const Options& o, Setup& s) {
   if (o.server.empty())
     return usage_error(prog, "client: --server ADDR (the server's control address) is required");
@@ -763,42 +815,12 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   if (st = ControlChannel::connect(o.server, o.port, ctl_to, ctl); !st.ok())
     return usage_error(prog, st.message);
 
-  json hello = {{"type", "hello"},
-                {"version", kProtocolVersion},
-                {"gid", wire::format_ipv6(s.gid)},
-                {"ev_format", o.ev_format},
-                {"planes", s.planes.size()},
-                {"size", plan.size},
-                {"iters", plan.iters},
-                {"duration_ns", plan.duration_ns},
-                {"qps", plan.qps},
-                {"tx_depth", plan.tx_depth},
-                {"imm", plan.imm},
-                {"seed", plan.seed},
-                {"pmtu", plan.pmtu},
-                {"slots", plan.slots},
-                {"mutant", std::string(mutant_info(s.mutant).name)},
-                {"name", o.name}};
-  if (st = ctl.send(hello); !st.ok()) return usage_error(prog, st.message);
-  json welcome;
-  if (st = ctl.expect("welcome", welcome, ctl_to); !st.ok()) return usage_error(prog, st.message);
-  std::optional<wire::Ipv6Addr> peer_gid;
-  std::vector<PeerQp> peer_qps;
-  uint16_t max_wimm = 0;
-  try {
-    peer_gid = wire::parse_ipv6(welcome.at("gid").get<std::string>());
-    const uint64_t server_slots = welcome.at("slots").get<uint64_t>();
-    if (server_slots == 0 || server_slots > plan.slots)
-      return usage_error(prog, "server offered " + std::to_string(server_slots) + " message slots");
-    plan.slots = server_slots;  // message m goes to slot m % slots on both sides
-    plan.pmtu = std::min(plan.pmtu, welcome.at("pmtu").get<uint32_t>());
-    max_wimm = welcome.at("max_wimm_dest").get<uint16_t>();
-    if (!qps_from_json(welcome.at("qp"), peer_qps) || peer_qps.size() != plan.qps)
-      return usage_error(prog, "server sent a bad 'qp' list");
-  } catch (const json::exception& e) {
-    return usage_error(prog, std::string("bad welcome from the server: ") + e.what());
-  }
-  if (!peer_gid) return usage_error(prog, "server sent a bad GID");
+  Welcome w;
+  if (st = client_handshake(ctl, o, s, plan, mutant_info(s.mutant).name, ctl_to, w); !st.ok())
+    return usage_error(prog, st.message);
+  const std::optional<wire::Ipv6Addr> peer_gid = w.gid;
+  const std::vector<PeerQp>& peer_qps = w.peer_qps;
+  uint16_t max_wimm = w.max_wimm_dest;
   if (s.mutant == Mutant::kExceedWimm)
     max_wimm = static_cast<uint16_t>(std::min(4u * max_wimm, 65535u));
   Side side(plan, true);
@@ -1102,58 +1124,15 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
     c.error = st.message;
     return;
   }
-  json hello = {{"type", "hello"},
-                {"version", kProtocolVersion},
-                {"gid", wire::format_ipv6(s_.gid)},
-                {"ev_format", o_.ev_format},
-                {"planes", s_.planes.size()},
-                {"size", plan.size},
-                {"iters", plan.iters},
-                {"duration_ns", plan.duration_ns},
-                {"qps", plan.qps},
-                {"tx_depth", plan.tx_depth},
-                {"imm", plan.imm},
-                {"seed", plan.seed},
-                {"pmtu", plan.pmtu},
-                {"slots", plan.slots},
-                {"mutant", "none"},
-                {"name", o_.name}};
-  json welcome;
-  if (Status st = c.ctl.send(hello); !st.ok()) {
+  Welcome w;
+  if (Status st = client_handshake(c.ctl, o_, s_, plan, "none", ctl_to_, w); !st.ok()) {
     c.error = st.message;
     return;
   }
-  if (Status st = c.ctl.expect("welcome", welcome, ctl_to_); !st.ok()) {
-    c.error = st.message;
-    return;
-  }
-  std::vector<PeerQp> peer_qps;
-  uint16_t max_wimm = 0;
-  std::optional<wire::Ipv6Addr> gid;
-  try {
-    gid = wire::parse_ipv6(welcome.at("gid").get<std::string>());
-    c.peer_name = welcome.value("name", std::string());
-    const uint64_t server_slots = welcome.at("slots").get<uint64_t>();
-    if (server_slots == 0 || server_slots > plan.slots) {
-      c.error = "server offered " + std::to_string(server_slots) + " message slots";
-      return;
-    }
-    plan.slots = server_slots;
-    plan.pmtu = std::min(plan.pmtu, welcome.at("pmtu").get<uint32_t>());
-    max_wimm = welcome.at("max_wimm_dest").get<uint16_t>();
-    if (!qps_from_json(welcome.at("qp"), peer_qps) || peer_qps.size() != plan.qps) {
-      c.error = "server sent a bad 'qp' list";
-      return;
-    }
-  } catch (const json::exception& e) {
-    c.error = std::string("bad welcome from the server: ") + e.what();
-    return;
-  }
-  if (!gid) {
-    c.error = "server sent a bad GID";
-    return;
-  }
-  c.peer_gid = *gid;
+  c.peer_name = w.name;
+  c.peer_gid = w.gid;
+  const std::vector<PeerQp>& peer_qps = w.peer_qps;
+  const uint16_t max_wimm = w.max_wimm_dest;
   if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok()) {
     c.error = st.message;
     return;
