@@ -397,17 +397,20 @@ Flow* Engine::flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_
   return &fl;
 }
 
+// The node of an address already known (from the profile or the traffic); -1 otherwise. Unlike
+// node_of(), it never creates a node.
+int Engine::known_node(const std::optional<Addr>& a) const {
+  if (!a) return -1;
+  auto it = addr_node.find(*a);
+  return it == addr_node.end() ? -1 : it->second;
+}
+
 Flow* Engine::flow_for_decision(const Decision& d, bool data) {
   if (!d.qpn) return nullptr;
   // QPNs repeat across nodes: the packet's addresses, when logged, name the flow.
   std::optional<Addr> src, dst;
   if (!d.src.empty()) src = parse_addr(d.src);
   if (!d.dst.empty()) dst = parse_addr(d.dst);
-  auto known_node = [&](const std::optional<Addr>& a) {
-    if (!a) return -1;
-    auto it = addr_node.find(*a);
-    return it == addr_node.end() ? -1 : it->second;
-  };
   const int src_node = known_node(src), dst_node = known_node(dst);
   Flow* best = nullptr;
   for (auto& f : flows) {
@@ -775,16 +778,11 @@ void Engine::on_decision(const Decision& d) {
   if (!fl && data && d.psn && d.qpn && !d.src.empty()) {
     // Read (decision_lookahead_ns early) before the QP's first frame: wait for the flow.
     const auto src = parse_addr(d.src), dst = parse_addr(d.dst);
-    auto known = [&](const std::optional<Addr>& a) {
-      if (!a) return -1;
-      auto it = addr_node.find(*a);
-      return it == addr_node.end() ? -1 : it->second;
-    };
     ParkedDecision pd{nullptr, 0, d.t_ns, d.ev, decision_link_bit(d.link), d.action};
     pd.qpn = *d.qpn;
     pd.psn24 = *d.psn;
-    pd.src_node = known(src);
-    pd.dst_node = known(dst);
+    pd.src_node = known_node(src);
+    pd.dst_node = known_node(dst);
     if (pd.src_node >= 0 && pd.dst_node >= 0) {
       while (parked.size() >= 4096) parked.pop_front();
       parked.push_back(pd);

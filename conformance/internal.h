@@ -963,6 +963,7 @@ struct Engine {
   void on_decision(const Decision& d);
   Report finish(uint64_t end_ts);
   int node_of(const Addr& a);
+  int known_node(const std::optional<Addr>& a) const;
   uint64_t frame_key(const Obs& o, const wire::DecodedFrame& f) const;
   uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;  // 0: unusual shape
   uint64_t merge(Obs& o, const wire::DecodedFrame& f, uint64_t key);
