@@ -740,9 +740,7 @@ void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
       it->fl = &fl;  // the flow it was waiting for
       it->psn = p;
     }
-    if (it->fl == &fl && it->psn == p && it->t_ns >= tx.ts &&
-        it->t_ns - tx.ts < prof.tol.dedup_window_ns && (!it->ev || *it->ev == tx.wev) &&
-        !(tx.decided_links & it->link_bit)) {
+    if (it->fl == &fl && it->psn == p && decision_may_concern(tx, it->t_ns, it->ev, it->link_bit)) {
       tx.decided_links |= it->link_bit;
       mark_decided(tx, it->action);
       it = parked.erase(it);
@@ -752,11 +750,18 @@ void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
   }
 }
 
+// A copy sent before the decision, within the merge window, on the decision's EV, and not yet
+// logged by that link.
+bool Engine::decision_may_concern(const Tx& t, uint64_t t_ns, const std::optional<uint32_t>& ev,
+                                  uint8_t link_bit) const {
+  return t.valid && t.ts <= t_ns && t_ns - t.ts < prof.tol.dedup_window_ns &&
+         (!ev || t.wev == *ev) && !(t.decided_links & link_bit);
+}
+
 Tx* Engine::decided_tx(const Decision& d, PsnRec& r, uint8_t bit) {
   Tx* best = nullptr;
   for (Tx& t : r.tx) {
-    if (!t.valid || t.ts > d.t_ns || (d.ev && t.wev != *d.ev)) continue;
-    if (d.t_ns - t.ts >= prof.tol.dedup_window_ns || (t.decided_links & bit)) continue;
+    if (!decision_may_concern(t, d.t_ns, d.ev, bit)) continue;
     if (d.action == DecisionAction::kDrop && t.at_dst) continue;
     if (!best || t.ts < best->ts) best = &t;
   }

@@ -927,6 +927,8 @@ struct Engine {
   void mpr_check(const Obs& o, Flow& fl, int64_t p);
   uint8_t decision_link_bit(const std::string& link);
   static void mark_decided(Tx& t, DecisionAction a);
+  bool decision_may_concern(const Tx& t, uint64_t t_ns, const std::optional<uint32_t>& ev,
+                            uint8_t link_bit) const;
   void unpark_decisions(Flow& fl, int64_t p, Tx& tx);
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
