@@ -732,13 +732,61 @@ void Engine::mark_decided(Tx& t, DecisionAction a) {
   if (a == DecisionAction::kEcn) t.ce = true;
 }
 
+namespace {
+uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t Engine::ParkedDecisions::flow_key(const Flow* fl, int64_t psn) {
+  return mix64(reinterpret_cast<uintptr_t>(fl) ^ mix64(static_cast<uint64_t>(psn))) | 1;
+}
+
+uint64_t Engine::ParkedDecisions::nameless_key(uint32_t qpn, int src_node, int dst_node,
+                                               uint32_t psn24) {
+  const uint64_t nodes = (static_cast<uint64_t>(static_cast<uint32_t>(src_node)) << 32) |
+                         static_cast<uint32_t>(dst_node);
+  return mix64(mix64(nodes) ^ ((static_cast<uint64_t>(qpn) << 24) | psn24)) & ~uint64_t{1};
+}
+
+uint64_t Engine::ParkedDecisions::key(const ParkedDecision& pd) {
+  return pd.fl ? flow_key(pd.fl, pd.psn) : nameless_key(pd.qpn, pd.src_node, pd.dst_node, pd.psn24);
+}
+
+void Engine::ParkedDecisions::push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns) {
+  while (!q.empty() && (q.size() >= 4096 || q.front().t_ns + max_age_ns < now_ns)) {
+    count(key(q.front()), -1);
+    q.pop_front();
+  }
+  q.push_back(pd);
+  count(key(pd), +1);
+}
+
+std::deque<Engine::ParkedDecision>::iterator Engine::ParkedDecisions::erase(
+    std::deque<ParkedDecision>::iterator it) {
+  count(key(*it), -1);
+  return q.erase(it);
+}
+
 // A copy the requester's capture shows after its decision was read: the decision is its.
 void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
-  for (auto it = parked.begin(); it != parked.end();) {
+  const uint64_t named = ParkedDecisions::flow_key(&fl, p);
+  const uint64_t nameless =
+      fl.rsp_qpn ? ParkedDecisions::nameless_key(*fl.rsp_qpn, fl.req_node, fl.rsp_node,
+                                                 static_cast<uint32_t>(p) & wire::kPsnMask)
+                 : 0;
+  if (!parked.waiting(named) && !(fl.rsp_qpn && parked.waiting(nameless))) return;
+  for (auto it = parked.q.begin(); it != parked.q.end();) {
     if (!it->fl && fl.rsp_qpn && it->qpn == *fl.rsp_qpn && it->src_node == fl.req_node &&
         it->dst_node == fl.rsp_node && it->psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
+      parked.count(nameless, -1);
       it->fl = &fl;  // the flow it was waiting for
       it->psn = p;
+      parked.count(named, +1);
     }
     if (it->fl == &fl && it->psn == p && decision_may_concern(tx, it->t_ns, it->ev, it->link_bit)) {
       tx.decided_links |= it->link_bit;
@@ -788,10 +836,8 @@ void Engine::on_decision(const Decision& d) {
     pd.psn24 = *d.psn;
     pd.src_node = known_node(src);
     pd.dst_node = known_node(dst);
-    if (pd.src_node >= 0 && pd.dst_node >= 0) {
-      while (parked.size() >= 4096) parked.pop_front();
-      parked.push_back(pd);
-    }
+    if (pd.src_node >= 0 && pd.dst_node >= 0)
+      parked.push(pd, d.t_ns, 4 * prof.tol.decision_lookahead_ns);
     return;
   }
   if (!fl) return;
@@ -807,10 +853,7 @@ void Engine::on_decision(const Decision& d) {
     if (Tx* tx = decided_tx(d, *r, bit)) {
       mark_decided(*tx, d.action);
     } else {
-      while (!parked.empty() && (parked.size() >= 4096 ||
-                                 parked.front().t_ns + 4 * prof.tol.decision_lookahead_ns < d.t_ns))
-        parked.pop_front();
-      parked.push_back({fl, p, d.t_ns, d.ev, bit, d.action});
+      parked.push({fl, p, d.t_ns, d.ev, bit, d.action}, d.t_ns, 4 * prof.tol.decision_lookahead_ns);
     }
     if (d.action == DecisionAction::kDrop) {
       if (fl->fatal_ts == kNoTime && !r->acked && on(REQ_015)) {

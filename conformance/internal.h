@@ -922,7 +922,23 @@ struct Engine {
     uint32_t psn24 = 0;
     int src_node = -1, dst_node = -1;
   };
-  std::deque<ParkedDecision> parked;
+  // In arrival order (the oldest decision for a link gets the oldest copy), with counts per
+  // hashed (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from
+  // a 128 KiB table instead of a walk of the queue (up to 4096 entries).
+  struct ParkedDecisions {
+    std::deque<ParkedDecision> q;
+    std::vector<uint16_t> live = std::vector<uint16_t>(size_t{1} << 16);  // by key's top bits
+    static uint64_t key(const ParkedDecision& pd);
+    static uint64_t flow_key(const Flow* fl, int64_t psn);
+    static uint64_t nameless_key(uint32_t qpn, int src_node, int dst_node, uint32_t psn24);
+    bool empty() const { return q.empty(); }
+    bool waiting(uint64_t k) const { return live[k >> 48] != 0; }  // may be a false positive
+    void count(uint64_t k, int delta) {
+      live[k >> 48] = static_cast<uint16_t>(live[k >> 48] + delta);
+    }
+    void push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns);
+    std::deque<ParkedDecision>::iterator erase(std::deque<ParkedDecision>::iterator it);
+  } parked;
   Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
   void mpr_check(const Obs& o, Flow& fl, int64_t p);
   uint8_t decision_link_bit(const std::string& link);
