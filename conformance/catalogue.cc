@@ -146,7 +146,7 @@ constexpr RuleInfo kRules[] = {
   {"MRC-RSP-008", "SACK.mpr is 0 unless dynamic MPR is enabled on both sides, and never exceeds the negotiated responder MPR.",
    "TP", V::kError, S::kResponder, kAny, "dynamic MPR capability, mpr_dest (profile)", "R29", Y, ""},
   {"MRC-RSP-009", "A data packet with A=1 or RTX=1 that reaches the responder is answered by a SACK triggered by it (or a NACK for it) within T_ack_max.",
-   "UET PROP", V::kError, S::kResponder, kRspSide, "", "R30", Y, "T_ack_max = tolerances.t_ack_max_ns; CE-only packets are judged by MRC-RSP-006, trimmed arrivals (owed a NACK) by MRC-RSP-013"},
+   "UET PROP", V::kError, S::kResponder, kRspSide, "", "R30", Y, "T_ack_max = tolerances.t_ack_max_ns; CE-only packets are judged by MRC-RSP-006, trimmed arrivals (owed a NACK) by MRC-RSP-013; a packet whose arrival port the responder reports down (SACK port_status, PORT_STATUS_UPDATE) after it arrived is excused (the answer leaves through that port)"},
   {"MRC-RSP-010", "Transport ACKs carry AETH syndrome 0x1F (or NAK 0x61-0x63); their PSN never decreases and never covers a PSN that has not reached the responder.",
    "PAPER PROP", V::kError, S::kResponder, kAny, "", "R31", Y,
    "order needs the responder's capture; a PSN counts as arrived as in MRC-RSP-003 (a transport ACK may run ahead of the last SACK sent)"},

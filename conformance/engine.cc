@@ -942,6 +942,19 @@ void Engine::settle(Flow& fl, int64_t p, uint64_t at) {
   }
 }
 
+// The answer to a packet leaves through the port the packet arrived on (the trigger's EV), so a
+// responder that loses that port before it answers loses the answer with it: the packet is not
+// judged once the responder reports the port down (SACK port_status, PORT_STATUS_UPDATE) after
+// the packet arrived.
+bool Engine::answer_port_lost(const Flow& fl, const Pending& pd) const {
+  const uint8_t port = points[pd.point].info.port;
+  if (port == 0 || port >= 32) return false;
+  auto it = port_status.find({fl.req_node, fl.rsp_node});
+  if (it == port_status.end()) return false;
+  const PortStatus& ps = it->second;
+  return ps.down_since[port] != 0 && ps.down_since[port] >= pd.since;
+}
+
 void Engine::sweep(uint64_t t) {
   for (auto& fp : flows) {
     Flow& fl = *fp;
@@ -952,10 +965,13 @@ void Engine::sweep(uint64_t t) {
       auto it = fl.ack_resp.find(p);
       if (it == fl.ack_resp.end() || it->second.deadline != deadline) continue;
       judge(RSP_009);
-      fail_at(RSP_009, it->second.point, it->second.frame, it->second.since,
-              "data PSN " + std::to_string(static_cast<uint32_t>(p) & wire::kPsnMask) +
-                  " (A/RTX set) got no SACK or NACK within " +
-                  std::to_string(prof.tol.t_ack_max_ns) + " ns");
+      if (answer_port_lost(fl, it->second))
+        excuse(RSP_009);
+      else
+        fail_at(RSP_009, it->second.point, it->second.frame, it->second.since,
+                "data PSN " + std::to_string(static_cast<uint32_t>(p) & wire::kPsnMask) +
+                    " (A/RTX set) got no SACK or NACK within " +
+                    std::to_string(prof.tol.t_ack_max_ns) + " ns");
       fl.ack_resp.erase(it);
     }
     ev_sweep(fl, t, false);
@@ -1005,6 +1021,10 @@ Report Engine::finish(uint64_t end_ts) {
     for (auto& [p, pd] : fl.ack_resp) {
       if (pd.deadline > end) continue;
       judge(RSP_009);
+      if (answer_port_lost(fl, pd)) {
+        excuse(RSP_009);
+        continue;
+      }
       fail_at(RSP_009, pd.point, pd.frame, pd.since,
               "data PSN " + psn_str(p) + " (A/RTX set) got no SACK or NACK within " +
                   std::to_string(prof.tol.t_ack_max_ns) + " ns");

@@ -97,6 +97,10 @@ Report run_files(const Trace& t, const std::string& dir, CheckOptions* used) {
     EXPECT_TRUE(w.close()) << w.error();
     CaptureInput in;
     in.path = path;
+    if (t.points[i].port_on_command_line) {  // path@node:port
+      in.node = t.points[i].node;
+      in.port = t.points[i].port;
+    }
     o.captures.push_back(in);
   }
   if (!t.profile.empty()) {

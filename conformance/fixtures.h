@@ -24,6 +24,7 @@ struct Trace {
     std::string file;  // capture file name, e.g. "h1-eth0.pcapng"
     std::string node;  // attribution for the in-memory run ("" none)
     uint8_t port = 0;
+    bool port_on_command_line = false;  // run_files passes node and port as path@node:port
   };
   struct Frame {
     uint32_t point = 0;

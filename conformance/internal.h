@@ -946,6 +946,7 @@ struct Engine {
   bool decision_may_concern(const Tx& t, uint64_t t_ns, const std::optional<uint32_t>& ev,
                             uint8_t link_bit) const;
   void unpark_decisions(Flow& fl, int64_t p, Tx& tx);
+  bool answer_port_lost(const Flow& fl, const Pending& pd) const;
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {

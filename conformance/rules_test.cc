@@ -838,6 +838,39 @@ std::vector<Scenario> scenarios() {
     s.advance(100 * kUs);
     tail(s);
   });
+  // The responder loses the port the packet came in on before it answers, and says so.
+  add("ack-lost-with-port", "", [](Trace& t) {
+    Session s(t);
+    t.points[1].port = 1;
+    t.points[1].port_on_command_line = true;
+    clean_base(s);
+    s.write(
+        1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psv = true;
+      k.port_status = 0b10;
+      return true;
+    });
+    s.advance(100 * kUs);
+    tail(s);
+  });
+  // Down before the packet arrived (a report can only lag): the packet is still owed an answer.
+  add("ack-ignored-port-down-before", "MRC-RSP-009", [](Trace& t) {
+    Session s(t);
+    t.points[1].port = 1;
+    t.points[1].port_on_command_line = true;
+    clean_base(s);
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psv = true;
+      k.port_status = 0b10;
+      return true;
+    });
+    s.advance(20 * kUs);
+    s.write(
+        1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
+    s.advance(100 * kUs);
+    tail(s);
+  });
   add("tack-syndrome", "MRC-RSP-010", [](Trace& t) {
     Session s(t);
     clean_base(s);

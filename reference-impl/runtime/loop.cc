@@ -24,8 +24,9 @@
 namespace mrc::runtime {
 namespace {
 
-constexpr size_t kRxBudget = 256;  // frames per port per loop iteration
-constexpr size_t kTxBudget = 512;  // frames taken from the engine per loop iteration
+constexpr size_t kRxBudget = 256;                 // frames per port per loop iteration
+constexpr size_t kTxBudget = 512;                 // frames taken from the engine per loop iteration
+constexpr uint64_t kRxStampSlackNs = 10'000'000;  // CLOCK_REALTIME ahead of the start offset
 
 // epoll tags of the loop's own descriptors (ports use their index).
 constexpr uint64_t kTagTimer = 1000;
@@ -99,6 +100,15 @@ struct Runtime::Impl {
   RuntimeStats st;
   uint64_t armed_ns = UINT64_MAX;
   int64_t rt_offset = 0;
+  // The latest kernel receive stamp (CLOCK_REALTIME) of a frame handed to the engine. A frame the
+  // engine sends after it is stamped later in the runtime's captures even when the two clocks
+  // disagree (sent frames are stamped from CLOCK_MONOTONIC plus an offset taken at start, and
+  // CLOCK_REALTIME may be slewed since): otherwise the checker can see the data a SACK allowed
+  // leave before that SACK arrived.
+  uint64_t last_rx_stamp_ns = 0;
+  uint64_t capture_stamp(uint64_t now) const {
+    return std::max(now + static_cast<uint64_t>(rt_offset), last_rx_stamp_ns + 1);
+  }
 
   Status open();
   Status loop();
@@ -350,6 +360,11 @@ void Runtime::Impl::receive_all(bool& more) {
     const size_t n =
         ports[p]->receive(kRxBudget, [&](std::span<const std::byte> frame, uint64_t ts) {
           if (cap != nullptr) cap->write(ts, frame);
+          // A stamp ahead of the clock (a future delivery time some qdiscs leave in the packet)
+          // says nothing about when the engine saw the frame.
+          if (ts <= now + static_cast<uint64_t>(rt_offset) + kRxStampSlackNs)
+            last_rx_stamp_ns = std::max(last_rx_stamp_ns, ts);
+          if (mutator) mutator->set_rx_stamp_ns(ts);
           std::span<const std::byte> f = mutator ? mutator->on_rx(frame, rx_scratch) : frame;
           ep->on_packet(f, port, now);
         });
@@ -374,8 +389,7 @@ void Runtime::Impl::enqueue(engine::TxPacket& pkt, uint64_t now) {
     std::memcpy(pkt.frame.data(), next_hops[p]->data(), 6);
     std::memcpy(pkt.frame.data() + 6, ifaces[p].mac.data(), 6);
   }
-  if (!captures.empty())
-    captures[p]->write(now + static_cast<uint64_t>(rt_offset), wire::as_bytes(pkt.frame));
+  if (!captures.empty()) captures[p]->write(capture_stamp(now), wire::as_bytes(pkt.frame));
   if (batch_n == batch.size()) {
     flush();
     if (batch_n == batch.size()) batch.emplace_back();  // blocked: hold it until writable
@@ -458,7 +472,7 @@ bool Runtime::Impl::transmit(uint64_t now) {
   // apply) instead of queueing without bound here.
   if (blocked) return false;
   size_t taken = 0;
-  if (mutator) mutator->set_tx_now_ns(now);
+  if (mutator) mutator->set_tx_stamp_ns(capture_stamp(now));
   while (taken < kTxBudget && ep->poll_tx(now, cur)) {
     ++taken;
     if (mutator) {

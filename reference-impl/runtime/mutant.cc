@@ -32,7 +32,7 @@ constexpr MutantInfo kTable[] = {
      true},
     {Mutant::kIgnoreEcn, "ignore-ecn", "MRC-EV-008",
      "after a SACK M=01 / NACK TRIMMED on EV e, new data keeps going on e (its port and path) "
-     "until 3 have left 150 us or more after the last echo on e (at most 2 ms)",
+     "until 2 have left more than 110 us after the last echo on e (at most 2 ms)",
      "CE marks on the path; exact with one QP"},
     {Mutant::kReuseRetiredEv, "reuse-retired-ev", "MRC-EV-009",
      "every 2nd data packet on a plane with a retired EV is restamped with that EV",
@@ -279,21 +279,21 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
     }
     case Mutant::kIgnoreEcn: {
       if (!data || f.bth.rtx) return true;
-      const uint64_t now = tx_now_ns_.value_or(now_ns_());
+      const uint64_t now = tx_stamp_ns_.value_or(now_ns_());
       const uint64_t since = pin_.on && now > pin_.echo_ns ? now - pin_.echo_ns : 0;
       // Once every other EV is marked too, keeping e breaks no rule: the pin ends.
       if (pin_.on && (now > pin_.start_ns + kEcnPinMaxNs || !other_ev_clean(pin_.wev)))
         pin_.on = false;
       if (pin_.on) {
         // Every packet from the echo on, so that no other EV gets a turn in between.
-        if (since >= kEcnPinReactionNs && ++pin_.late >= kEcnPinPackets) pin_.on = false;
+        if (since > kEcnPinReactionNs && ++pin_.late >= kEcnPinPackets) pin_.on = false;
         if (move_to_ev(pkt, f, pin_.wev)) ++changed_;
       } else {
         learn_ev(pkt, f);
       }
       auto it = seen_evs_.find(wire::wev_of(f, format_, profile_->ev_stripe()));
       if (it != seen_evs_.end() && it->second.marked &&
-          now >= it->second.marked_ns + kEcnPinReactionNs)
+          now > it->second.marked_ns + kEcnPinReactionNs)
         it->second.marked = false;
       return true;
     }
@@ -338,7 +338,7 @@ std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
   // new SKIP signal does for the checker), echoes on other EVs are ignored while it lasts.
   auto it = seen_evs_.find(wev);
   if (it == seen_evs_.end()) return frame;
-  const uint64_t now = now_ns_();
+  const uint64_t now = rx_stamp_ns_.value_or(now_ns_());
   it->second.marked = true;
   it->second.marked_ns = now;
   if (pin_.on && pin_.wev == wev) {

@@ -121,18 +121,21 @@ class Mutator {
   std::span<const std::byte> on_rx(std::span<const std::byte> frame,
                                    std::vector<std::byte>& scratch);
   // kIgnoreEcn: after an ECN echo (SACK M=01, NACK TRIMMED) on EV e, every new data packet goes
-  // on e (its port and, in SRv6, its path) until kEcnPinPackets of them have left
-  // kEcnPinReactionNs or more after the last echo on e (past the checker's default reaction
-  // time of 100 us, so the rule can judge them), or kEcnPinMaxNs after the first echo, or
-  // once every other EV is marked as well.
-  static constexpr uint32_t kEcnPinPackets = 3;
-  static constexpr uint64_t kEcnPinReactionNs = 150'000;
+  // on e (its port and, in SRv6, its path) until kEcnPinPackets of them have left more than
+  // kEcnPinReactionNs after the last echo on e (just past the checker's default reaction time of
+  // 100 us, so the rule judges them; few enough that the checker's watch for another usable EV,
+  // max(4, 2 x active EVs) data packets, is still open when the requester sprays again), or
+  // kEcnPinMaxNs after the first echo, or once every other EV is marked as well.
+  static constexpr uint32_t kEcnPinPackets = 2;
+  static constexpr uint64_t kEcnPinReactionNs = 110'000;
   static constexpr uint64_t kEcnPinMaxNs = 2'000'000;
-  // The clock kIgnoreEcn measures those times with (steady clock, ns); tests replace it.
+  // The clock kIgnoreEcn measures those times with when the runtime gives no stamps (tests).
   void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }
-  // The time (same clock) the runtime stamps the frames of its current transmit burst with in
-  // its captures; kIgnoreEcn judges the age of an echo by it, as the checker will.
-  void set_tx_now_ns(uint64_t now_ns) { tx_now_ns_ = now_ns; }
+  // The stamps the runtime's captures give the frames of the current transmit burst and the
+  // frame being received (ns, one clock): kIgnoreEcn judges the age of an echo by them, exactly
+  // as the checker will from those captures.
+  void set_tx_stamp_ns(uint64_t stamp_ns) { tx_stamp_ns_ = stamp_ns; }
+  void set_rx_stamp_ns(uint64_t stamp_ns) { rx_stamp_ns_ = stamp_ns; }
   uint64_t frames_changed() const { return changed_; }
   uint64_t frames_added() const { return added_; }
   uint64_t frames_dropped() const { return dropped_; }
@@ -158,7 +161,7 @@ class Mutator {
   struct SeenEv {
     uint8_t port = 0;
     std::vector<std::byte> path;
-    // An echo on it not yet followed by new data on it kEcnPinReactionNs or more later: the
+    // An echo on it not yet followed by new data on it more than kEcnPinReactionNs later: the
     // checker holds it in SKIP, so it cannot prove another EV was usable.
     bool marked = false;
     uint64_t marked_ns = 0;
@@ -170,12 +173,12 @@ class Mutator {
     uint32_t wev = 0;
     uint64_t start_ns = 0;  // when the first echo arrived
     uint64_t echo_ns = 0;   // when the last echo on the EV arrived
-    uint32_t late = 0;      // packets moved kEcnPinReactionNs or more after it
+    uint32_t late = 0;      // packets moved more than kEcnPinReactionNs after it
   };
   std::unordered_map<uint32_t, SeenEv> seen_evs_;
   EcnPin pin_;
   std::function<uint64_t()> now_ns_;
-  std::optional<uint64_t> tx_now_ns_;
+  std::optional<uint64_t> tx_stamp_ns_, rx_stamp_ns_;
   std::vector<std::byte> scratch_;
 };
 

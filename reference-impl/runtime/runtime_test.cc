@@ -432,9 +432,9 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   });
   m.on_rx(wire::as_bytes(ce_c), scratch);
   m.on_rx(wire::as_bytes(ce), scratch);
-  now += Mutator::kEcnPinReactionNs - 1;
+  now += Mutator::kEcnPinReactionNs;
   EXPECT_EQ(send_a(2), kB);
-  // Then kEcnPinPackets more, and it is over.
+  // Then kEcnPinPackets more, later than the reaction time, and it is over.
   now += 1;
   for (uint32_t k = 0; k < Mutator::kEcnPinPackets; ++k) EXPECT_EQ(send_a(2), kB) << k;
   EXPECT_EQ(send_a(1), kA);
