@@ -109,6 +109,10 @@ struct Runtime::Impl {
   uint64_t capture_stamp(uint64_t now) const {
     return std::max(now + static_cast<uint64_t>(rt_offset), last_rx_stamp_ns + 1);
   }
+  // Frames of one transmit burst share the engine's time; in the captures each is 1 ns after the
+  // previous one, so that the order in which they left survives a merge of per-port captures
+  // (equal stamps in two files leave the checker unable to tell which came first).
+  uint64_t last_tx_stamp_ns = 0;
 
   Status open();
   Status loop();
@@ -389,7 +393,10 @@ void Runtime::Impl::enqueue(engine::TxPacket& pkt, uint64_t now) {
     std::memcpy(pkt.frame.data(), next_hops[p]->data(), 6);
     std::memcpy(pkt.frame.data() + 6, ifaces[p].mac.data(), 6);
   }
-  if (!captures.empty()) captures[p]->write(capture_stamp(now), wire::as_bytes(pkt.frame));
+  if (!captures.empty()) {
+    last_tx_stamp_ns = std::max(capture_stamp(now), last_tx_stamp_ns + 1);
+    captures[p]->write(last_tx_stamp_ns, wire::as_bytes(pkt.frame));
+  }
   if (batch_n == batch.size()) {
     flush();
     if (batch_n == batch.size()) batch.emplace_back();  // blocked: hold it until writable

@@ -32,7 +32,7 @@ constexpr MutantInfo kTable[] = {
      true},
     {Mutant::kIgnoreEcn, "ignore-ecn", "MRC-EV-008",
      "after a SACK M=01 / NACK TRIMMED on EV e, new data keeps going on e (its port and path) "
-     "until 2 have left more than 110 us after the last echo on e (at most 2 ms)",
+     "until 2 have left more than 110 us after the last echo on e (at most 2 ms, 12 packets)",
      "CE marks on the path; exact with one QP"},
     {Mutant::kReuseRetiredEv, "reuse-retired-ev", "MRC-EV-009",
      "every 2nd data packet on a plane with a retired EV is restamped with that EV",
@@ -287,9 +287,12 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
       if (pin_.on) {
         // Every packet from the echo on, so that no other EV gets a turn in between.
         if (since > kEcnPinReactionNs && ++pin_.late >= kEcnPinPackets) pin_.on = false;
+        // A longer run on one EV would break MRC-EV-001 too: give the episode up.
+        if (++pin_.moved >= kEcnPinRunMax) pin_.on = false;
         if (move_to_ev(pkt, f, pin_.wev)) ++changed_;
       } else {
         learn_ev(pkt, f);
+        ++unpinned_;
       }
       auto it = seen_evs_.find(wire::wev_of(f, format_, profile_->ev_stripe()));
       if (it != seen_evs_.end() && it->second.marked &&
@@ -343,8 +346,9 @@ std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
   it->second.marked_ns = now;
   if (pin_.on && pin_.wev == wev) {
     pin_.echo_ns = now;
-  } else if (!pin_.on && other_ev_clean(wev)) {
-    pin_ = {true, wev, now, now, 0};
+  } else if (!pin_.on && other_ev_clean(wev) && unpinned_ >= kEcnPinGap) {
+    pin_ = {true, wev, now, now, 0, 0};
+    unpinned_ = 0;
   }
   return frame;
 }

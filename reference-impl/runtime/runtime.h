@@ -125,8 +125,11 @@ class Mutator {
   // kEcnPinReactionNs after the last echo on e (just past the checker's default reaction time of
   // 100 us, so the rule judges them; few enough that the checker's watch for another usable EV,
   // max(4, 2 x active EVs) data packets, is still open when the requester sprays again), or
-  // kEcnPinMaxNs after the first echo, or once every other EV is marked as well.
+  // kEcnPinMaxNs after the first echo, or after kEcnPinRunMax packets (a longer run on one EV
+  // breaks MRC-EV-001, spraying, as well), or once every other EV is marked as well.
   static constexpr uint32_t kEcnPinPackets = 2;
+  static constexpr uint32_t kEcnPinRunMax = 12;
+  static constexpr uint32_t kEcnPinGap = 4;  // packets left to the engine between two pins
   static constexpr uint64_t kEcnPinReactionNs = 110'000;
   static constexpr uint64_t kEcnPinMaxNs = 2'000'000;
   // The clock kIgnoreEcn measures those times with when the runtime gives no stamps (tests).
@@ -174,9 +177,11 @@ class Mutator {
     uint64_t start_ns = 0;  // when the first echo arrived
     uint64_t echo_ns = 0;   // when the last echo on the EV arrived
     uint32_t late = 0;      // packets moved more than kEcnPinReactionNs after it
+    uint32_t moved = 0;     // packets moved since the first echo
   };
   std::unordered_map<uint32_t, SeenEv> seen_evs_;
   EcnPin pin_;
+  uint32_t unpinned_ = kEcnPinGap;  // new data packets the engine placed since the last pin
   std::function<uint64_t()> now_ns_;
   std::optional<uint64_t> tx_stamp_ns_, rx_stamp_ns_;
   std::vector<std::byte> scratch_;

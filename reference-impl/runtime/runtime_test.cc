@@ -415,7 +415,7 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   });
   EXPECT_EQ(m.on_rx(wire::as_bytes(ce), scratch).data(), ce.data());
   // Within the reaction time every new data packet goes on B, on B's port; retransmissions stay.
-  for (int k = 0; k < 10; ++k) {
+  for (int k = 0; k < 8; ++k) {
     now += 10'000;
     EXPECT_EQ(send_a(2), kB) << k;
   }
@@ -438,7 +438,13 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   now += 1;
   for (uint32_t k = 0; k < Mutator::kEcnPinPackets; ++k) EXPECT_EQ(send_a(2), kB) << k;
   EXPECT_EQ(send_a(1), kA);
-  EXPECT_EQ(m.frames_changed(), 11 + Mutator::kEcnPinPackets);
+  EXPECT_EQ(m.frames_changed(), 9 + Mutator::kEcnPinPackets);
+  // The next pin waits until the engine placed kEcnPinGap packets itself (runs on one EV stay
+  // short: MRC-EV-001).
+  now += Mutator::kEcnPinReactionNs + 1;
+  m.on_rx(wire::as_bytes(ce_c), scratch);
+  EXPECT_EQ(send_a(1), kA);
+  for (uint32_t k = 2; k < Mutator::kEcnPinGap; ++k) EXPECT_EQ(send_a(1), kA) << k;
 
   // A NACK TRIMMED pins too; the pin ends after kEcnPinMaxNs without data, and when the EV is
   // retired (keeping it would be MRC-EV-009).
@@ -449,7 +455,7 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   m.on_rx(wire::as_bytes(trim), scratch);
   EXPECT_EQ(send_a(2), kC);
   now += Mutator::kEcnPinMaxNs + 1;
-  EXPECT_EQ(send_a(1), kA);
+  for (uint32_t k = 0; k < Mutator::kEcnPinGap; ++k) EXPECT_EQ(send_a(1), kA) << k;
   m.on_rx(wire::as_bytes(trim), scratch);
   EXPECT_EQ(send_a(2), kC);
   engine::Event e;
@@ -457,6 +463,35 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   e.u("wev", kC).u("port", 2).s("from", "SKIP").s("to", "ASSUMED_BAD");
   m.on_event(e);
   EXPECT_EQ(send_a(1), kA);
+}
+
+TEST(Mutant, IgnoreEcnPinsAtMostARunMax) {
+  constexpr auto kStev = wire::EvFormat::kStev;
+  constexpr uint32_t kA = 0x00A10001, kB = 0x00B20002;
+  Mutator m(Mutant::kIgnoreEcn, kStev, wire::mrp0(), 2);
+  uint64_t now = 1'000'000;
+  m.set_clock([&] { return now; });
+  std::vector<engine::TxPacket> extra;
+  const auto on_a = data_on("stev/WRITE_MIDDLE", kStev, kA);  // port 1
+  const auto on_b = data_on("stev/WRITE_MIDDLE", kStev, kB);  // port 2
+  for (auto [f, port] : {std::pair{&on_a, 1}, std::pair{&on_b, 2}}) {
+    engine::TxPacket p = tx(*f, static_cast<uint8_t>(port));
+    EXPECT_TRUE(m.on_tx(p, extra));
+  }
+  auto send_a = [&] {
+    engine::TxPacket p = tx(on_a, 1);
+    EXPECT_TRUE(m.on_tx(p, extra));
+    return wire::wev_of(decode(p.frame), kStev, wire::mrp0().ev_stripe());
+  };
+  std::vector<std::byte> scratch;
+  const auto ce = variant("stev/SACK", [](wire::DecodedFrame& d) {
+    d.seth.m = 1;
+    d.seth.entropy = kB;
+  });
+  m.on_rx(wire::as_bytes(ce), scratch);
+  // A burst within the reaction time: kEcnPinRunMax packets on B, then the engine's choice.
+  for (uint32_t k = 0; k < Mutator::kEcnPinRunMax; ++k) EXPECT_EQ(send_a(), kB) << k;
+  EXPECT_EQ(send_a(), kA);
 }
 
 TEST(Mutant, IgnoreEcnInSrv6MovesThePathWithTheEv) {
