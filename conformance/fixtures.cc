@@ -1,6 +1,7 @@
 #include "conformance/fixtures.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +12,22 @@
 #include "wire/samples.h"
 
 namespace mrc::check::fixtures {
+
+namespace {
+// The tests write their captures under TempDir()/mrc_check_<pid>_*: a run leaves nothing behind.
+class RemoveScratchDirs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    namespace fs = std::filesystem;
+    const std::string prefix = "mrc_check_" + std::to_string(::getpid()) + "_";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(::testing::TempDir(), ec))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(e.path(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kRemoveScratchDirs =
+    ::testing::AddGlobalTestEnvironment(new RemoveScratchDirs);
+}  // namespace
 
 using nlohmann::json;
 using wire::MessagePosition;
