@@ -297,7 +297,9 @@ bool EvSet::demote(uint32_t idx, uint64_t now_ns, std::string_view reason) {
 
 void EvSet::skip(uint32_t idx, uint64_t now_ns, std::string_view reason) {
   EvRecord& e = evs_[idx];
-  if (e.state != EvState::kGood) return;
+  // A signal on an EV already in SKIP starts the SKIP again: from the latest signal on, the other
+  // EVs get their turn first (R39), not only from the first.
+  if (e.state != EvState::kGood && e.state != EvState::kSkip) return;
   e.skip_epoch = epoch_;
   e.skip_since_ns = now_ns;
   set_state(idx, EvState::kSkip, reason);

@@ -138,6 +138,23 @@ TEST(EvSet, SkipLastsUntilEveryOtherEvWasUsed) {
   EXPECT_EQ(s.count(EvState::kSkip), 0u);
 }
 
+TEST(EvSet, ASecondSignalDuringSkipStartsItAgain) {
+  EvSet s = build(make_ev_profile(8, 0, 1), 2);
+  const int first = s.pick(0b110, false, 0, 0);
+  ASSERT_GE(first, 0);
+  s.skip(static_cast<uint32_t>(first), 0, "test");
+  std::set<int> since;
+  for (int i = 0; i < 12; ++i) ASSERT_NE(s.pick(0b110, false, 0, 0), first) << i;
+  s.skip(static_cast<uint32_t>(first), 0, "test");  // marked again near the end of its SKIP
+  since.clear();
+  for (int i = 0; i < 40; ++i) {
+    const int idx = s.pick(0b110, false, 0, 0);
+    if (idx == first) break;
+    since.insert(idx);
+  }
+  EXPECT_EQ(since.size(), 7u);  // every other EV had a turn after the second signal
+}
+
 TEST(EvSet, DemotionTakesABackupOfTheSamePlaneAndRespectsTheFloor) {
   // 12 EVs on 2 planes, 8 active (4 per plane), 4 backups, floor 9.
   EvSet s = build(make_ev_profile(12, 8, 9), 2);
