@@ -600,8 +600,15 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   // The merge-table line is fetched before the frame is even decoded when the frame has the
   // usual shape (the key is recomputed from the decoded frame below, and fetched again if it
   // differs): the table spans the dedup window, and its random line is the costliest load here.
-  const uint64_t early_key = early_frame_key(data, link);
-  dedup.prefetch(early_key);
+  // A frame announced by prefetch() had its key computed (and its line fetched) then.
+  uint64_t early_key = 0;
+  if (data.data() == ahead_data && data.size() == ahead_size && link == ahead_link) {
+    early_key = ahead_key;
+  } else {
+    early_key = early_frame_key(data, link);
+    dedup.prefetch(early_key);
+  }
+  ahead_data = nullptr;
   wire::DecodeOptions opt;
   opt.link = link;
   opt.roce_port = prof.roce_port;
@@ -712,6 +719,14 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
     default:
       break;
   }
+}
+
+void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
+  ahead_key = early_frame_key(data, link);
+  ahead_data = data.data();
+  ahead_size = data.size();
+  ahead_link = link;
+  dedup.prefetch(ahead_key);
 }
 
 // A decision concerns exactly one copy of the packet. Each injector link sees the copies of a
@@ -1161,6 +1176,10 @@ void Checker::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::
                        wire::LinkType link, uint32_t orig_len) {
   if (point >= impl_->e.points.size()) return;
   impl_->e.on_frame(point, frame_no, ts_ns, data, link, orig_len);
+}
+
+void Checker::prefetch(wire::Bytes data, wire::LinkType link) {
+  impl_->e.prefetch(data, link);
 }
 
 void Checker::on_decision(const Decision& d) {

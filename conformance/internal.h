@@ -963,6 +963,11 @@ struct Engine {
   std::vector<CaptureSummary> capture_summaries;
 
   wire::DecodedFrame frame;  // reused per frame
+  // The frame announced by prefetch(): its merge key, so that on_frame() does not hash it again.
+  const std::byte* ahead_data = nullptr;
+  size_t ahead_size = 0;
+  wire::LinkType ahead_link = wire::LinkType::kEthernet;
+  uint64_t ahead_key = 0;
 
   // --- results (engine.cc)
   bool on(RuleIdx r) const { return enabled[r]; }
@@ -979,6 +984,7 @@ struct Engine {
   void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                 wire::LinkType link, uint32_t orig_len);
   void on_decision(const Decision& d);
+  void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);
   int node_of(const Addr& a);
   int known_node(const std::optional<Addr>& a) const;

@@ -138,6 +138,10 @@ struct Source {
   wire::CaptureRecord rec;
   bool has = false;
   uint64_t frame_no = 0;
+  // check_files() reads one record ahead (a record's bytes stay valid while the reader is open)
+  // so that the checker can prefetch for it while it judges `rec`.
+  wire::CaptureRecord ahead;
+  bool has_ahead = false;
 };
 
 // Opens the captures and attributes each to a node. False on an unreadable file.
@@ -231,7 +235,8 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   std::vector<std::string> read_errors(src.size());
   for (size_t i = 0; i < src.size(); ++i) {
     src[i].has = src[i].rd->next(src[i].rec);
-    if (!src[i].has) read_errors[i] = src[i].rd->error();
+    if (src[i].has) src[i].has_ahead = src[i].rd->next(src[i].ahead);
+    if (!src[i].has || !src[i].has_ahead) read_errors[i] = src[i].rd->error();
   }
   // The injector logs a delayed frame when it leaves its queue, stamped with its arrival, so a
   // log is in time order only within kDecisionReorderNs: decisions are read that far ahead of the
@@ -272,10 +277,15 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     if (!read_decisions(s.rec.ts_ns + lookahead + kDecisionReorderNs)) return false;
     apply_decisions(s.rec.ts_ns + lookahead);
     last_ts = std::max(last_ts, s.rec.ts_ns);
+    if (s.has_ahead) ck.prefetch(s.ahead.data, s.ahead.link);
     ck.on_frame(static_cast<uint32_t>(pick), ++s.frame_no, s.rec.ts_ns, s.rec.data, s.rec.link,
                 s.rec.orig_len);
-    s.has = s.rd->next(s.rec);
-    if (!s.has) read_errors[pick] = s.rd->error();
+    s.has = s.has_ahead;
+    if (s.has) {
+      std::swap(s.rec, s.ahead);
+      s.has_ahead = s.rd->next(s.ahead);
+      if (!s.has_ahead) read_errors[pick] = s.rd->error();
+    }
   }
   if (!read_decisions(UINT64_MAX)) return false;
   apply_decisions(UINT64_MAX);
