@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "conformance/internal.h"
@@ -772,22 +773,50 @@ uint64_t Engine::ParkedDecisions::key(const ParkedDecision& pd) {
   return pd.fl ? flow_key(pd.fl, pd.psn) : nameless_key(pd.qpn, pd.src_node, pd.dst_node, pd.psn24);
 }
 
-void Engine::ParkedDecisions::push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns) {
-  while (!q.empty() && (q.size() >= 4096 || q.front().t_ns + max_age_ns < now_ns)) {
-    count(key(q.front()), -1);
+void Engine::ParkedDecisions::drop_gone_front() {
+  while (!q.empty() && gone.front()) {
     q.pop_front();
+    gone.pop_front();
+    ++q_base;
   }
+}
+
+void Engine::ParkedDecisions::push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns) {
+  drop_gone_front();
+  while (live_n > 0 && (live_n >= 4096 || q.front().t_ns + max_age_ns < now_ns)) {
+    const uint64_t k = key(q.front());
+    count(k, -1);
+    // The oldest live decision is the first of its key.
+    auto it = by_key.find(k);
+    it->second.erase(it->second.begin());
+    if (it->second.empty()) by_key.erase(it);
+    q.pop_front();
+    gone.pop_front();
+    ++q_base;
+    --live_n;
+    drop_gone_front();
+  }
+  const uint64_t k = key(pd);
+  by_key[k].push_back(q_base + q.size());
   q.push_back(pd);
-  count(key(pd), +1);
+  gone.push_back(false);
+  ++live_n;
+  count(k, +1);
 }
 
-std::deque<Engine::ParkedDecision>::iterator Engine::ParkedDecisions::erase(
-    std::deque<ParkedDecision>::iterator it) {
-  count(key(*it), -1);
-  return q.erase(it);
+void Engine::ParkedDecisions::gather(uint64_t a, uint64_t b, bool with_b) {
+  scratch.clear();
+  static const std::vector<uint64_t> kNoSeqs;
+  auto ia = by_key.find(a);
+  const std::vector<uint64_t>& va = ia == by_key.end() ? kNoSeqs : ia->second;
+  auto ib = with_b ? by_key.find(b) : by_key.end();
+  const std::vector<uint64_t>& vb = ib == by_key.end() ? kNoSeqs : ib->second;
+  std::merge(va.begin(), va.end(), vb.begin(), vb.end(), std::back_inserter(scratch));
 }
 
-// A copy the requester's capture shows after its decision was read: the decision is its.
+// A copy the requester's capture shows after its decision was read: the decision is its. The
+// decisions are taken in arrival order, as a walk of the whole queue would (only those with the
+// copy's two keys can match).
 void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
   const uint64_t named = ParkedDecisions::flow_key(&fl, p);
   const uint64_t nameless =
@@ -795,22 +824,36 @@ void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
                                                  static_cast<uint32_t>(p) & wire::kPsnMask)
                  : 0;
   if (!parked.waiting(named) && !(fl.rsp_qpn && parked.waiting(nameless))) return;
-  for (auto it = parked.q.begin(); it != parked.q.end();) {
-    if (!it->fl && fl.rsp_qpn && it->qpn == *fl.rsp_qpn && it->src_node == fl.req_node &&
-        it->dst_node == fl.rsp_node && it->psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
+  parked.gather(named, nameless, fl.rsp_qpn.has_value());
+  if (parked.scratch.empty()) return;
+  std::vector<uint64_t> named_left, nameless_left;
+  for (const uint64_t k : parked.scratch) {
+    ParkedDecision& pd = parked.q[k - parked.q_base];
+    if (!pd.fl && fl.rsp_qpn && pd.qpn == *fl.rsp_qpn && pd.src_node == fl.req_node &&
+        pd.dst_node == fl.rsp_node && pd.psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
       parked.count(nameless, -1);
-      it->fl = &fl;  // the flow it was waiting for
-      it->psn = p;
+      pd.fl = &fl;  // the flow it was waiting for
+      pd.psn = p;
       parked.count(named, +1);
     }
-    if (it->fl == &fl && it->psn == p && decision_may_concern(tx, it->t_ns, it->ev, it->link_bit)) {
-      tx.decided_links |= it->link_bit;
-      mark_decided(tx, it->action);
-      it = parked.erase(it);
+    if (pd.fl == &fl && pd.psn == p && decision_may_concern(tx, pd.t_ns, pd.ev, pd.link_bit)) {
+      tx.decided_links |= pd.link_bit;
+      mark_decided(tx, pd.action);
+      parked.count(named, -1);
+      parked.gone[k - parked.q_base] = true;
+      --parked.live_n;
     } else {
-      ++it;
+      (ParkedDecisions::key(pd) == named ? named_left : nameless_left).push_back(k);
     }
   }
+  auto store = [&](uint64_t key, std::vector<uint64_t>& left) {
+    if (left.empty())
+      parked.by_key.erase(key);
+    else
+      parked.by_key[key] = std::move(left);
+  };
+  store(named, named_left);
+  if (fl.rsp_qpn) store(nameless, nameless_left);
 }
 
 // A copy sent before the decision, within the merge window, on the decision's EV, and not yet

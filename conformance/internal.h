@@ -924,20 +924,31 @@ struct Engine {
   };
   // In arrival order (the oldest decision for a link gets the oldest copy), with counts per
   // hashed (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from
-  // a 128 KiB table instead of a walk of the queue (up to 4096 entries).
+  // a 128 KiB table, and with the positions of the decisions of each key, so that a copy some
+  // decision waits for visits those decisions only instead of the queue (up to 4096 entries).
   struct ParkedDecisions {
+    // Decision k (k from 0 in arrival order) is q[k - q_base]; those applied stay in q, marked
+    // gone, until they reach its front.
     std::deque<ParkedDecision> q;
+    std::deque<bool> gone;
+    uint64_t q_base = 0;
+    size_t live_n = 0;
+    std::unordered_map<uint64_t, std::vector<uint64_t>>
+        by_key;  // key -> arrival numbers, ascending
     std::vector<uint16_t> live = std::vector<uint16_t>(size_t{1} << 16);  // by key's top bits
+    std::vector<uint64_t> scratch;
     static uint64_t key(const ParkedDecision& pd);
     static uint64_t flow_key(const Flow* fl, int64_t psn);
     static uint64_t nameless_key(uint32_t qpn, int src_node, int dst_node, uint32_t psn24);
-    bool empty() const { return q.empty(); }
+    bool empty() const { return live_n == 0; }
     bool waiting(uint64_t k) const { return live[k >> 48] != 0; }  // may be a false positive
     void count(uint64_t k, int delta) {
       live[k >> 48] = static_cast<uint16_t>(live[k >> 48] + delta);
     }
     void push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns);
-    std::deque<ParkedDecision>::iterator erase(std::deque<ParkedDecision>::iterator it);
+    // The arrival numbers of the decisions with key a or b, ascending, in `scratch`.
+    void gather(uint64_t a, uint64_t b, bool with_b);
+    void drop_gone_front();
   } parked;
   Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
   void mpr_check(const Obs& o, Flow& fl, int64_t p);
