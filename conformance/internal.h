@@ -923,9 +923,10 @@ struct Engine {
     int src_node = -1, dst_node = -1;
   };
   // In arrival order (the oldest decision for a link gets the oldest copy), with counts per
-  // hashed (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from
-  // a 128 KiB table, and with the positions of the decisions of each key, so that a copy some
-  // decision waits for visits those decisions only instead of the queue (up to 4096 entries).
+  // (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from a
+  // 128 KiB table (in PSN order: see flow_key), and with the positions of the decisions of each
+  // key, so that a copy some decision waits for visits those decisions only instead of the queue
+  // (up to 4096 entries).
   struct ParkedDecisions {
     // Decision k (k from 0 in arrival order) is q[k - q_base]; those applied stay in q, marked
     // gone, until they reach its front.
