@@ -91,6 +91,15 @@ void DedupTable::rebuild_index() {
     index_[i] = old[j];
     ++occupied_;
   }
+  // The outgrown array becomes entry chunks; a remainder smaller than a chunk is unmapped. At
+  // most what the ring can use is kept (a chunk holds kChunkEntries of the kMaxLive entries).
+  size_t bytes = 0;
+  auto* base = reinterpret_cast<std::byte*>(old.release(bytes));
+  size_t used = 0;
+  for (; used + kChunkBytes <= bytes && spare_blocks_.size() < kMaxLive / kChunkEntries + 1;
+       used += kChunkBytes)
+    spare_blocks_.push_back(base + used);
+  if (used < bytes) free_pages(base + used, bytes - used);
 }
 
 uint64_t DedupTable::insert(uint64_t key, uint64_t ts) {
@@ -119,7 +128,12 @@ uint64_t DedupTable::insert(uint64_t key, uint64_t ts) {
         c = std::move(spare_.back());
         spare_.pop_back();
       } else {
-        c.entries = PodArray<DedupEntry>(kChunkEntries);
+        if (!spare_blocks_.empty()) {
+          c.entries = PodArray<DedupEntry>::adopt(spare_blocks_.back(), kChunkEntries, kChunkBytes);
+          spare_blocks_.pop_back();
+        } else {
+          c.entries = PodArray<DedupEntry>(kChunkEntries);
+        }
       }
     }
   }

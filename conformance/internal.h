@@ -117,6 +117,23 @@ class PodArray {
     p_ = static_cast<T*>(alloc_pages(n * sizeof(T), bytes_, huge));
   }
   ~PodArray() { free_pages(p_, bytes_); }
+  // Takes over `bytes` of anonymous memory (from alloc_pages, or a page-aligned piece of such a
+  // mapping) as n elements. Its contents are kept: the caller initialises what it reads.
+  static PodArray adopt(void* p, size_t n, size_t bytes) {
+    PodArray a;
+    a.p_ = static_cast<T*>(p);
+    a.n_ = n;
+    a.bytes_ = bytes;
+    return a;
+  }
+  // Gives up the memory (its size in `bytes`): the caller frees it.
+  T* release(size_t& bytes) {
+    T* p = p_;
+    bytes = bytes_;
+    p_ = nullptr;
+    n_ = bytes_ = 0;
+    return p;
+  }
   PodArray(const PodArray&) = delete;
   PodArray& operator=(const PodArray&) = delete;
   PodArray(PodArray&& o) noexcept { swap(o); }
@@ -754,6 +771,9 @@ class DedupTable {
   static constexpr uint64_t kNone = UINT64_MAX;
 
   DedupTable() = default;
+  ~DedupTable() {
+    for (void* b : spare_blocks_) free_pages(b, kChunkBytes);
+  }
   DedupTable(const DedupTable&) = delete;
   DedupTable& operator=(const DedupTable&) = delete;
 
@@ -820,7 +840,12 @@ class DedupTable {
   // Chunk k of the ring holds sequence numbers [k * kChunkEntries, (k + 1) * kChunkEntries).
   std::vector<Chunk> chunks_;  // a ring of chunks, power-of-two long
   size_t chunk_mask_ = 0;
-  std::vector<Chunk> spare_;      // emptied chunks kept for reuse
+  std::vector<Chunk> spare_;  // emptied chunks kept for reuse
+  // Pieces of outgrown index arrays, kChunkBytes each, for new chunks' entries: memory already
+  // faulted in, where a fresh mapping would make the kernel clear every page first (insert()
+  // initialises each entry, so old contents do not matter).
+  static constexpr size_t kChunkBytes = kChunkEntries * sizeof(DedupEntry);
+  std::vector<void*> spare_blocks_;
   uint64_t head_ = 0, tail_ = 0;  // live sequence numbers are [head_, tail_)
   PodArray<Slot> index_;
   size_t index_mask_ = 0;
