@@ -92,12 +92,15 @@ void DedupTable::rebuild_index() {
     ++occupied_;
   }
   // The outgrown array becomes entry chunks; a remainder smaller than a chunk is unmapped. At
-  // most what the ring can use is kept (a chunk holds kChunkEntries of the kMaxLive entries).
+  // most the chunks the ring may still add before it holds kMaxLive entries are kept, so that
+  // the peak memory stays what the table would map anyway.
   size_t bytes = 0;
   auto* base = reinterpret_cast<std::byte*>(old.release(bytes));
+  const size_t in_use = static_cast<size_t>((tail_ >> kChunkShift) - (head_ >> kChunkShift)) + 1;
+  const size_t max_chunks = kMaxLive / kChunkEntries + 1;
+  const size_t keep = max_chunks > in_use ? max_chunks - in_use : 0;
   size_t used = 0;
-  for (; used + kChunkBytes <= bytes && spare_blocks_.size() < kMaxLive / kChunkEntries + 1;
-       used += kChunkBytes)
+  for (; used + kChunkBytes <= bytes && spare_blocks_.size() < keep; used += kChunkBytes)
     spare_blocks_.push_back(base + used);
   if (used < bytes) free_pages(base + used, bytes - used);
 }
