@@ -282,6 +282,10 @@ class Checker {
   // orig_len: the frame's length on the wire (0 = as captured); longer means snapped.
   void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::Bytes data,
                 wire::LinkType link = wire::LinkType::kEthernet, uint32_t orig_len = 0);
+  // A hint, with no effect on the verdicts: `data` is the frame that on_frame() will most likely
+  // get next, and stays where it is until then. The checker starts fetching the state that frame
+  // will look up, so that the fetch overlaps the work on the current frame.
+  void prefetch(wire::Bytes data, wire::LinkType link = wire::LinkType::kEthernet);
   // One injector decision, delivered in time order relative to frames (see
   // Tolerances::decision_lookahead_ns).
   void on_decision(const Decision& d);

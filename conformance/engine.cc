@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "conformance/internal.h"
@@ -90,6 +91,18 @@ void DedupTable::rebuild_index() {
     index_[i] = old[j];
     ++occupied_;
   }
+  // The outgrown array becomes entry chunks; a remainder smaller than a chunk is unmapped. At
+  // most the chunks the ring may still add before it holds kMaxLive entries are kept, so that
+  // the peak memory stays what the table would map anyway.
+  size_t bytes = 0;
+  auto* base = reinterpret_cast<std::byte*>(old.release(bytes));
+  const size_t in_use = static_cast<size_t>((tail_ >> kChunkShift) - (head_ >> kChunkShift)) + 1;
+  const size_t max_chunks = kMaxLive / kChunkEntries + 1;
+  const size_t keep = max_chunks > in_use ? max_chunks - in_use : 0;
+  size_t used = 0;
+  for (; used + kChunkBytes <= bytes && spare_blocks_.size() < keep; used += kChunkBytes)
+    spare_blocks_.push_back(base + used);
+  if (used < bytes) free_pages(base + used, bytes - used);
 }
 
 uint64_t DedupTable::insert(uint64_t key, uint64_t ts) {
@@ -118,7 +131,12 @@ uint64_t DedupTable::insert(uint64_t key, uint64_t ts) {
         c = std::move(spare_.back());
         spare_.pop_back();
       } else {
-        c.entries = PodArray<DedupEntry>(kChunkEntries);
+        if (!spare_blocks_.empty()) {
+          c.entries = PodArray<DedupEntry>::adopt(spare_blocks_.back(), kChunkEntries, kChunkBytes);
+          spare_blocks_.pop_back();
+        } else {
+          c.entries = PodArray<DedupEntry>(kChunkEntries);
+        }
       }
     }
   }
@@ -600,8 +618,15 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   // The merge-table line is fetched before the frame is even decoded when the frame has the
   // usual shape (the key is recomputed from the decoded frame below, and fetched again if it
   // differs): the table spans the dedup window, and its random line is the costliest load here.
-  const uint64_t early_key = early_frame_key(data, link);
-  dedup.prefetch(early_key);
+  // A frame announced by prefetch() had its key computed (and its line fetched) then.
+  uint64_t early_key = 0;
+  if (data.data() == ahead_data && data.size() == ahead_size && link == ahead_link) {
+    early_key = ahead_key;
+  } else {
+    early_key = early_frame_key(data, link);
+    dedup.prefetch(early_key);
+  }
+  ahead_data = nullptr;
   wire::DecodeOptions opt;
   opt.link = link;
   opt.roce_port = prof.roce_port;
@@ -714,6 +739,14 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   }
 }
 
+void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
+  ahead_key = early_frame_key(data, link);
+  ahead_data = data.data();
+  ahead_size = data.size();
+  ahead_link = link;
+  dedup.prefetch(ahead_key);
+}
+
 // A decision concerns exactly one copy of the packet. Each injector link sees the copies of a
 // PSN in the order they were sent (a path is FIFO), and logs each once: the copy is the oldest
 // one sent before the decision that this link has not logged yet. A drop cannot concern a copy
@@ -742,37 +775,73 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 }
 }  // namespace
 
+// The top 16 bits of a key choose its counter in the filter: the PSN plus a per-flow offset, so
+// that a flow's data, nearly in PSN order, reads the counters in order (a hashed counter was a
+// cache miss per data packet); the rest is a hash that the buckets tell apart.
 uint64_t Engine::ParkedDecisions::flow_key(const Flow* fl, int64_t psn) {
-  return mix64(reinterpret_cast<uintptr_t>(fl) ^ mix64(static_cast<uint64_t>(psn))) | 1;
+  const uint64_t h = mix64(reinterpret_cast<uintptr_t>(fl) ^ mix64(static_cast<uint64_t>(psn)));
+  const uint64_t slot =
+      (static_cast<uint64_t>(psn) + static_cast<uint64_t>(fl->id) * 0x9E37u) & 0xFFFF;
+  return (slot << 48) | (h >> 16) | 1;
 }
 
 uint64_t Engine::ParkedDecisions::nameless_key(uint32_t qpn, int src_node, int dst_node,
                                                uint32_t psn24) {
   const uint64_t nodes = (static_cast<uint64_t>(static_cast<uint32_t>(src_node)) << 32) |
                          static_cast<uint32_t>(dst_node);
-  return mix64(mix64(nodes) ^ ((static_cast<uint64_t>(qpn) << 24) | psn24)) & ~uint64_t{1};
+  const uint64_t h = mix64(mix64(nodes) ^ ((static_cast<uint64_t>(qpn) << 24) | psn24));
+  const uint64_t slot = (psn24 + (mix64(nodes ^ qpn) >> 48)) & 0xFFFF;
+  return ((slot << 48) | (h >> 16)) & ~uint64_t{1};
 }
 
 uint64_t Engine::ParkedDecisions::key(const ParkedDecision& pd) {
   return pd.fl ? flow_key(pd.fl, pd.psn) : nameless_key(pd.qpn, pd.src_node, pd.dst_node, pd.psn24);
 }
 
-void Engine::ParkedDecisions::push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns) {
-  while (!q.empty() && (q.size() >= 4096 || q.front().t_ns + max_age_ns < now_ns)) {
-    count(key(q.front()), -1);
+void Engine::ParkedDecisions::drop_gone_front() {
+  while (!q.empty() && gone.front()) {
     q.pop_front();
+    gone.pop_front();
+    ++q_base;
   }
+}
+
+void Engine::ParkedDecisions::push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns) {
+  drop_gone_front();
+  while (live_n > 0 && (live_n >= 4096 || q.front().t_ns + max_age_ns < now_ns)) {
+    const uint64_t k = key(q.front());
+    count(k, -1);
+    // The oldest live decision is the first of its key.
+    auto it = by_key.find(k);
+    it->second.erase(it->second.begin());
+    if (it->second.empty()) by_key.erase(it);
+    q.pop_front();
+    gone.pop_front();
+    ++q_base;
+    --live_n;
+    drop_gone_front();
+  }
+  const uint64_t k = key(pd);
+  by_key[k].push_back(q_base + q.size());
   q.push_back(pd);
-  count(key(pd), +1);
+  gone.push_back(false);
+  ++live_n;
+  count(k, +1);
 }
 
-std::deque<Engine::ParkedDecision>::iterator Engine::ParkedDecisions::erase(
-    std::deque<ParkedDecision>::iterator it) {
-  count(key(*it), -1);
-  return q.erase(it);
+void Engine::ParkedDecisions::gather(uint64_t a, uint64_t b, bool with_b) {
+  scratch.clear();
+  static const std::vector<uint64_t> kNoSeqs;
+  auto ia = by_key.find(a);
+  const std::vector<uint64_t>& va = ia == by_key.end() ? kNoSeqs : ia->second;
+  auto ib = with_b ? by_key.find(b) : by_key.end();
+  const std::vector<uint64_t>& vb = ib == by_key.end() ? kNoSeqs : ib->second;
+  std::merge(va.begin(), va.end(), vb.begin(), vb.end(), std::back_inserter(scratch));
 }
 
-// A copy the requester's capture shows after its decision was read: the decision is its.
+// A copy the requester's capture shows after its decision was read: the decision is its. The
+// decisions are taken in arrival order, as a walk of the whole queue would (only those with the
+// copy's two keys can match).
 void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
   const uint64_t named = ParkedDecisions::flow_key(&fl, p);
   const uint64_t nameless =
@@ -780,22 +849,36 @@ void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
                                                  static_cast<uint32_t>(p) & wire::kPsnMask)
                  : 0;
   if (!parked.waiting(named) && !(fl.rsp_qpn && parked.waiting(nameless))) return;
-  for (auto it = parked.q.begin(); it != parked.q.end();) {
-    if (!it->fl && fl.rsp_qpn && it->qpn == *fl.rsp_qpn && it->src_node == fl.req_node &&
-        it->dst_node == fl.rsp_node && it->psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
+  parked.gather(named, nameless, fl.rsp_qpn.has_value());
+  if (parked.scratch.empty()) return;
+  std::vector<uint64_t> named_left, nameless_left;
+  for (const uint64_t k : parked.scratch) {
+    ParkedDecision& pd = parked.q[k - parked.q_base];
+    if (!pd.fl && fl.rsp_qpn && pd.qpn == *fl.rsp_qpn && pd.src_node == fl.req_node &&
+        pd.dst_node == fl.rsp_node && pd.psn24 == (static_cast<uint32_t>(p) & wire::kPsnMask)) {
       parked.count(nameless, -1);
-      it->fl = &fl;  // the flow it was waiting for
-      it->psn = p;
+      pd.fl = &fl;  // the flow it was waiting for
+      pd.psn = p;
       parked.count(named, +1);
     }
-    if (it->fl == &fl && it->psn == p && decision_may_concern(tx, it->t_ns, it->ev, it->link_bit)) {
-      tx.decided_links |= it->link_bit;
-      mark_decided(tx, it->action);
-      it = parked.erase(it);
+    if (pd.fl == &fl && pd.psn == p && decision_may_concern(tx, pd.t_ns, pd.ev, pd.link_bit)) {
+      tx.decided_links |= pd.link_bit;
+      mark_decided(tx, pd.action);
+      parked.count(named, -1);
+      parked.gone[k - parked.q_base] = true;
+      --parked.live_n;
     } else {
-      ++it;
+      (ParkedDecisions::key(pd) == named ? named_left : nameless_left).push_back(k);
     }
   }
+  auto store = [&](uint64_t key, std::vector<uint64_t>& left) {
+    if (left.empty())
+      parked.by_key.erase(key);
+    else
+      parked.by_key[key] = std::move(left);
+  };
+  store(named, named_left);
+  if (fl.rsp_qpn) store(nameless, nameless_left);
 }
 
 // A copy sent before the decision, within the merge window, on the decision's EV, and not yet
@@ -1181,6 +1264,10 @@ void Checker::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::
                        wire::LinkType link, uint32_t orig_len) {
   if (point >= impl_->e.points.size()) return;
   impl_->e.on_frame(point, frame_no, ts_ns, data, link, orig_len);
+}
+
+void Checker::prefetch(wire::Bytes data, wire::LinkType link) {
+  impl_->e.prefetch(data, link);
 }
 
 void Checker::on_decision(const Decision& d) {

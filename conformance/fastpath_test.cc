@@ -122,6 +122,18 @@ TEST(MergeKey, LeavesOutTheVariantByteAndCountsTheRest) {
   EXPECT_NE(merge_key(b, a, 1234, bth.data(), 20), k);
   EXPECT_NE(merge_key(a, b, 1235, bth.data(), 20), k);
   EXPECT_NE(merge_key(a, b, 1234, bth.data(), 21), k);
+  // Every length: each covered byte but byte 4 counts, no byte beyond them does.
+  for (size_t n = 0; n <= 64; ++n) {
+    const uint64_t kn = merge_key(a, b, 1234, bth.data(), n);
+    for (size_t i = 0; i < bth.size(); ++i) {
+      auto c = bth;
+      c[i] ^= 0x10;
+      if (i < n && i != 4)
+        EXPECT_NE(merge_key(a, b, 1234, c.data(), n), kn) << n << " " << i;
+      else
+        EXPECT_EQ(merge_key(a, b, 1234, c.data(), n), kn) << n << " " << i;
+    }
+  }
 }
 
 // The key read from the raw bytes before decoding equals the decoded frame's key whenever the

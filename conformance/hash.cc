@@ -140,6 +140,43 @@ uint64_t content_hash(const wire::DecodedFrame& f) {
   return hash_payload(pl, f.payload.size(), h);
 }
 
+namespace {
+
+// Up to 8 bytes as a little-endian word, zero-padded, in overlapping loads.
+uint64_t load_upto8(const uint8_t* p, size_t r) {
+  if (r == 8) return load64(p);
+  if (r >= 4) {
+    uint32_t lo = 0, hi = 0;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + r - 4, 4);
+    return lo | (uint64_t{hi} << (8 * (r - 4)));
+  }
+  if (r == 0) return 0;
+  return p[0] | (uint64_t{p[r / 2]} << (8 * (r / 2))) | (uint64_t{p[r - 1]} << (8 * (r - 1)));
+}
+
+// The last r (< 16) bytes of a block as the two words load64 gives of a zero-filled 16-byte
+// buffer they were copied into. Copying them was a store of a few bytes followed by an 8-byte load
+// of the same bytes, which store-to-load forwarding cannot serve: a stall on every frame.
+void load_tail(const uint8_t* p, size_t r, uint64_t& w0, uint64_t& w1) {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (r >= 8) {
+      w0 = load64(p);
+      w1 = load_upto8(p + 8, r - 8);
+    } else {
+      w0 = load_upto8(p, r);
+      w1 = 0;
+    }
+  } else {
+    alignas(16) uint8_t buf[16] = {};
+    std::memcpy(buf, p, r);
+    w0 = load64(buf);
+    w1 = load64(buf + 8);
+  }
+}
+
+}  // namespace
+
 uint64_t merge_key(const Addr& src, const Addr& dst, uint16_t sport, const uint8_t* bth,
                    size_t ib_bytes) {
   const Keys& k = keys();
@@ -155,10 +192,10 @@ uint64_t merge_key(const Addr& src, const Addr& dst, uint16_t sport, const uint8
     h += fold_mul(w0 ^ k.fold[4 + i / 8], load64(bth + i + 8) ^ k.fold[5 + i / 8]);
   }
   if (i < n) {
-    alignas(16) uint8_t buf[16] = {};
-    std::memcpy(buf, bth + i, n - i);
-    const uint64_t w0 = load64(buf) & (i == 0 ? no_byte4 : ~uint64_t{0});
-    h += fold_mul(w0 ^ k.fold[4 + i / 8], load64(buf + 8) ^ k.fold[5 + i / 8]);
+    uint64_t w0 = 0, w1 = 0;
+    load_tail(bth + i, n - i, w0, w1);
+    w0 &= i == 0 ? no_byte4 : ~uint64_t{0};
+    h += fold_mul(w0 ^ k.fold[4 + i / 8], w1 ^ k.fold[5 + i / 8]);
   }
   return fold_mul(h ^ (uint64_t{sport} << 8 | n), k.fold[12]);
 }

@@ -117,6 +117,23 @@ class PodArray {
     p_ = static_cast<T*>(alloc_pages(n * sizeof(T), bytes_, huge));
   }
   ~PodArray() { free_pages(p_, bytes_); }
+  // Takes over `bytes` of anonymous memory (from alloc_pages, or a page-aligned piece of such a
+  // mapping) as n elements. Its contents are kept: the caller initialises what it reads.
+  static PodArray adopt(void* p, size_t n, size_t bytes) {
+    PodArray a;
+    a.p_ = static_cast<T*>(p);
+    a.n_ = n;
+    a.bytes_ = bytes;
+    return a;
+  }
+  // Gives up the memory (its size in `bytes`): the caller frees it.
+  T* release(size_t& bytes) {
+    T* p = p_;
+    bytes = bytes_;
+    p_ = nullptr;
+    n_ = bytes_ = 0;
+    return p;
+  }
   PodArray(const PodArray&) = delete;
   PodArray& operator=(const PodArray&) = delete;
   PodArray(PodArray&& o) noexcept { swap(o); }
@@ -754,6 +771,9 @@ class DedupTable {
   static constexpr uint64_t kNone = UINT64_MAX;
 
   DedupTable() = default;
+  ~DedupTable() {
+    for (void* b : spare_blocks_) free_pages(b, kChunkBytes);
+  }
   DedupTable(const DedupTable&) = delete;
   DedupTable& operator=(const DedupTable&) = delete;
 
@@ -820,7 +840,12 @@ class DedupTable {
   // Chunk k of the ring holds sequence numbers [k * kChunkEntries, (k + 1) * kChunkEntries).
   std::vector<Chunk> chunks_;  // a ring of chunks, power-of-two long
   size_t chunk_mask_ = 0;
-  std::vector<Chunk> spare_;      // emptied chunks kept for reuse
+  std::vector<Chunk> spare_;  // emptied chunks kept for reuse
+  // Pieces of outgrown index arrays, kChunkBytes each, for new chunks' entries: memory already
+  // faulted in, where a fresh mapping would make the kernel clear every page first (insert()
+  // initialises each entry, so old contents do not matter).
+  static constexpr size_t kChunkBytes = kChunkEntries * sizeof(DedupEntry);
+  std::vector<void*> spare_blocks_;
   uint64_t head_ = 0, tail_ = 0;  // live sequence numbers are [head_, tail_)
   PodArray<Slot> index_;
   size_t index_mask_ = 0;
@@ -923,21 +948,33 @@ struct Engine {
     int src_node = -1, dst_node = -1;
   };
   // In arrival order (the oldest decision for a link gets the oldest copy), with counts per
-  // hashed (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from
-  // a 128 KiB table instead of a walk of the queue (up to 4096 entries).
+  // (flow, PSN) key so that the common case, a copy nothing waits for, costs one load from a
+  // 128 KiB table (in PSN order: see flow_key), and with the positions of the decisions of each
+  // key, so that a copy some decision waits for visits those decisions only instead of the queue
+  // (up to 4096 entries).
   struct ParkedDecisions {
+    // Decision k (k from 0 in arrival order) is q[k - q_base]; those applied stay in q, marked
+    // gone, until they reach its front.
     std::deque<ParkedDecision> q;
+    std::deque<bool> gone;
+    uint64_t q_base = 0;
+    size_t live_n = 0;
+    std::unordered_map<uint64_t, std::vector<uint64_t>>
+        by_key;  // key -> arrival numbers, ascending
     std::vector<uint16_t> live = std::vector<uint16_t>(size_t{1} << 16);  // by key's top bits
+    std::vector<uint64_t> scratch;
     static uint64_t key(const ParkedDecision& pd);
     static uint64_t flow_key(const Flow* fl, int64_t psn);
     static uint64_t nameless_key(uint32_t qpn, int src_node, int dst_node, uint32_t psn24);
-    bool empty() const { return q.empty(); }
+    bool empty() const { return live_n == 0; }
     bool waiting(uint64_t k) const { return live[k >> 48] != 0; }  // may be a false positive
     void count(uint64_t k, int delta) {
       live[k >> 48] = static_cast<uint16_t>(live[k >> 48] + delta);
     }
     void push(const ParkedDecision& pd, uint64_t now_ns, uint64_t max_age_ns);
-    std::deque<ParkedDecision>::iterator erase(std::deque<ParkedDecision>::iterator it);
+    // The arrival numbers of the decisions with key a or b, ascending, in `scratch`.
+    void gather(uint64_t a, uint64_t b, bool with_b);
+    void drop_gone_front();
   } parked;
   Tx* decided_tx(const Decision& d, PsnRec& r, uint8_t link_bit);
   void mpr_check(const Obs& o, Flow& fl, int64_t p);
@@ -964,6 +1001,11 @@ struct Engine {
   std::vector<CaptureSummary> capture_summaries;
 
   wire::DecodedFrame frame;  // reused per frame
+  // The frame announced by prefetch(): its merge key, so that on_frame() does not hash it again.
+  const std::byte* ahead_data = nullptr;
+  size_t ahead_size = 0;
+  wire::LinkType ahead_link = wire::LinkType::kEthernet;
+  uint64_t ahead_key = 0;
 
   // --- results (engine.cc)
   bool on(RuleIdx r) const { return enabled[r]; }
@@ -980,6 +1022,7 @@ struct Engine {
   void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                 wire::LinkType link, uint32_t orig_len);
   void on_decision(const Decision& d);
+  void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);
   int node_of(const Addr& a);
   int known_node(const std::optional<Addr>& a) const;

@@ -138,6 +138,10 @@ struct Source {
   wire::CaptureRecord rec;
   bool has = false;
   uint64_t frame_no = 0;
+  // check_files() reads one record ahead (a record's bytes stay valid while the reader is open)
+  // so that the checker can prefetch for it while it judges `rec`.
+  wire::CaptureRecord ahead;
+  bool has_ahead = false;
 };
 
 // Opens the captures and attributes each to a node. False on an unreadable file.
@@ -231,34 +235,55 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   std::vector<std::string> read_errors(src.size());
   for (size_t i = 0; i < src.size(); ++i) {
     src[i].has = src[i].rd->next(src[i].rec);
-    if (!src[i].has) read_errors[i] = src[i].rd->error();
+    if (src[i].has) src[i].has_ahead = src[i].rd->next(src[i].ahead);
+    if (!src[i].has || !src[i].has_ahead) read_errors[i] = src[i].rd->error();
   }
   // The injector logs a delayed frame when it leaves its queue, stamped with its arrival, so a
   // log is in time order only within kDecisionReorderNs: decisions are read that far ahead of the
   // frames and applied in time order (ties in file order).
   constexpr uint64_t kDecisionReorderNs = 100'000'000;
+  // The heap orders small handles; the decisions themselves (strings inside) stay in slots that
+  // are reused once applied.
   struct Pending {
     uint64_t t_ns, seq;
-    Decision d;
+    size_t slot;
   };
   auto later = [](const Pending& a, const Pending& b) {
     return a.t_ns != b.t_ns ? a.t_ns > b.t_ns : a.seq > b.seq;
   };
   std::vector<Pending> pending;
+  std::vector<Decision> slots;
+  std::vector<size_t> free_slots;
   uint64_t seq = 0;
+  // The earliest time of a decision not read yet (UINT64_MAX: none), so that a frame that reads
+  // none costs one comparison.
+  uint64_t next_unread = 0;
   auto read_decisions = [&](uint64_t horizon) -> bool {
-    for (auto& l : logs)
+    next_unread = UINT64_MAX;
+    for (auto& l : logs) {
       while (l->has && l->next.t_ns <= horizon) {
-        pending.push_back({l->next.t_ns, seq++, std::move(l->next)});
+        size_t slot = slots.size();
+        if (!free_slots.empty()) {
+          slot = free_slots.back();
+          free_slots.pop_back();
+          slots[slot] = std::move(l->next);
+        } else {
+          slots.push_back(std::move(l->next));
+        }
+        pending.push_back({slots[slot].t_ns, seq++, slot});
         std::push_heap(pending.begin(), pending.end(), later);
         if (!advance(*l, error)) return false;
       }
+      if (l->has) next_unread = std::min(next_unread, l->next.t_ns);
+    }
     return true;
   };
   auto apply_decisions = [&](uint64_t until) {
     while (!pending.empty() && pending.front().t_ns <= until) {
       std::pop_heap(pending.begin(), pending.end(), later);
-      ck.on_decision(pending.back().d);
+      const size_t slot = pending.back().slot;
+      ck.on_decision(slots[slot]);
+      free_slots.push_back(slot);
       pending.pop_back();
     }
   };
@@ -269,13 +294,19 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
       if (src[i].has && (pick == src.size() || src[i].rec.ts_ns < src[pick].rec.ts_ns)) pick = i;
     if (pick == src.size()) break;
     Source& s = src[pick];
-    if (!read_decisions(s.rec.ts_ns + lookahead + kDecisionReorderNs)) return false;
+    const uint64_t horizon = s.rec.ts_ns + lookahead + kDecisionReorderNs;
+    if (next_unread <= horizon && !read_decisions(horizon)) return false;
     apply_decisions(s.rec.ts_ns + lookahead);
     last_ts = std::max(last_ts, s.rec.ts_ns);
+    if (s.has_ahead) ck.prefetch(s.ahead.data, s.ahead.link);
     ck.on_frame(static_cast<uint32_t>(pick), ++s.frame_no, s.rec.ts_ns, s.rec.data, s.rec.link,
                 s.rec.orig_len);
-    s.has = s.rd->next(s.rec);
-    if (!s.has) read_errors[pick] = s.rd->error();
+    s.has = s.has_ahead;
+    if (s.has) {
+      std::swap(s.rec, s.ahead);
+      s.has_ahead = s.rd->next(s.ahead);
+      if (!s.has_ahead) read_errors[pick] = s.rd->error();
+    }
   }
   if (!read_decisions(UINT64_MAX)) return false;
   apply_decisions(UINT64_MAX);

@@ -250,5 +250,36 @@ TEST(Trace, DroppedNackCreatesNoObligation) {
   EXPECT_EQ(fixtures::run(only_rsp).result("MRC-REQ-011")->status, Status::kFail);
 }
 
+// A data decision read before the QP's first frame (the QP is inferred, its nodes are known) waits
+// for the flow, then marks the copy it concerns: a SACK for that PSN acknowledges a packet the
+// injector dropped on its way to the responder.
+TEST(Trace, DecisionBeforeTheQpsFirstFrameWaitsForTheFlow) {
+  Trace t;
+  Session s(t);
+  t.profile = fixtures::profile(R"({"qps": []})");
+  DataPkt p;
+  const uint64_t sent_at = s.now;
+  s.write(1024, false, [&](size_t, DataPkt& q, Fate&) { p = q; });
+  const Report clean = fixtures::run(t);
+  EXPECT_EQ(clean.result("MRC-RSP-003")->status, Status::kPass);
+  EXPECT_EQ(clean.count(Status::kFail), 0u);
+  const auto line = [&](uint32_t psn, uint32_t ev) {
+    return R"({"t_ns": )" + std::to_string(sent_at + kUs) +
+           R"(, "link": "s1-h2", "dir": "fwd", "action": "drop", "qpn": )" +
+           std::to_string(s.rsp_qpn) + R"(, "psn": )" + std::to_string(psn) +
+           R"(, "opcode": 199, "ev": )" + std::to_string(ev) +
+           R"(, "src": "fd00::1", "dst": "fd00::2"})";
+  };
+  // Another PSN of the QP and another EV: the decision concerns no copy in the trace.
+  t.decisions = {line(p.psn + 1, p.wev), line(p.psn, p.wev + 1)};
+  EXPECT_EQ(fixtures::run(t).result("MRC-RSP-003")->status, Status::kPass);
+  t.decisions = {line(p.psn, p.wev)};
+  const Report r = fixtures::run(t);
+  const RuleResult* rsp3 = r.result("MRC-RSP-003");
+  EXPECT_EQ(rsp3->status, Status::kFail);
+  ASSERT_FALSE(rsp3->evidence.empty());
+  EXPECT_NE(rsp3->evidence[0].message.find("every transmission of it was lost"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mrc::check

@@ -664,7 +664,8 @@ std::vector<std::string> profile_names();
 struct CaptureRecord {
   uint64_t ts_ns = 0;
   uint32_t orig_len = 0;
-  Bytes data{};             // captured bytes, valid until the next call to next()
+  Bytes data{};             // captured bytes, in the reader's copy of the file: valid until
+                            // the reader is reopened or destroyed
   LinkType link = LinkType::kEthernet;
   uint32_t interface_id = 0;  // pcapng interface, 0 for pcap
   std::string_view comment{}; // pcapng opt_comment, if any
