@@ -37,6 +37,29 @@ void tail(Session& s) {
   s.write(1024);
 }
 
+// A data packet with A=1 that gets no answer at the responder's port 1, and SACKs in which the
+// responder reports its port 1 down, sent after that packet or (down_first) before it.
+void unanswered_and_port_down(Trace& t, bool down_first) {
+  Session s(t);
+  t.points[1].port = 1;
+  t.points[1].port_on_command_line = true;
+  clean_base(s);
+  auto report_down = [&] {
+    s.write(1024, false, {}, [](size_t, SackPkt& k) {
+      k.psv = true;
+      k.port_status = 0b10;
+      return true;
+    });
+    s.advance(20 * kUs);
+  };
+  if (down_first) report_down();
+  s.write(
+      1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
+  if (!down_first) report_down();
+  s.advance(100 * kUs);
+  tail(s);
+}
+
 // Responder SACK for `psn` shortly after now (the time the packet arrives).
 void sack_soon(Session& s, uint32_t psn, uint8_t m = 0) {
   const uint64_t saved = s.now;
@@ -839,38 +862,10 @@ std::vector<Scenario> scenarios() {
     tail(s);
   });
   // The responder loses the port the packet came in on before it answers, and says so.
-  add("ack-lost-with-port", "", [](Trace& t) {
-    Session s(t);
-    t.points[1].port = 1;
-    t.points[1].port_on_command_line = true;
-    clean_base(s);
-    s.write(
-        1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
-    s.write(1024, false, {}, [](size_t, SackPkt& k) {
-      k.psv = true;
-      k.port_status = 0b10;
-      return true;
-    });
-    s.advance(100 * kUs);
-    tail(s);
-  });
+  add("ack-lost-with-port", "", [](Trace& t) { unanswered_and_port_down(t, false); });
   // Down before the packet arrived (a report can only lag): the packet is still owed an answer.
-  add("ack-ignored-port-down-before", "MRC-RSP-009", [](Trace& t) {
-    Session s(t);
-    t.points[1].port = 1;
-    t.points[1].port_on_command_line = true;
-    clean_base(s);
-    s.write(1024, false, {}, [](size_t, SackPkt& k) {
-      k.psv = true;
-      k.port_status = 0b10;
-      return true;
-    });
-    s.advance(20 * kUs);
-    s.write(
-        1024, false, {}, [](size_t, SackPkt&) { return false; }, false);
-    s.advance(100 * kUs);
-    tail(s);
-  });
+  add("ack-ignored-port-down-before", "MRC-RSP-009",
+      [](Trace& t) { unanswered_and_port_down(t, true); });
   add("tack-syndrome", "MRC-RSP-010", [](Trace& t) {
     Session s(t);
     clean_base(s);

@@ -372,21 +372,31 @@ std::vector<std::byte> data_on(const std::string& name, wire::EvFormat format, u
   });
 }
 
+// An ignore-ecn mutator on two ports, on the clock `now`, that saw unchanged data on each of
+// `evs` (STEV WEV, port).
+std::unique_ptr<Mutator> ecn_mutator(uint64_t& now,
+                                     std::initializer_list<std::pair<uint32_t, uint8_t>> evs) {
+  constexpr auto kStev = wire::EvFormat::kStev;
+  auto m = std::make_unique<Mutator>(Mutant::kIgnoreEcn, kStev, wire::mrp0(), 2);
+  m->set_clock([&now] { return now; });
+  std::vector<engine::TxPacket> extra;
+  for (auto [wev, port] : evs) {
+    const auto f = data_on("stev/WRITE_MIDDLE", kStev, wev);
+    engine::TxPacket p = tx(f, port);
+    EXPECT_TRUE(m->on_tx(p, extra));
+    EXPECT_EQ(p.frame, f);
+  }
+  return m;
+}
+
 TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   constexpr auto kStev = wire::EvFormat::kStev;
   constexpr uint32_t kA = 0x00A10001, kB = 0x00B20002, kC = 0x00C30003;
-  Mutator m(Mutant::kIgnoreEcn, kStev, wire::mrp0(), 2);
   uint64_t now = 1'000'000;
-  m.set_clock([&] { return now; });
+  auto mp = ecn_mutator(now, {{kA, 1}, {kB, 2}, {kC, 2}});
+  Mutator& m = *mp;
   std::vector<engine::TxPacket> extra;
   const auto on_a = data_on("stev/WRITE_MIDDLE", kStev, kA);  // port 1
-  const auto on_b = data_on("stev/WRITE_MIDDLE", kStev, kB);  // port 2
-  const auto on_c = data_on("stev/WRITE_MIDDLE", kStev, kC);  // port 2
-  for (auto [f, port] : {std::pair{&on_a, 1}, std::pair{&on_b, 2}, std::pair{&on_c, 2}}) {
-    engine::TxPacket p = tx(*f, static_cast<uint8_t>(port));
-    EXPECT_TRUE(m.on_tx(p, extra));
-    EXPECT_EQ(p.frame, *f);
-  }
   // Sends one new data packet on A (port 1); returns its WEV and checks what else must hold.
   auto send_a = [&](uint8_t want_port) {
     engine::TxPacket p = tx(on_a, 1);
@@ -468,19 +478,13 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
 TEST(Mutant, IgnoreEcnPinsAtMostARunMax) {
   constexpr auto kStev = wire::EvFormat::kStev;
   constexpr uint32_t kA = 0x00A10001, kB = 0x00B20002;
-  Mutator m(Mutant::kIgnoreEcn, kStev, wire::mrp0(), 2);
   uint64_t now = 1'000'000;
-  m.set_clock([&] { return now; });
+  auto m = ecn_mutator(now, {{kA, 1}, {kB, 2}});
   std::vector<engine::TxPacket> extra;
-  const auto on_a = data_on("stev/WRITE_MIDDLE", kStev, kA);  // port 1
-  const auto on_b = data_on("stev/WRITE_MIDDLE", kStev, kB);  // port 2
-  for (auto [f, port] : {std::pair{&on_a, 1}, std::pair{&on_b, 2}}) {
-    engine::TxPacket p = tx(*f, static_cast<uint8_t>(port));
-    EXPECT_TRUE(m.on_tx(p, extra));
-  }
+  const auto on_a = data_on("stev/WRITE_MIDDLE", kStev, kA);
   auto send_a = [&] {
     engine::TxPacket p = tx(on_a, 1);
-    EXPECT_TRUE(m.on_tx(p, extra));
+    EXPECT_TRUE(m->on_tx(p, extra));
     return wire::wev_of(decode(p.frame), kStev, wire::mrp0().ev_stripe());
   };
   std::vector<std::byte> scratch;
@@ -488,7 +492,7 @@ TEST(Mutant, IgnoreEcnPinsAtMostARunMax) {
     d.seth.m = 1;
     d.seth.entropy = kB;
   });
-  m.on_rx(wire::as_bytes(ce), scratch);
+  m->on_rx(wire::as_bytes(ce), scratch);
   // A burst within the reaction time: kEcnPinRunMax packets on B, then the engine's choice.
   for (uint32_t k = 0; k < Mutator::kEcnPinRunMax; ++k) EXPECT_EQ(send_a(), kB) << k;
   EXPECT_EQ(send_a(), kA);
