@@ -53,7 +53,7 @@ constexpr RuleInfo kRules[] = {
   // ---------------------------------------------------------------- entropy values
   {"MRC-EV-001", "A QP sprays: consecutive new data packets do not stay on one EV for longer than max(16, 2 x active EVs) packets while at least two EVs are usable.",
    "PAPER", V::kError, S::kRequester, kAny, "", "R8", Y,
-   "runs are followed in PSN order, the send order (per-port captures stamped alike merge file by file); a run is exempt when no other active EV was usable at its time: ASSUMED_BAD or SKIP in the checker's reconstruction, or probed by the requester since its last data on it; min run = tolerances.spray_run_max"},
+   "runs are followed in PSN order, the send order (per-port captures stamped alike merge file by file); a run is exempt when no other active EV was usable at its time: ASSUMED_BAD or SKIP in the checker's reconstruction, or probed by the requester since its last data on it, or on a plane the responder reported down (SACK port_status, PORT_STATUS_UPDATE); min run = tolerances.spray_run_max"},
   {"MRC-EV-002", "Over a window of data packets with all ports up, the number of distinct EVs used per plane differs by at most one (plus tolerance) between planes.",
    "PAPER", V::kWarning, S::kRequester, kReqSide, "EV-to-port map (profile evs[].port)", "R9", Y,
    "windows of max(256, 16 x profile EVs) new data packets at the requester's capture; judged only in steady state: no EV ASSUMED_BAD, none dropped out of or new to the set of the window before, no port marked down, every plane in use (an unused plane reads as a port down); allowed difference 1 + tolerances.plane_balance_slack"},

@@ -277,13 +277,26 @@ void Engine::ev_spray_settle(Flow& fl, uint64_t now_ts, bool final) {
   // requester's own evidence, e.g. a SACK gap).
   const uint32_t w = fl.spray_flag_wev;
   const uint64_t t = fl.spray_flag.ts;
-  auto usable = [&](const EvState& st) { return st.mode == EvMode::kGood && !st.probing_at(t); };
+  // Nor is an EV whose plane the responder reported down (SACK port_status, PORT_STATUS_UPDATE).
+  const auto ps = port_status.find({fl.req_node, fl.rsp_node});
+  auto plane_down = [&](uint32_t e) {
+    if (ps == port_status.end() || !fl.planes.init) return false;
+    const uint32_t* idx = fl.planes.idx_of.find(e);
+    if (!idx) return false;
+    const uint8_t port = fl.prof.evs[*idx - 1].port;
+    return port != 0 && port < 32 && !(ps->second.usable & (1u << port)) &&
+           ps->second.down_since[port] <= t;
+  };
+  auto usable = [&](uint32_t e, const EvState& st) {
+    return st.mode == EvMode::kGood && !st.probing_at(t) && !plane_down(e);
+  };
   size_t usable_others = 0;
   for (const auto& [e, st] : fl.evs)
-    if (e != w && (fl.spray_flag_narrow || fl.recent_count.find(e)) && usable(st)) ++usable_others;
+    if (e != w && (fl.spray_flag_narrow || fl.recent_count.find(e)) && usable(e, st))
+      ++usable_others;
   if (fl.spray_flag_narrow)  // profile EVs never seen are usable as far as the trace shows
     for (const EvEntry& x : fl.prof.evs)
-      if (x.wev != w && !fl.evs.count(x.wev)) ++usable_others;
+      if (x.wev != w && !fl.evs.count(x.wev) && !plane_down(x.wev)) ++usable_others;
   if (usable_others == 0) {
     excuse(EV_001);
     return;

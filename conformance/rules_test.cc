@@ -1023,6 +1023,17 @@ std::vector<Scenario> scenarios() {
     stream(s, 24);
     tail(s);
   });
+  // Plane 2 reported down leaves one usable EV: a long run on it is not a spraying fault.
+  add("spray-on-the-only-ev-up", "", [](Trace& t) {
+    two_planes(t, 1, 7);
+    Session s(t);
+    clean_base(s);
+    port_update(s, 20, 0b010);  // port 2 down
+    avoid_range(s, 1, 7, true);
+    s.advance(30 * kUs);
+    stream(s, 32);
+    tail(s);
+  });
   add("port-status-ignored", "MRC-EV-012", [](Trace& t) {
     two_planes(t, 4, 4);
     Session s(t);
