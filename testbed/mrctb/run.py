@@ -70,7 +70,10 @@ SERVER_GRACE_S = 20.0
 # SACK may come up to 100 ms late (MRC-RSP-009: a missing one still fails).
 SOFTWARE_FABRIC_TOLERANCES = {"t_ack_max_ns": 100_000_000, "dedup_window_ns": 200_000_000,
                               "skip_rotation_fraction": 0.3}
-LINK_SIDE_REACTION_NS = 2_000_000
+# Measured: with the machine loaded, a NACK captured at the switch end reached the DUT's engine
+# 2.98 ms later (trim-congestion, reference as DUT), so 2 ms made MRC-EV-008 fire on the
+# reference.
+LINK_SIDE_REACTION_NS = 4_000_000
 
 
 class UsageError(Exception):
