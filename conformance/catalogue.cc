@@ -164,7 +164,7 @@ constexpr RuleInfo kRules[] = {
   {"MRC-PRB-001", "A reliability probe consumes no PSN: BTH.PSN = 0, A = 1, DestQP = responder QPN.",
    "TP PROP", V::kError, S::kRequester, kAny, "", "R45", Y, ""},
   {"MRC-PRB-002", "Each reliability probe that reaches the responder is answered by a SACK with PR=1 and ack_psn_offset = probe_id; no PR=1 SACK answers a probe never sent.",
-   "TP PROP", V::kError, S::kResponder, kAny, "", "R45", Y, "unjudged within end_grace_ns of the trace end; a SACK the injector dropped after the probe arrived excuses every probe then waiting (the log does not name the probe)"},
+   "TP PROP", V::kError, S::kResponder, kAny, "", "R45", Y, "unjudged within end_grace_ns of the trace end; a SACK the injector dropped after the probe arrived excuses every probe then waiting (the log does not name the probe); a missing answer is judged only with the responder's capture or an injector decision log (seen upstream only, the probe or its answer may have been lost after the capture)"},
   {"MRC-PRB-003", "Endpoint requests and responses use BTH.DestQP = 2 and PSN[23:16] = 0.",
    "TP PROP", V::kError, S::kEither, kAny, "", "R46", Y, ""},
   {"MRC-PRB-004", "Each endpoint response answers an earlier request from the node it is sent to (same req_id, same op), at most once.",

@@ -1094,8 +1094,13 @@ Report Engine::finish(uint64_t end_ts) {
               "data PSN " + psn_str(pd.psn) + " arrived with CE on EV " + hex(pd.ev) +
                   "; no SACK/NACK echoed that EV with M=01/10");
     }
+    // Seen only upstream of the responder, and no injector log to say what was lost after: the
+    // probe (or its answer) may have been dropped on the way, which no capture here shows.
+    const bool probe_fate_known = responder_captured(fl) || decisions > 0;
+    if (!fl.probe_ans.empty() && !probe_fate_known)
+      na(PRB_002, "needs the responder's capture or the injector's decision log");
     for (auto& [id, pd] : fl.probe_ans) {
-      if (!old_enough(pd.since)) continue;
+      if (!old_enough(pd.since) || !probe_fate_known) continue;
       judge(PRB_002);
       fail_at(PRB_002, pd.point, pd.frame, pd.since,
               "reliability probe id " + std::to_string(id) +

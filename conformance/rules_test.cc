@@ -936,6 +936,16 @@ std::vector<Scenario> scenarios() {
     s.advance(20 * kUs);
     tail(s);
   });
+  // The same, seen only at the requester with no injector log: the probe or its answer may have
+  // been lost on the way, so the missing answer proves nothing.
+  add("probe-unanswered-upstream-only", "", [](Trace& t) {
+    t.points = {{"h1-eth0.pcapng", "h1", 1}, {"x-eth0.pcapng", "", 0}};
+    Session s(t);
+    clean_base(s);
+    s.probe(3, 0x00050101, false);
+    s.advance(20 * kUs);
+    tail(s);
+  });
   add("ep-dest-qp", "MRC-PRB-003", [](Trace& t) {
     Session s(t);
     clean_base(s);
