@@ -107,7 +107,7 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new) {
       const size_t floor = fl.prof.ev_min_active.value_or(std::max<size_t>(1, active / 4));
       const size_t usable = active > fl.bad_count ? active - fl.bad_count : 0;
       judge(EV_009);
-      if (usable > floor) {
+      if (usable >= floor) {  // retiring e leaves the requester at its floor or above
         ev_suspect(o, fl, EV_009,
                    std::string(is_new ? "new data" : "retransmission") + " on EV " + hex(w) +
                        ", ASSUMED_BAD since t=" + std::to_string(st.since) +

@@ -595,6 +595,21 @@ std::vector<Scenario> scenarios() {
     s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
     tail(s);
   });
+  // Two EVs: retiring one leaves one, which is the floor (active / 4, at least 1), not below it.
+  add("bad-ev-reused-two-evs", "MRC-EV-009", [](Trace& t) {
+    Session s(t, 2);
+    clean_base(s);
+    uint32_t e = 0;
+    s.write(
+        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
+        [](size_t, SackPkt& k) {
+          k.m = 2;
+          return true;
+        });
+    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+    s.write(4096);
+    tail(s);
+  });
   add("bad-ev-not-probed", "MRC-EV-010", [](Trace& t) {
     Session s(t);
     clean_base(s);
