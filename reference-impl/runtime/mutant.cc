@@ -83,6 +83,17 @@ Mutator::Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profi
 }
 
 void Mutator::on_event(const engine::Event& e) {
+  if (mutant_ == Mutant::kReuseRetiredEv && e.kind == engine::EventKind::kProbe) {
+    // The first probe answer with M=00/01 for e makes e usable again as the wire shows it (R40),
+    // while the engine may wait for more: reusing e from then on would break no rule.
+    const engine::EventField* wev = e.find("wev");
+    const engine::EventField* result = e.find("result");
+    if (wev != nullptr && result != nullptr && (result->s == "good" || result->s == "ce"))
+      std::erase_if(retired_, [&](const auto& r) {
+        return r.first == e.qpn && r.second.first == static_cast<uint32_t>(wev->u);
+      });
+    return;
+  }
   if ((mutant_ != Mutant::kReuseRetiredEv && mutant_ != Mutant::kIgnoreEcn) ||
       e.kind != engine::EventKind::kEvState)
     return;

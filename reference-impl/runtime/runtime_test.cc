@@ -568,6 +568,18 @@ TEST(Mutant, ReuseRetiredEvRestampsWithTheRetiredWev) {
   m.on_tx(p, extra);
   m.on_tx(p, extra);
   EXPECT_EQ(p.frame, data);
+  // So does the first good probe answer (R40), though the engine waits for more.
+  m.on_event(e);
+  engine::Event probe;
+  probe.kind = engine::EventKind::kProbe;
+  probe.qpn = 0x100;
+  probe.u("wev", 0x00AB1234).u("probe_id", 7).s("result", "good");
+  m.on_event(probe);
+  for (int i = 0; i < 4; ++i) {
+    engine::TxPacket q = tx(data, 1);
+    m.on_tx(q, extra);
+    EXPECT_EQ(q.frame, data) << i;
+  }
 }
 
 TEST(Mutant, ControlDscpAndWrongPort) {
