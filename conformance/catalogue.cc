@@ -105,7 +105,7 @@ constexpr RuleInfo kRules[] = {
    "trimmed copies seen after a switch are judged by MRC-FRM-011 instead"},
   {"MRC-REQ-008", "A new PSN p is sent only while p - cack_seen <= MPR_eff (min(mpr, mpr_dest) x 128, or the dynamic SACK.mpr).",
    "TP PROP", V::kError, S::kRequester, kAny, "MPR (profile mpr / mpr_dest)", "R20", Y,
-   "cack_seen is bounded by the highest cack in any SACK seen before, so a reported violation is certain"},
+   "cack_seen is bounded by the highest cack in any SACK, or PSN in any transport ACK (AETH 0x1F), seen before, so a reported violation is certain"},
   {"MRC-REQ-009", "WriteIMM messages outstanding (sent, not covered by a transport ACK) never exceed the responder's max_wimm_dest.",
    "API PROP", V::kError, S::kRequester, kAny, "max_wimm_dest (profile)", "R21", Y,
    "counted from the LAST_IMM/ONLY_IMM packet (a lower bound); judged once the flow shows transport ACKs"},

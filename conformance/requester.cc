@@ -48,6 +48,8 @@ bool valid_pmtu(uint32_t v) {
 void Engine::mpr_check(const Obs& o, Flow& fl, int64_t p) {
   const uint64_t mpr = mpr_eff(fl);
   std::optional<int64_t> cack = fl.max_cack_ext;
+  // A transport ACK (AETH 0x1F) acknowledges every PSN up to its own as well.
+  if (fl.saw_tack && (!cack || fl.max_tack_ext > *cack)) cack = fl.max_tack_ext;
   if (!cack && fl.prof.initial_psn) cack = fl.unwrap(*fl.prof.initial_psn) - 1;
   if (mpr == 0) {
     na(REQ_008, "MPR not in the DUT profile (qps[].mpr / mpr_dest)");

@@ -714,6 +714,22 @@ std::vector<Scenario> scenarios() {
         });
     tail(s);
   });
+  // A transport ACK moves the window like a SACK's cack: the same 140 packets stay within it.
+  add("mpr-window-moved-by-tack", "", [](Trace& t) {
+    t.profile = fixtures::profile("{}", R"({"mpr": 1, "mpr_dest": 1})");
+    Session s(t);
+    uint32_t acked = 0;
+    s.write(
+        140 * 1024, false,
+        [&](size_t i, DataPkt& p, Fate&) {
+          if (i == 20) acked = p.psn;
+        },
+        [&](size_t i, SackPkt&) {
+          if (i == 20) s.tack(acked, 0x1F);
+          return i == 0 || i == 139;
+        });
+    tail(s);
+  });
   add("wimm-exceeded", "MRC-REQ-009", [](Trace& t) {
     t.profile = fixtures::profile("{}", R"({"max_wimm_dest": 2})");
     Session s(t);
