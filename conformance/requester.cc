@@ -384,13 +384,9 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       const uint64_t t = timeout_ns(fl);
       const double min_ns = static_cast<double>(t) * (1.0 - prof.tol.timer_tolerance) -
                             static_cast<double>(prof.tol.timer_slack_ns);
-      // Sooner than T, the requester read the gap as a loss: an untrimmed loss retires the EV
-      // all the same (PAPER section 2.1).
       if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns)
         ev_timeout_retire(o, fl, prev->wev,
                           std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
-      else
-        ev_timeout_retire(o, fl, prev->wev, o.ts);
     }
   }
   // Obligations met by this retransmission.
