@@ -60,6 +60,28 @@ void unanswered_and_port_down(Trace& t, bool down_first) {
   tail(s);
 }
 
+// After the clean base, a SACK M=10 retires the EV of the next packet; returns that EV.
+uint32_t retire_by_sack_m10(Session& s) {
+  clean_base(s);
+  uint32_t e = 0;
+  s.write(
+      1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
+      [](size_t, SackPkt& k) {
+        k.m = 2;
+        return true;
+      });
+  return e;
+}
+
+// The requester sends on the retired EV again, then on the others.
+void bad_ev_reused(Trace& t, size_t n_evs) {
+  Session s(t, n_evs);
+  const uint32_t e = retire_by_sack_m10(s);
+  s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+  s.write(4096);
+  tail(s);
+}
+
 // Responder SACK for `psn` shortly after now (the time the packet arrives).
 void sack_soon(Session& s, uint32_t psn, uint8_t m = 0) {
   const uint64_t saved = s.now;
@@ -582,44 +604,12 @@ std::vector<Scenario> scenarios() {
     s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
     tail(s);
   });
-  add("bad-ev-reused", "MRC-EV-009", [](Trace& t) {
-    Session s(t);
-    clean_base(s);
-    uint32_t e = 0;
-    s.write(
-        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
-        [](size_t, SackPkt& k) {
-          k.m = 2;
-          return true;
-        });
-    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
-    tail(s);
-  });
+  add("bad-ev-reused", "MRC-EV-009", [](Trace& t) { bad_ev_reused(t, 8); });
   // Two EVs: retiring one leaves one, which is the floor (active / 4, at least 1), not below it.
-  add("bad-ev-reused-two-evs", "MRC-EV-009", [](Trace& t) {
-    Session s(t, 2);
-    clean_base(s);
-    uint32_t e = 0;
-    s.write(
-        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
-        [](size_t, SackPkt& k) {
-          k.m = 2;
-          return true;
-        });
-    s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
-    s.write(4096);
-    tail(s);
-  });
+  add("bad-ev-reused-two-evs", "MRC-EV-009", [](Trace& t) { bad_ev_reused(t, 2); });
   add("bad-ev-not-probed", "MRC-EV-010", [](Trace& t) {
     Session s(t);
-    clean_base(s);
-    uint32_t e = 0;
-    s.write(
-        1024, false, [&](size_t, DataPkt& p, Fate&) { e = p.wev; },
-        [](size_t, SackPkt& k) {
-          k.m = 2;
-          return true;
-        });
+    const uint32_t e = retire_by_sack_m10(s);
     s.avoid.insert(e);
     for (int i = 0; i < 10; ++i) {
       s.write(1024);
