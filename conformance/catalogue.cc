@@ -119,7 +119,7 @@ constexpr RuleInfo kRules[] = {
    "TP", V::kError, S::kRequester, kBothEnds, "", "R37", Y, "data sent within tolerances.reaction_ns is allowed"},
   {"MRC-REQ-013", "A retransmission by timeout comes no earlier than T = 1.024 us x 2^timeout after the previous transmission of that PSN.",
    "TP PROP", V::kError, S::kRequester, kReqSide, "timeout (profile)", "R44", Y,
-   "only retransmissions with no NACK, SACK or probe answer since the previous transmission, both seen on the requester's own interface (not a \"side\": \"link\" capture); tolerance timer_tolerance and timer_slack_ns"},
+   "only retransmissions with no NACK, SACK or probe answer since the previous transmission, both seen on the requester's own interface (not a \"side\": \"link\" capture); tolerance timer_tolerance and timer_slack_ns; a NACK that reached the requester up to reaction_ns before the previous transmission counts as since it (it may have been read after that copy left)"},
   {"MRC-REQ-014", "No PSN is retransmitted by timeout more than linear_cnt + exp_cnt times (exp_cnt 25 = unlimited).",
    "TP PROP", V::kError, S::kRequester, kAny, "retry counts (profile)", "R44", Y,
    "a retransmission counts when no NACK, SACK progress beyond the PSN or probe answer reached the requester since the previous copy and that copy was not trimmed: NACK/SACK-driven resends (a packet trimmed again and again under congestion) spend no retries (open question 7)"},

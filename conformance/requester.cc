@@ -331,8 +331,12 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   }
   // Timeout classification: no NACK, SACK progress beyond p or probe answer since the previous
   // transmission, and that transmission was not trimmed.
+  // A NACK that reached the requester up to reaction_ns before the previous copy left may have
+  // been read after it (the reference ran its timer first and resent on the NACK 75 us later).
+  const bool nack_since_prev =
+      prev && r.nack_ts != 0 && r.nack_ts + prof.tol.reaction_ns > prev->ts;
   const bool evidence =
-      prev && (r.nack_ts > prev->ts ||
+      prev && (nack_since_prev ||
                (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
                fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked);
   if (prev && !evidence) r.timeout_retries++;
@@ -377,7 +381,7 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
             o, fl, prev->wev,
             t == 0 ? o.ts
                    : std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
-    } else if (r.nack_ts <= prev->ts && !prev->trimmed && !r.acked) {
+    } else if (!nack_since_prev && !prev->trimmed && !r.acked) {
       // Only SACKs (or probe answers) for other PSNs: a requester acting on the gap they show
       // does so within about an RTT, so a retransmission a whole timeout T after the previous
       // one is its timeout (MRC-EV-009).

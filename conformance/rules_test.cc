@@ -762,6 +762,21 @@ std::vector<Scenario> scenarios() {
     retx_and_ack(s, p.psn, p.wev);
     tail(s);
   });
+  // The timer resends a trimmed packet just as its NACK arrives; the requester reads the NACK
+  // after that copy left and resends again: the NACK is the evidence, not an early timer.
+  add("nack-read-after-the-timer", "", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p, Fate::kTrim);
+    s.advance(30 * kUs);
+    s.nack(p.psn, 0x01, p.wev);  // reaches the requester one_way later
+    s.advance(s.one_way + kUs);
+    s.retransmit(p.psn, p.wev, Fate::kDrop);
+    s.advance(10 * kUs);
+    retx_and_ack(s, p.psn, p.wev);
+    tail(s);
+  });
   add("retry-budget", "MRC-REQ-014", [](Trace& t) {
     t.profile = fixtures::profile("{}", R"({"retry": {"linear": 1, "exp": 1}})");
     Session s(t);
