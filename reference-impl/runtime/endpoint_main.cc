@@ -615,6 +615,46 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
 // ---------------------------------------------------------------------------------------------
 // Roles
 // ---------------------------------------------------------------------------------------------
+// What a client's hello says beyond the transfer plan.
+struct ClientHello {
+  std::optional<wire::Ipv6Addr> gid;
+  std::string name;
+  uint64_t slots = 0;
+};
+
+// Reads a client's hello into `plan` (the side serving it: its EV format and plane count);
+// returns why it is refused, empty when it is accepted.
+std::string read_hello(const json& hello, const std::string& ev_format, size_t planes, Plan& plan,
+                       ClientHello& out) {
+  try {
+    if (hello.at("version").get<int>() != kProtocolVersion) return "protocol version mismatch";
+    if (hello.at("ev_format").get<std::string>() != ev_format)
+      return "EV format " + hello.at("ev_format").get<std::string>() + " but the server runs " +
+             ev_format;
+    if (hello.at("planes").get<size_t>() != planes)
+      return "client has " + std::to_string(hello.at("planes").get<size_t>()) +
+             " planes, the server " + std::to_string(planes);
+    out.gid = wire::parse_ipv6(hello.at("gid").get<std::string>());
+    out.name = hello.value("name", std::string());
+    plan.size = hello.at("size").get<uint64_t>();
+    plan.iters = hello.at("iters").get<uint64_t>();
+    plan.duration_ns = hello.at("duration_ns").get<uint64_t>();
+    plan.qps = hello.at("qps").get<uint32_t>();
+    plan.tx_depth = hello.at("tx_depth").get<uint32_t>();
+    plan.imm = hello.at("imm").get<bool>();
+    plan.seed = hello.at("seed").get<uint64_t>();
+    plan.pmtu = std::min(plan.pmtu, hello.at("pmtu").get<uint32_t>());
+    out.slots = hello.at("slots").get<uint64_t>();
+  } catch (const json::exception& e) {
+    return std::string("bad hello: ") + e.what();
+  }
+  if (!out.gid) return "bad GID";
+  if (plan.size == 0 || plan.size > 0xFFFFFFFFull || plan.qps == 0 || plan.qps > 1024 ||
+      plan.tx_depth == 0 || plan.tx_depth > 16384 || out.slots == 0)
+    return "inconsistent transfer parameters";
+  return {};
+}
+
 int run_server(const std::string& prog, const Options& o, Setup& s) {
   Status st;
   std::unique_ptr<Runtime> rt = Runtime::create(runtime_config(o, s, "server"), st);
@@ -638,35 +678,12 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
     return usage_error(prog, "client " + ctl.peer() + ": " + why);
   };
   Plan& plan = s.plan;
-  std::optional<wire::Ipv6Addr> peer_gid;
   std::vector<PeerQp> peer_qps;
-  uint64_t client_slots = 0;
-  try {
-    if (hello.at("version").get<int>() != kProtocolVersion)
-      return reject("protocol version mismatch");
-    if (hello.at("ev_format").get<std::string>() != o.ev_format)
-      return reject("EV format " + hello.at("ev_format").get<std::string>() +
-                    " but the server runs " + o.ev_format);
-    if (hello.at("planes").get<size_t>() != s.planes.size())
-      return reject("client has " + std::to_string(hello.at("planes").get<size_t>()) +
-                    " planes, the server " + std::to_string(s.planes.size()));
-    peer_gid = wire::parse_ipv6(hello.at("gid").get<std::string>());
-    plan.size = hello.at("size").get<uint64_t>();
-    plan.iters = hello.at("iters").get<uint64_t>();
-    plan.duration_ns = hello.at("duration_ns").get<uint64_t>();
-    plan.qps = hello.at("qps").get<uint32_t>();
-    plan.tx_depth = hello.at("tx_depth").get<uint32_t>();
-    plan.imm = hello.at("imm").get<bool>();
-    plan.seed = hello.at("seed").get<uint64_t>();
-    plan.pmtu = std::min(plan.pmtu, hello.at("pmtu").get<uint32_t>());
-    client_slots = hello.at("slots").get<uint64_t>();
-  } catch (const json::exception& e) {
-    return reject(std::string("bad hello: ") + e.what());
-  }
-  if (!peer_gid) return reject("bad GID");
-  if (plan.size == 0 || plan.size > 0xFFFFFFFFull || plan.qps == 0 || plan.qps > 1024 ||
-      plan.tx_depth == 0 || plan.tx_depth > 16384 || client_slots == 0)
-    return reject("inconsistent transfer parameters");
+  ClientHello ch;
+  if (std::string why = read_hello(hello, o.ev_format, s.planes.size(), plan, ch); !why.empty())
+    return reject(why);
+  const std::optional<wire::Ipv6Addr> peer_gid = ch.gid;
+  const uint64_t client_slots = ch.slots;
   if (st = choose_slots(plan, s.buffer_limit); !st.ok()) return reject(st.message);
   plan.slots = std::min(plan.slots, client_slots);
 
@@ -1015,36 +1032,12 @@ void Node::serve(NodeConn& c, uint64_t profile_id) {
   }
   Plan& plan = c.plan;
   plan = s_.plan;
-  uint64_t client_slots = 0;
-  std::optional<wire::Ipv6Addr> gid;
-  try {
-    if (hello.at("version").get<int>() != kProtocolVersion)
-      return reject("protocol version mismatch");
-    if (hello.at("ev_format").get<std::string>() != o_.ev_format)
-      return reject("EV format " + hello.at("ev_format").get<std::string>() +
-                    " but the server runs " + o_.ev_format);
-    if (hello.at("planes").get<size_t>() != s_.planes.size())
-      return reject("client has " + std::to_string(hello.at("planes").get<size_t>()) +
-                    " planes, the server " + std::to_string(s_.planes.size()));
-    gid = wire::parse_ipv6(hello.at("gid").get<std::string>());
-    c.peer_name = hello.value("name", std::string());
-    plan.size = hello.at("size").get<uint64_t>();
-    plan.iters = hello.at("iters").get<uint64_t>();
-    plan.duration_ns = hello.at("duration_ns").get<uint64_t>();
-    plan.qps = hello.at("qps").get<uint32_t>();
-    plan.tx_depth = hello.at("tx_depth").get<uint32_t>();
-    plan.imm = hello.at("imm").get<bool>();
-    plan.seed = hello.at("seed").get<uint64_t>();
-    plan.pmtu = std::min(plan.pmtu, hello.at("pmtu").get<uint32_t>());
-    client_slots = hello.at("slots").get<uint64_t>();
-  } catch (const json::exception& e) {
-    return reject(std::string("bad hello: ") + e.what());
-  }
-  if (!gid) return reject("bad GID");
-  c.peer_gid = *gid;
-  if (plan.size == 0 || plan.size > 0xFFFFFFFFull || plan.qps == 0 || plan.qps > 1024 ||
-      plan.tx_depth == 0 || plan.tx_depth > 16384 || client_slots == 0)
-    return reject("inconsistent transfer parameters");
+  ClientHello ch;
+  if (std::string why = read_hello(hello, o_.ev_format, s_.planes.size(), plan, ch); !why.empty())
+    return reject(why);
+  c.peer_name = ch.name;
+  c.peer_gid = *ch.gid;
+  const uint64_t client_slots = ch.slots;
   if (Status st = choose_slots(plan, conn_buffer_limit_); !st.ok()) return reject(st.message);
   plan.slots = std::min(plan.slots, client_slots);
   if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok())
