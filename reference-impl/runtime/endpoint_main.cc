@@ -615,6 +615,21 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
 // ---------------------------------------------------------------------------------------------
 // Roles
 // ---------------------------------------------------------------------------------------------
+// The serving side's answer to an accepted hello: the plan as it settled it, and its QPs.
+json welcome_msg(const Setup& s, const std::string& name, const Plan& plan,
+                 const std::vector<PeerQp>& local_qps) {
+  return {{"type", "welcome"},
+          {"version", kProtocolVersion},
+          {"gid", wire::format_ipv6(s.gid)},
+          {"planes", s.planes.size()},
+          {"slots", plan.slots},
+          {"pmtu", plan.pmtu},
+          {"max_wimm_dest", plan.wimm},
+          {"mpr_dest", plan.mpr},
+          {"name", name},
+          {"qp", qps_json(local_qps)}};
+}
+
 // What a client's hello says beyond the transfer plan.
 struct ClientHello {
   std::optional<wire::Ipv6Addr> gid;
@@ -690,17 +705,8 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
   Side side(plan, false);
   engine::Endpoint& ep = rt->endpoint();
   if (st = side.create(ep, s.ev, s.cc); !st.ok()) return reject(st.message);
-  json welcome = {{"type", "welcome"},
-                  {"version", kProtocolVersion},
-                  {"gid", wire::format_ipv6(s.gid)},
-                  {"planes", s.planes.size()},
-                  {"slots", plan.slots},
-                  {"pmtu", plan.pmtu},
-                  {"max_wimm_dest", plan.wimm},
-                  {"mpr_dest", plan.mpr},
-                  {"name", o.name},
-                  {"qp", qps_json(side.local_qps())}};
-  if (st = ctl.send(welcome); !st.ok()) return usage_error(prog, st.message);
+  if (st = ctl.send(welcome_msg(s, o.name, plan, side.local_qps())); !st.ok())
+    return usage_error(prog, st.message);
   json qps_msg;
   if (st = ctl.expect("qps", qps_msg, ctl_to); !st.ok()) return usage_error(prog, st.message);
   if (!qps_msg.contains("qp") || !qps_from_json(qps_msg["qp"], peer_qps) ||
@@ -1042,17 +1048,7 @@ void Node::serve(NodeConn& c, uint64_t profile_id) {
   plan.slots = std::min(plan.slots, client_slots);
   if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok())
     return reject(st.message);
-  json welcome = {{"type", "welcome"},
-                  {"version", kProtocolVersion},
-                  {"gid", wire::format_ipv6(s_.gid)},
-                  {"planes", s_.planes.size()},
-                  {"slots", plan.slots},
-                  {"pmtu", plan.pmtu},
-                  {"max_wimm_dest", plan.wimm},
-                  {"mpr_dest", plan.mpr},
-                  {"name", o_.name},
-                  {"qp", qps_json(c.side->local_qps())}};
-  if (Status st = c.ctl.send(welcome); !st.ok()) {
+  if (Status st = c.ctl.send(welcome_msg(s_, o_.name, plan, c.side->local_qps())); !st.ok()) {
     c.error = st.message;
     return;
   }
