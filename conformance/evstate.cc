@@ -322,6 +322,9 @@ void Engine::ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const 
     st.need_others = static_cast<size_t>(
         std::ceil(prof.tol.skip_rotation_fraction * static_cast<double>(others)));
   } else if (mode == EvMode::kBad) {
+    // Retired since the first evidence: a later loss on it (the requester resending the rest of
+    // what it had in flight there) neither restarts the reaction time nor the probe clock.
+    if (st.mode == EvMode::kBad) return;
     if (st.mode == EvMode::kSkip) fl.skip_count--;
     if (st.mode != EvMode::kBad) fl.bad_count++;
     st.mode = EvMode::kBad;

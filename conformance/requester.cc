@@ -356,6 +356,14 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   } else {
     na(REQ_014, "retry counts not in the DUT profile (qps[].retry)");
   }
+  if (prev && getenv("DBG_W") && prev->wev == strtoul(getenv("DBG_W"), nullptr, 0))
+    fprintf(stderr,
+            "DBG p=%lld ts=%llu prevts=%llu ev=%d nack=%d trim=%d acked=%d lastsack>prev=%d "
+            "sackhi=%d pr=%d\n",
+            (long long)p, (unsigned long long)o.ts, (unsigned long long)prev->ts, (int)evidence,
+            (int)nack_since_prev, (int)prev->trimmed, (int)r.acked,
+            (int)(fl.last_sack_arrival > prev->ts), (int)(fl.have_sack_hi && fl.sack_hi_ext > p),
+            (int)(fl.last_pr_sack_arrival > prev->ts));
   if (prev) {
     if (!evidence) {
       const uint64_t t = timeout_ns(fl);
@@ -388,9 +396,15 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       const uint64_t t = timeout_ns(fl);
       const double min_ns = static_cast<double>(t) * (1.0 - prof.tol.timer_tolerance) -
                             static_cast<double>(prof.tol.timer_slack_ns);
+      // Sooner than T after SACKs for later PSNs, the requester read the gap as a loss: an
+      // untrimmed loss retires the EV all the same (PAPER section 2.1). A probe answer alone
+      // shows no gap.
+      const bool gap = fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p;
       if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns)
         ev_timeout_retire(o, fl, prev->wev,
                           std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
+      else if (gap)
+        ev_timeout_retire(o, fl, prev->wev, o.ts);
     }
   }
   // Obligations met by this retransmission.

@@ -124,6 +124,9 @@ struct EvEntry {
   uint8_t port = 0;    // 1-based NIC port = plane
 };
 
+// ev_min_active = every EV of the QP: no demotion is ever accepted (the reuse-retired-ev mutant).
+inline constexpr uint32_t kEvMinActiveAll = 0xFFFFFFFF;
+
 struct EvProfile {
   EvMode mode = EvMode::kGenerated;
   std::vector<uint32_t> format_widths;  // the EV format profile's field widths (bits)

@@ -149,11 +149,11 @@ Status EvSet::build(const EvProfile& profile, wire::EvFormat format, uint8_t npo
     ++counts_[static_cast<int>(EvState::kGood)];
   }
 
-  if (profile.ev_min_active > evs_.size())
+  if (profile.ev_min_active > evs_.size() && profile.ev_min_active != kEvMinActiveAll)
     return Status::Error(EINVAL, "EV profile: ev_min_active " +
                                      std::to_string(profile.ev_min_active) + " > ev_count " +
                                      std::to_string(evs_.size()));
-  min_active_ = profile.ev_min_active;
+  min_active_ = std::min<uint32_t>(profile.ev_min_active, static_cast<uint32_t>(evs_.size()));
 
   // Equal active EVs per plane (paper 2.4); the rest of each plane is its backup set.
   const uint32_t active_total =
@@ -271,8 +271,12 @@ bool EvSet::demote(uint32_t idx, uint64_t now_ns, std::string_view reason) {
       counts_[static_cast<int>(EvState::kGood)] + counts_[static_cast<int>(EvState::kSkip)];
   if (usable <= min_active_) {
     ++refused_;
+    if (std::none_of(deferred_.begin(), deferred_.end(),
+                     [&](const auto& d) { return d.first == idx; }))
+      deferred_.emplace_back(idx, reason);
     return false;
   }
+  std::erase_if(deferred_, [&](const auto& d) { return d.first == idx; });
   set_state(idx, EvState::kAssumedBad, reason);
   e.good_probes = 0;
   e.probe_outstanding = false;
@@ -308,6 +312,7 @@ void EvSet::skip(uint32_t idx, uint64_t now_ns, std::string_view reason) {
 void EvSet::recover(uint32_t idx, EvState to, uint64_t now_ns, std::string_view reason) {
   EvRecord& e = evs_[idx];
   if (e.state != EvState::kAssumedBad && e.state != EvState::kDenied) return;
+  std::erase_if(deferred_, [&](const auto& d) { return d.first == idx; });
   e.probe_outstanding = false;
   e.good_probes = 0;
   if (e.role != EvRecord::Role::kActive) {
@@ -335,6 +340,20 @@ void EvSet::recover(uint32_t idx, EvState to, uint64_t now_ns, std::string_view 
     e.skip_since_ns = now_ns;
   }
   set_state(idx, to, reason);
+  // Held-back demotions, oldest first, while the floor allows.
+  while (!deferred_.empty()) {
+    const auto [d, why] = deferred_.front();
+    const EvState st = evs_[d].state;
+    if (st == EvState::kGood || st == EvState::kSkip) {
+      const uint32_t usable =
+          counts_[static_cast<int>(EvState::kGood)] + counts_[static_cast<int>(EvState::kSkip)];
+      if (usable <= min_active_) break;
+      deferred_.erase(deferred_.begin());
+      demote(d, now_ns, why);
+    } else {
+      deferred_.erase(deferred_.begin());
+    }
+  }
 }
 
 void EvSet::deny(uint32_t idx, std::string_view reason) {

@@ -62,10 +62,12 @@ class EvSet {
   int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns);
 
   // GOOD/SKIP -> ASSUMED_BAD, replaced by a backup of the same plane. False when the
-  // ev_min_active floor refuses the demotion.
+  // ev_min_active floor refuses the demotion; the EV is then demoted as soon as another EV
+  // recovers (a loss retires its EV, R40: the floor only keeps the QP going meanwhile).
   bool demote(uint32_t idx, uint64_t now_ns, std::string_view reason);
   void skip(uint32_t idx, uint64_t now_ns, std::string_view reason);
-  // ASSUMED_BAD / DENIED -> `to` (GOOD or SKIP), back into a slot of its plane or the backups.
+  // ASSUMED_BAD / DENIED -> `to` (GOOD or SKIP), back into a slot of its plane or the backups;
+  // then the demotions the floor held back go through while it allows.
   void recover(uint32_t idx, EvState to, uint64_t now_ns, std::string_view reason);
   void deny(uint32_t idx, std::string_view reason);
 
@@ -96,6 +98,7 @@ class EvSet {
   uint32_t counts_[4] = {0, 0, 0, 0};
   uint32_t min_active_ = 1;
   uint64_t refused_ = 0;
+  std::vector<std::pair<uint32_t, std::string_view>> deferred_;  // refused demotions, oldest first
   uint64_t skip_max_ns_ = 0;
   bool srh_ = false;
   Rng shuffle_rng_{1};

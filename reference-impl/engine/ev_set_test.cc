@@ -187,6 +187,42 @@ TEST(EvSet, DemotionTakesABackupOfTheSamePlaneAndRespectsTheFloor) {
   EXPECT_EQ(s.at(victim).role, EvRecord::Role::kBackup);
 }
 
+TEST(EvSet, AFloorOfEveryEvRefusesEveryDemotion) {
+  EvSet s = build(make_ev_profile(8, 0, kEvMinActiveAll), 2);
+  EXPECT_EQ(s.min_active(), 8u);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_FALSE(s.demote(i, 100, "loss"));
+  EXPECT_EQ(s.count(EvState::kGood), 8u);
+  EXPECT_EQ(s.demotions_refused(), 8u);
+  // Any other floor above the EV count is a profile error.
+  EvSet bad;
+  Rng rng(5);
+  EXPECT_FALSE(bad.build(make_ev_profile(8, 0, 9), wire::EvFormat::kStev, 2, rng).ok());
+}
+
+TEST(EvSet, ADemotionTheFloorRefusedGoesThroughOnceAnotherEvRecovers) {
+  EvSet s = build(make_ev_profile(4, 0, 1), 2);
+  std::vector<std::pair<uint32_t, std::string>> bad;
+  s.set_change_callback([&](uint32_t idx, EvState, EvState to, std::string_view why) {
+    if (to == EvState::kAssumedBad) bad.emplace_back(idx, std::string(why));
+  });
+  ASSERT_TRUE(s.demote(0, 10, "sack_gap"));
+  ASSERT_TRUE(s.demote(1, 10, "sack_gap"));
+  ASSERT_TRUE(s.demote(2, 10, "sack_gap"));
+  EXPECT_FALSE(s.demote(3, 20, "timeout"));  // the last usable EV stays
+  EXPECT_EQ(s.at(3).state, EvState::kGood);
+  s.recover(0, EvState::kGood, 30, "probes_good");
+  EXPECT_EQ(s.at(0).state, EvState::kGood);
+  EXPECT_EQ(s.at(3).state, EvState::kAssumedBad);  // the held-back loss retires it now
+  EXPECT_EQ(s.at(3).next_probe_ns, 30u);
+  ASSERT_EQ(bad.size(), 4u);
+  EXPECT_EQ(bad.back(), std::make_pair(3u, std::string("timeout")));
+  // Once it went through (or the EV came back), nothing is left to retire again.
+  s.recover(3, EvState::kGood, 40, "probes_good");
+  s.recover(1, EvState::kGood, 50, "probes_good");
+  EXPECT_EQ(s.at(3).state, EvState::kGood);
+  EXPECT_EQ(bad.size(), 4u);
+}
+
 TEST(EvSet, RecoveredEvRetakesASlotHeldByABadEv) {
   EvSet s = build(make_ev_profile(4, 4, 1), 2);  // no backups
   const uint32_t victim = s.slots()[0];

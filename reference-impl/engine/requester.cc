@@ -545,6 +545,8 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
         } else {
           r.good_probes = 0;
         }
+        // A demotion the floor held back may have gone through: its probes start now.
+        probe_check_ns_ = std::min(probe_check_ns_, now_ns);
         if (ep_->logging()) {
           Event e = ep_->event(EventKind::kProbe, qpn_);
           e.u("wev", r.wev)

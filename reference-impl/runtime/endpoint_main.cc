@@ -846,6 +846,8 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   uint16_t max_wimm = w.max_wimm_dest;
   if (s.mutant == Mutant::kExceedWimm)
     max_wimm = static_cast<uint16_t>(std::min(4u * max_wimm, 65535u));
+  // No demotion is ever accepted: the EV of a lost packet stays in the rotation and unprobed.
+  if (s.mutant == Mutant::kReuseRetiredEv) s.ev.ev_min_active = engine::kEvMinActiveAll;
   Side side(plan, true);
   Side* sidep = &side;
   engine::Endpoint& ep = rt->endpoint();

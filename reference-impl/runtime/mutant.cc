@@ -35,8 +35,9 @@ constexpr MutantInfo kTable[] = {
      "until 2 have left more than 110 us after the last echo on e (at most 2 ms, 12 packets)",
      "CE marks on the path; exact with one QP"},
     {Mutant::kReuseRetiredEv, "reuse-retired-ev", "MRC-EV-009",
-     "every 2nd data packet on a plane with a retired EV is restamped with that EV",
-     "EV retirements (loss on the path); exact with one QP"},
+     "the requester never retires an EV: its floor of GOOD EVs is every EV, so loss, timeout and "
+     "SACK M=10 leave the EV in the rotation, unprobed",
+     "untrimmed loss on some EV's path"},
     {Mutant::kControlDscpData, "control-dscp-data", "MRC-REQ-007",
      "data packets leave with DSCP CONTROL", ""},
     {Mutant::kWrongPort, "wrong-port", "MRC-EV-005",
@@ -76,46 +77,17 @@ Mutator::Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profi
       }) {
   if (m == Mutant::kWrongPort && nports < 2)
     throw std::invalid_argument("mutant wrong-port needs two or more planes");
-  if (m == Mutant::kReuseRetiredEv && format == wire::EvFormat::kSrv6)
-    throw std::invalid_argument(
-        "mutant reuse-retired-ev supports the udp and stev EV formats (an SRv6 EV is a path, "
-        "not a stamp)");
 }
 
 void Mutator::on_event(const engine::Event& e) {
-  if (mutant_ == Mutant::kReuseRetiredEv && e.kind == engine::EventKind::kProbe) {
-    // The first probe answer with M=00/01 for e makes e usable again as the wire shows it (R40),
-    // while the engine may wait for more: reusing e from then on would break no rule.
-    const engine::EventField* wev = e.find("wev");
-    const engine::EventField* result = e.find("result");
-    if (wev != nullptr && result != nullptr && (result->s == "good" || result->s == "ce"))
-      std::erase_if(retired_, [&](const auto& r) {
-        return r.first == e.qpn && r.second.first == static_cast<uint32_t>(wev->u);
-      });
-    return;
-  }
-  if ((mutant_ != Mutant::kReuseRetiredEv && mutant_ != Mutant::kIgnoreEcn) ||
-      e.kind != engine::EventKind::kEvState)
-    return;
+  if (mutant_ != Mutant::kIgnoreEcn || e.kind != engine::EventKind::kEvState) return;
   const engine::EventField* to = e.find("to");
   const engine::EventField* wev = e.find("wev");
-  const engine::EventField* port = e.find("port");
-  if (to == nullptr || wev == nullptr || port == nullptr) return;
-  if (mutant_ == Mutant::kIgnoreEcn) {
-    // The bug ignores the ECN echo, not loss: a retired EV is not kept (that is MRC-EV-009).
-    if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad) &&
-        pin_.wev == static_cast<uint32_t>(wev->u))
-      pin_.on = false;
-    return;
-  }
-  const auto key = std::make_pair(static_cast<uint32_t>(wev->u), static_cast<uint8_t>(port->u));
-  auto it = std::find_if(retired_.begin(), retired_.end(),
-                         [&](const auto& r) { return r.first == e.qpn && r.second == key; });
-  if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad)) {
-    if (it == retired_.end()) retired_.push_back({e.qpn, key});
-  } else if (to->s == engine::ev_state_name(engine::EvState::kGood) && it != retired_.end()) {
-    retired_.erase(it);
-  }
+  if (to == nullptr || wev == nullptr) return;
+  // The bug ignores the ECN echo, not loss: a retired EV is not kept (that is MRC-EV-009).
+  if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad) &&
+      pin_.wev == static_cast<uint32_t>(wev->u))
+    pin_.on = false;
 }
 
 bool Mutator::reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec) {
@@ -168,7 +140,10 @@ bool Mutator::move_to_ev(engine::TxPacket& pkt, wire::DecodedFrame& f, uint32_t 
 }
 
 bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra) {
-  if (mutant_ == Mutant::kNone || mutant_ == Mutant::kExceedWimm) return true;
+  // These act in the engine's configuration (endpoint_main.cc), not on frames.
+  if (mutant_ == Mutant::kNone || mutant_ == Mutant::kExceedWimm ||
+      mutant_ == Mutant::kReuseRetiredEv)
+    return true;
   wire::DecodedFrame f;
   if (!wire::decode_frame(wire::as_bytes(pkt.frame), f, {}, *profile_) || !f.roce ||
       f.op == nullptr)
@@ -275,19 +250,6 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
         return false;
       }
       return true;
-    case Mutant::kReuseRetiredEv: {
-      if (!data) return true;
-      const uint32_t* wev = nullptr;
-      for (const auto& r : retired_) {
-        if (r.second.second == pkt.port) wev = &r.second.first;
-      }
-      if (wev != nullptr && ++port_data_[pkt.port % port_data_.size()] % 2 == 0) {
-        if (wire::restamp_wev({pkt.frame.data(), pkt.frame.size()}, f, format_,
-                              profile_->ev_stripe(), *wev))
-          ++changed_;
-      }
-      return true;
-    }
     case Mutant::kIgnoreEcn: {
       if (!data || f.bth.rtx) return true;
       const uint64_t now = tx_stamp_ns_.value_or(now_ns_());

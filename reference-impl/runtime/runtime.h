@@ -88,7 +88,7 @@ enum class Mutant : uint8_t {
   kSkipTrimNack,     // NACKs TRIMMED / TRIMMED_LASTHOP are never sent (MRC-RSP-013)
   kIgnoreEcn,        // received SACK/NACK M is cleared: the requester never sees the ECN echo
                      // (MRC-EV-008, MRC-CC-002)
-  kReuseRetiredEv,   // data keeps going out on EVs the engine retired (MRC-EV-009)
+  kReuseRetiredEv,   // data keeps going out on EVs the wire shows lost (MRC-EV-009)
   kControlDscpData,  // data packets leave with DSCP CONTROL (MRC-REQ-007)
   kWrongPort,        // data packets leave on the next port, not their EV's (MRC-EV-005)
 };
@@ -111,7 +111,7 @@ class Mutator {
  public:
   Mutator(Mutant m, wire::EvFormat format, const wire::WireProfile& profile, uint8_t nports);
   Mutant mutant() const { return mutant_; }
-  // Sees the engine's events (EV retirements for kReuseRetiredEv and kIgnoreEcn).
+  // Sees the engine's events (EV retirements for kIgnoreEcn).
   void on_event(const engine::Event& e);
   // Rewrites an outgoing frame in place (may change pkt.port); may append extra frames to
   // `extra`. Returns false when the frame must not be sent.
@@ -154,10 +154,8 @@ class Mutator {
   const wire::WireProfile* profile_;
   uint8_t nports_;
   uint64_t data_seen_ = 0, sacks_seen_ = 0;
-  std::array<uint64_t, 17> port_data_{};  // data packets per port on planes with a retired EV
   uint64_t changed_ = 0, added_ = 0, dropped_ = 0;
-  std::vector<std::pair<uint32_t, std::pair<uint32_t, uint8_t>>> retired_;  // qpn -> (wev, port)
-  std::vector<std::pair<uint32_t, uint32_t>> max_cack_;                     // qpn -> cack
+  std::vector<std::pair<uint32_t, uint32_t>> max_cack_;  // qpn -> cack
   // kIgnoreEcn: per WEV the port its data left on and, in SRv6, the outer header bytes from
   // the source address to the inner header (the port's address, the EV's path in the DA and
   // SRH); the EV the latest ECN echo pinned.
