@@ -134,18 +134,25 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new) {
       const size_t need = std::min(
           st.need_others, static_cast<size_t>(std::ceil(prof.tol.skip_rotation_fraction *
                                                         static_cast<double>(used + good_unused))));
-      judge(EV_008);
-      if (t < st.since + prof.tol.t_skip_ns && used < need) {
-        ev_suspect(o, fl, EV_008,
-                   "new data on EV " + hex(w) + " " + std::to_string(t - st.since) +
-                       " ns after a SKIP signal; only " + std::to_string(used) + " of " +
-                       std::to_string(need) + " other EVs used since");
-        fl.ev_suspects.back().skip_since = st.since;
-        fl.ev_suspects.back().skip_need = need;
+      const bool early = t < st.since + prof.tol.t_skip_ns && used < need;
+      if (!st.skip_judged) {
+        judge(EV_008);
+        if (early) {
+          ev_suspect(o, fl, EV_008,
+                     "new data on EV " + hex(w) + " " + std::to_string(t - st.since) +
+                         " ns after a SKIP signal; only " + std::to_string(used) + " of " +
+                         std::to_string(need) + " other EVs used since");
+          fl.ev_suspects.back().skip_since = st.since;
+          fl.ev_suspects.back().skip_need = need;
+          st.skip_judged = true;  // one report per episode
+        }
       }
-      st.mode = EvMode::kGood;
-      st.recovered_at = t;
-      fl.skip_count--;
+      if (!early) {
+        st.mode = EvMode::kGood;
+        st.recovered_at = t;
+        st.skip_judged = false;
+        fl.skip_count--;
+      }
     }
     if (is_new) st.last_use = t;
     st.last_data = t;
@@ -317,6 +324,7 @@ void Engine::ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const 
   if (mode == EvMode::kSkip) {
     if (st.mode == EvMode::kBad) return;  // ASSUMED_BAD dominates
     if (st.mode != EvMode::kSkip) fl.skip_count++;
+    st.skip_judged = false;  // a new episode
     st.mode = EvMode::kSkip;
     const size_t others = fl.active_evs() > 0 ? fl.active_evs() - 1 : 0;
     st.need_others = static_cast<size_t>(
@@ -326,6 +334,7 @@ void Engine::ev_signal(const Obs& o, Flow& fl, uint32_t wev, EvMode mode, const 
     // what it had in flight there) neither restarts the reaction time nor the probe clock.
     if (st.mode == EvMode::kBad) return;
     if (st.mode == EvMode::kSkip) fl.skip_count--;
+    st.skip_judged = false;
     if (st.mode != EvMode::kBad) fl.bad_count++;
     st.mode = EvMode::kBad;
     st.last_probe = 0;

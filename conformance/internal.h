@@ -488,6 +488,10 @@ struct EvState {
   uint64_t last_probe = 0;
   uint64_t probe_flagged_at = 0;
   size_t need_others = 0;  // SKIP: distinct other EVs to use first
+  // SKIP: a use of the EV was already judged early in this episode. It stays in SKIP until the
+  // episode ends (turns taken or T_skip) as the requester's own view does: released at once, it
+  // would make a long run on the other EVs (the requester still avoiding it) read as no spraying.
+  bool skip_judged = false;
   // When the EV was last back in use after SKIP or ASSUMED_BAD: the requester's first data on it
   // (kNoTime between a probe answer and that data: the requester may want several answers).
   uint64_t recovered_at = 0;

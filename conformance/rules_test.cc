@@ -1459,6 +1459,26 @@ TEST(ReqRules, Ts16OrderIsJudgedOnTheRequestersOwnInterfaceOnly) {
   EXPECT_TRUE(fixtures::with_status(link, Status::kFail, true).empty());
 }
 
+// Two EVs. The requester uses e once too early after e's SKIP signal (MRC-EV-008), then keeps
+// to f for a long run while e is still in SKIP on its side: the episode was judged, not ended,
+// so that run is no spraying failure (MRC-EV-001). Released at the violation, e read as usable.
+TEST(EvRules, ASkipEpisodeJudgedEarlyStillExemptsTheRunOnTheOtherEv) {
+  Trace t;
+  Session s(t, 2);
+  clean_base(s);
+  const uint32_t e = s.evs[0], f = s.evs[1];
+  s.write(1024, false, [&](size_t, DataPkt& p, Fate& fate) {
+    fate = Fate::kCe;
+    p.wev = e;
+  });
+  s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+  s.write(24 * 1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = f; });
+  tail(s);
+  const Report r = fixtures::run(t);
+  EXPECT_EQ(fixtures::with_status(r, Status::kFail, true), std::set<std::string>{"MRC-EV-008"})
+      << failing_summary(r);
+}
+
 // Two packets on `e` are lost. The requester resends the first (it retires `e`) and, well past
 // the reaction time, the second, then new data on `e` right behind it: `e` has been retired since
 // the first resend, and the second loss does not restart the reaction time. (A requester that
