@@ -546,7 +546,11 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
     // A copy seen where the first one was seen, or at its sender (which may send the next one
     // through another port), is a new packet.
     const bool upstream = o.point == e.first_point || o.at_src;
-    if (upstream && !data && e.n_ids < DedupEntry::kMaxCopies) {
+    // A data packet seen again at its sender's own interface is the sender's next copy: ts16
+    // repeats every 8.4 ms, so a PSN resent on the same EV a whole number of wraps later has
+    // the same key (trim-congestion: a third copy 41.9 ms after the second).
+    const bool resent = data && o.at_src && o.own_iface;
+    if (upstream && (!data || resent) && e.n_ids < DedupEntry::kMaxCopies) {
       // Sent again, byte for byte: a new packet (identical SACKs and ACKs are legitimate). A data
       // packet carries ts16, so an identical copy of one is a duplicate even here.
       dedup.add_id(e, next_pkt++);
@@ -562,7 +566,10 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
     }
     DedupExt& x = dedup.ext(q);
     size_t k = size_t{e.n_ids} - 1;
-    if (!upstream) {
+    // Downstream, the n-th sighting at a point is the n-th copy; a data packet's copies are
+    // resends ts16 wraps (8.4 ms) apart, of which the latest is the one arriving (an earlier one
+    // may have been lost).
+    if (!upstream && !data) {
       uint8_t& seen = dedup.seen(x, e.key, o.point % 64);
       k = seen;
       if (seen < 255) seen++;

@@ -60,6 +60,42 @@ TEST(Trace, FabricDuplicateIsNotARetransmission) {
   EXPECT_EQ(r.flows[0].retransmissions, 0u);
 }
 
+// The sender resends one PSN on the same EV exactly one ts16 wrap (65536 x 128 ns) after its
+// previous copy: the two copies are byte for byte the same, but a copy seen again at its
+// sender's own interface is the sender's next transmission, not a second sighting.
+TEST(Trace, ACopyResentOneTs16WrapLaterIsANewTransmission) {
+  Trace t;
+  // The merge window of a software fabric (the testbed's), longer than a ts16 wrap.
+  t.profile = fixtures::profile(R"({"tolerances": {"end_grace_ns": 200000, "reaction_ns": 2000,
+      "t_ack_max_ns": 50000, "dedup_window_ns": 200000000}})",
+                                "{}");
+  Session s(t);
+  uint32_t lost = 0;
+  s.write(
+      1024, false,
+      [&](size_t, DataPkt& p, Fate& f) {
+        f = Fate::kDrop;
+        lost = p.psn;
+      },
+      {}, false);
+  s.advance(50 * kUs);
+  const uint32_t w = s.evs[1];
+  s.retransmit(lost, 0, Fate::kDrop, [&](DataPkt& p) { p.wev = w; });
+  const size_t first_copy = t.frames.size() - 1;
+  s.advance(65536 * 128 - (s.now - t.frames[first_copy].ts));
+  s.retransmit(lost, 0, Fate::kDeliver, [&](DataPkt& p) { p.wev = w; });
+  ASSERT_EQ(t.frames[first_copy].bytes, t.frames[t.frames.size() - 2].bytes);
+  s.advance(s.one_way + kUs);  // the responder has it
+  s.sack(lost);
+  s.tack(lost);
+  const Report r = fixtures::run(t);
+  ASSERT_EQ(r.flows.size(), 1u);
+  EXPECT_EQ(r.flows[0].retransmissions, 2u);
+  for (const auto& x : r.results)
+    EXPECT_NE(x.status, Status::kFail)
+        << x.rule->id << ": " << (x.evidence.empty() ? "" : x.evidence[0].message);
+}
+
 // The fabric duplicated an endpoint response (and a SACK) on the way: one response, one SACK.
 TEST(Trace, FabricDuplicateOfControlPacketsIsOnePacket) {
   Trace t;
