@@ -64,9 +64,9 @@ def add_suite_parser(sub) -> None:
     p.add_argument("--mrct")
     p.add_argument("--dut", default="", help="DUT profile (TOML)")
     p.add_argument("--no-reference", action="store_true")
-    p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="all",
-                   help="keep each scenario's pcaps (default), only for cases that did not "
-                   "pass, or never (they are most of the artifacts' size)")
+    p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="failed",
+                   help="keep each scenario's pcaps, only for cases that did not pass "
+                   "(default: a library run keeps about 3 GB otherwise), or never")
     p.add_argument("--strict", action="store_true", help="unsupported and not-run fail too")
     p.add_argument("--summary", default="", help="append the Markdown table to this file "
                    "(e.g. $GITHUB_STEP_SUMMARY)")

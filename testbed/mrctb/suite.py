@@ -44,7 +44,7 @@ class SuiteOptions:
     summary_file: str = ""         # append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)
     progress: bool = True
     name: str = ""
-    keep_captures: str = "all"
+    keep_captures: str = "failed"
 
 
 @dataclasses.dataclass
