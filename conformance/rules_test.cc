@@ -1479,6 +1479,25 @@ TEST(EvRules, ASkipEpisodeJudgedEarlyStillExemptsTheRunOnTheOtherEv) {
       << failing_summary(r);
 }
 
+// A message of `len` bytes sent 2 us apart whose first `n` packets all go on the EV of the first
+// (returned in `e`) and are lost; no transport ACK. Returns their PSNs; the gap is back to 10 us.
+std::vector<uint32_t> lose_first_on_one_ev(Session& s, uint32_t len, size_t n, uint32_t& e) {
+  std::vector<uint32_t> lost;
+  s.gap = 2 * kUs;
+  s.write(
+      len, false,
+      [&](size_t i, DataPkt& p, Fate& f) {
+        if (i == 0) e = p.wev;
+        if (i >= n) return;
+        p.wev = e;
+        f = Fate::kDrop;
+        lost.push_back(p.psn);
+      },
+      {}, false);
+  s.gap = 10 * kUs;
+  return lost;
+}
+
 // Two packets on `e` are lost. The requester resends the first (it retires `e`) and, well past
 // the reaction time, the second, then new data on `e` right behind it: `e` has been retired since
 // the first resend, and the second loss does not restart the reaction time. (A requester that
@@ -1488,19 +1507,7 @@ TEST(EvRules, ALaterLossOnARetiredEvDoesNotRestartItsReactionTime) {
   Session s(t);
   clean_base(s);
   uint32_t e = 0;
-  std::array<uint32_t, 2> lost{};
-  s.gap = 2 * kUs;
-  s.write(
-      4096, false,
-      [&](size_t i, DataPkt& p, Fate& f) {
-        if (i == 0) e = p.wev;
-        if (i > 1) return;
-        p.wev = e;
-        f = Fate::kDrop;
-        lost[i] = p.psn;
-      },
-      {}, false);
-  s.gap = 10 * kUs;
+  const std::vector<uint32_t> lost = lose_first_on_one_ev(s, 4096, 2, e);
   s.advance(6 * kUs);  // the SACKs for the later PSNs are in
   retx_and_ack(s, lost[0], e);
   s.advance(200 * kUs);
@@ -1525,22 +1532,13 @@ TEST(EvRules, AResendAfterOnlyAProbeAnswerRetiresNothing) {
   Trace t;
   Session s(t);
   clean_base(s);
-  uint32_t e = 0, lost = 0;
-  s.gap = 2 * kUs;
-  s.write(
-      1024, false,
-      [&](size_t, DataPkt& p, Fate& f) {
-        f = Fate::kDrop;
-        e = p.wev;
-        lost = p.psn;
-      },
-      {}, false);
+  uint32_t e = 0;
+  const uint32_t lost = lose_first_on_one_ev(s, 1024, 1, e)[0];
   s.advance(1 * kUs);
   uint32_t other = s.next_ev();
   if (other == e) other = s.next_ev();
   s.probe(1, other);   // answered 7 us later
   s.advance(8 * kUs);  // the resend comes well before T = 32.8 us
-  s.gap = 10 * kUs;
   retx_and_ack(s, lost, e);
   s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
   s.write(4096);
