@@ -25,11 +25,21 @@ const samples::Sample* find(const std::string& name) {
   return nullptr;
 }
 
-const char* kTypes[] = {"stev/WRITE_FIRST",        "stev/WRITE_MIDDLE",       "stev/WRITE_LAST_IMM",
-                        "stev/WRITE_ONLY",         "stev/SACK",               "stev/NACK",
-                        "stev/TRANSPORT_ACK",      "stev/RELIABILITY_PROBE",  "stev/ENDPOINT_REQUEST/ev-probe",
-                        "stev/ENDPOINT_RESPONSE",  "stev/WRITE_MIDDLE/trimmed", "udp4/WRITE_MIDDLE",
-                        "srv6/WRITE_MIDDLE",       "srv6-srh/WRITE_MIDDLE",   "srv6-srh/SACK"};
+const char* kTypes[] = {"stev/WRITE_FIRST",
+                        "stev/WRITE_MIDDLE",
+                        "stev/WRITE_LAST_IMM",
+                        "stev/WRITE_ONLY",
+                        "stev/SACK",
+                        "stev/NACK",
+                        "stev/TRANSPORT_ACK",
+                        "stev/RELIABILITY_PROBE",
+                        "stev/ENDPOINT_REQUEST/ev-probe",
+                        "stev/ENDPOINT_RESPONSE",
+                        "stev/WRITE_MIDDLE/trimmed",
+                        "udp4/WRITE_MIDDLE",
+                        "srv6/WRITE_MIDDLE",
+                        "srv6-srh/WRITE_MIDDLE",
+                        "srv6-srh/SACK"};
 
 void BM_Decode(benchmark::State& state, const char* name) {
   const samples::Sample* s = find(name);
@@ -80,7 +90,8 @@ const std::string& capture_path() {
     const auto& payload = samples::pattern(256);
     for (size_t i = 0; i < kCaptureFrames; ++i) {
       const bool sack = i % 10 == 9;
-      FrameSpec s = samples::base_spec(samples::Carrier::kStev, sack ? samples::responder() : samples::requestor(),
+      FrameSpec s = samples::base_spec(samples::Carrier::kStev,
+                                       sack ? samples::responder() : samples::requestor(),
                                        sack ? samples::requestor() : samples::responder(),
                                        static_cast<uint32_t>(0x10000 + i % 256));
       if (sack) {
@@ -141,7 +152,8 @@ void BM_Capture_MrcDecodeVerifyIcrc(benchmark::State& state) {
 // the RoCE bytes as RawPDU since libtins has no BTH), and the BTH fields are read from it.
 void BM_Capture_Libtins(benchmark::State& state) {
   over_capture(state, [](Bytes b) -> uint64_t {
-    Tins::EthernetII eth(reinterpret_cast<const uint8_t*>(b.data()), static_cast<uint32_t>(b.size()));
+    Tins::EthernetII eth(reinterpret_cast<const uint8_t*>(b.data()),
+                         static_cast<uint32_t>(b.size()));
     const Tins::RawPDU* raw = eth.find_pdu<Tins::RawPDU>();
     if (!raw || raw->payload_size() < 12) return 0;
     const uint8_t* p = raw->payload().data();
@@ -178,12 +190,18 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("BM_Encode/") + t).c_str(), BM_Encode, t);
   }
   for (const char* t : {"stev/WRITE_MIDDLE", "stev/SACK"})
-    benchmark::RegisterBenchmark((std::string("BM_DecodeVerifyIcrc/") + t).c_str(), BM_DecodeVerifyIcrc, t);
-  benchmark::RegisterBenchmark("BM_Capture_MrcDecode", BM_Capture_MrcDecode)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Capture_MrcDecodeVerifyIcrc", BM_Capture_MrcDecodeVerifyIcrc)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Capture_Libtins", BM_Capture_Libtins)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Capture_RawWalk", BM_Capture_RawWalk)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_Capture_ReadOnly", BM_Capture_ReadOnly)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_DecodeVerifyIcrc/") + t).c_str(),
+                                 BM_DecodeVerifyIcrc, t);
+  benchmark::RegisterBenchmark("BM_Capture_MrcDecode", BM_Capture_MrcDecode)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Capture_MrcDecodeVerifyIcrc", BM_Capture_MrcDecodeVerifyIcrc)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Capture_Libtins", BM_Capture_Libtins)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Capture_RawWalk", BM_Capture_RawWalk)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Capture_ReadOnly", BM_Capture_ReadOnly)
+      ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

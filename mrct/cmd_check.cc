@@ -16,12 +16,14 @@ Run add_check(CLI::App& app) {
   app.add_option("captures", a->captures,
                  "capture files, each optionally tagged PATH@NODE[:PORT] with its capture point")
       ->required();
-  app.add_option("--profile", a->opts.profile_path, "DUT profile (JSON): QPs, capabilities, limits");
+  app.add_option("--profile", a->opts.profile_path,
+                 "DUT profile (JSON): QPs, capabilities, limits");
   app.add_option("--decisions", a->opts.decision_logs, "injector decision log(s), JSON lines");
   app.add_option("--json", a->opts.json_out, "write the JSON report here ('-' = stdout)");
   app.add_option("--junit", a->opts.junit_out, "write JUnit XML (one testcase per rule)");
   app.add_option("--markdown", a->opts.markdown_out, "write a GitHub Markdown summary");
-  app.add_option("--annotate", a->opts.annotated_out, "write a pcapng with a comment on each violating frame");
+  app.add_option("--annotate", a->opts.annotated_out,
+                 "write a pcapng with a comment on each violating frame");
   app.add_option("--only", a->opts.rules.only, "judge only these rule ids or prefixes");
   app.add_option("--skip", a->opts.rules.skip, "do not judge these rule ids or prefixes");
   app.add_flag("--fail-on-warn", a->opts.fail_on_warn, "exit 1 on warnings too");
@@ -29,7 +31,8 @@ Run add_check(CLI::App& app) {
   app.add_option("--max-evidence", a->opts.max_evidence, "evidence items kept per rule");
   return [a] {
     a->opts.captures.clear();
-    for (const std::string& c : a->captures) a->opts.captures.push_back(mrc::check::parse_capture_arg(c));
+    for (const std::string& c : a->captures)
+      a->opts.captures.push_back(mrc::check::parse_capture_arg(c));
     return mrc::check::run_check(a->opts, std::cout, std::cerr);
   };
 }

@@ -29,7 +29,8 @@ int run_craft(const CraftArgs& a) {
     for (size_t i = 0; i < all.size(); ++i) {
       const std::string path = a.corpus + "/sample-" + std::to_string(i);
       FILE* fp = std::fopen(path.c_str(), "wb");
-      if (!fp || std::fwrite(all[i].frame.data(), 1, all[i].frame.size(), fp) != all[i].frame.size()) {
+      if (!fp ||
+          std::fwrite(all[i].frame.data(), 1, all[i].frame.size(), fp) != all[i].frame.size()) {
         std::fprintf(stderr, "mrct craft: cannot write %s\n", path.c_str());
         if (fp) std::fclose(fp);
         return kExitUsage;
@@ -48,7 +49,8 @@ int run_craft(const CraftArgs& a) {
   } else if (a.format == "pcapng") {
     fmt = CaptureFormat::kPcapng;
   } else {
-    std::fprintf(stderr, "mrct craft: --format must be pcap or pcapng, not '%s'\n", a.format.c_str());
+    std::fprintf(stderr, "mrct craft: --format must be pcap or pcapng, not '%s'\n",
+                 a.format.c_str());
     return kExitUsage;
   }
   CaptureWriter w;
@@ -61,7 +63,8 @@ int run_craft(const CraftArgs& a) {
   uint64_t n = 0;
   for (uint32_t r = 0; r < a.repeat; ++r) {
     for (const auto& s : all) {
-      if (!w.write(ts, as_bytes(s.frame), 0, fmt == CaptureFormat::kPcapng ? std::string_view(s.name) : "")) {
+      if (!w.write(ts, as_bytes(s.frame), 0,
+                   fmt == CaptureFormat::kPcapng ? std::string_view(s.name) : "")) {
         std::fprintf(stderr, "mrct craft: %s\n", w.error().c_str());
         return kExitUsage;
       }
@@ -73,7 +76,8 @@ int run_craft(const CraftArgs& a) {
     std::fprintf(stderr, "mrct craft: %s\n", w.error().c_str());
     return kExitUsage;
   }
-  std::fprintf(stderr, "mrct craft: wrote %llu frames to %s\n", static_cast<unsigned long long>(n), a.out.c_str());
+  std::fprintf(stderr, "mrct craft: wrote %llu frames to %s\n", static_cast<unsigned long long>(n),
+               a.out.c_str());
   return kExitOk;
 }
 
@@ -85,7 +89,8 @@ Run add_craft(CLI::App& app) {
   app.add_option("--format", a->format, "pcap or pcapng (pcapng names each frame in a comment)");
   app.add_option("--repeat", a->repeat, "write the sample set this many times (benchmarks)");
   app.add_flag("--list", a->list, "list the sample frames instead of writing them");
-  app.add_option("--corpus", a->corpus, "write each frame to its own file in this folder (fuzz seeds)");
+  app.add_option("--corpus", a->corpus,
+                 "write each frame to its own file in this folder (fuzz seeds)");
   return [a] { return run_craft(*a); };
 }
 

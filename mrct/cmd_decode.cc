@@ -59,8 +59,8 @@ int run_decode(const DecodeArgs& a) {
     } else if (!a.summary) {
       const uint64_t rel = rec.ts_ns - first_ts;
       char head[64];
-      std::snprintf(head, sizeof head, "%6" PRIu64 " %" PRIu64 ".%09" PRIu64 " ", frame_no, rel / 1000000000,
-                    rel % 1000000000);
+      std::snprintf(head, sizeof head, "%6" PRIu64 " %" PRIu64 ".%09" PRIu64 " ", frame_no,
+                    rel / 1000000000, rel % 1000000000);
       line += head;
       append_summary(line, f);
       line += '\n';
@@ -71,7 +71,8 @@ int run_decode(const DecodeArgs& a) {
   }
   if (!reader.error().empty()) {
     std::fflush(stdout);
-    std::fprintf(stderr, "mrct decode: %s (after %" PRIu64 " frames)\n", reader.error().c_str(), frame_no);
+    std::fprintf(stderr, "mrct decode: %s (after %" PRIu64 " frames)\n", reader.error().c_str(),
+                 frame_no);
     return kExitUsage;
   }
   if (a.summary) {
@@ -95,7 +96,8 @@ Run add_decode(CLI::App& app) {
   app.add_flag("--strict", a->strict, "exit 1 when any frame has a bad ICRC or a decode error");
   app.add_option("-c,--count", a->count, "stop after this many frames");
   app.add_option("--profile", a->profile, "wire profile (MRP0)");
-  app.add_option("--port", a->port, "UDP destination port of RoCEv2")->default_val(mrc::wire::kRoceV2Port);
+  app.add_option("--port", a->port, "UDP destination port of RoCEv2")
+      ->default_val(mrc::wire::kRoceV2Port);
   return [a] { return run_decode(*a); };
 }
 

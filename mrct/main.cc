@@ -24,19 +24,22 @@ int main(int argc, char** argv) {
   };
   add("decode", "Decode a capture: one line per frame, a field tree (-V) or JSON lines (--json)",
       mrct::add_decode);
-  add("craft", "Write a capture with every MRP0 packet type in every EV carriage",
-      mrct::add_craft);
+  add("craft", "Write a capture with every MRP0 packet type in every EV carriage", mrct::add_craft);
 #ifdef MRCT_HAVE_CHECK
   add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
   add("rules", "Print the rule catalogue", mrct::add_rules);
 #endif
 #ifdef MRCT_HAVE_FAULTS
   add("inject", "Fault injector relay on impaired links (see fault-injector/README.md)",
-      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::faults::inject_main, "mrct inject"); });
+      [](CLI::App& sub) {
+        return mrct::add_passthrough(sub, mrc::faults::inject_main, "mrct inject");
+      });
 #endif
 #ifdef MRCT_HAVE_RUNTIME
   add("endpoint", "Reference MRC endpoint on real sockets (perftest-style server/client)",
-      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::runtime::endpoint_main, "mrct endpoint"); });
+      [](CLI::App& sub) {
+        return mrct::add_passthrough(sub, mrc::runtime::endpoint_main, "mrct endpoint");
+      });
 #endif
 #ifdef MRCT_HAVE_GUI
   add("view", "Per-path timeline viewer; --export renders headless",

@@ -120,7 +120,8 @@ bool trim_frame(std::vector<std::byte>& frame, uint8_t dscp, const wire::WirePro
                 std::string* error) {
   wire::DecodedFrame f;
   wire::decode_frame(wire::as_bytes(frame), f, {}, profile);
-  const size_t n = wire::trim_frame(wire::MutBytes(frame.data(), frame.size()), f, dscp, profile, error);
+  const size_t n =
+      wire::trim_frame(wire::MutBytes(frame.data(), frame.size()), f, dscp, profile, error);
   if (n == 0) return false;
   frame.resize(n);
   return true;
