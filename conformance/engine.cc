@@ -198,19 +198,19 @@ uint8_t& DedupTable::seen(DedupExt& x, uint64_t key, uint32_t slot) {
 // ---------------------------------------------------------------------------------------------
 const Tx* PsnRec::latest() const {
   if (tx_count == 0) return nullptr;
-  const Tx& t = tx[(tx_next + kTxRing - 1) % kTxRing];
-  return t.valid ? &t : nullptr;
+  const Tx* t = slot((tx_next + kTxRing - 1) % kTxRing);
+  return t && t->valid ? t : nullptr;
 }
 
 const Tx* PsnRec::latest_before(uint64_t ts) const {
   const Tx* best = nullptr;
-  for (const Tx& t : tx)
+  for (const Tx& t : txs())
     if (t.valid && t.ts <= ts && (!best || t.ts > best->ts)) best = &t;
   return best;
 }
 
 Tx* PsnRec::find(uint64_t pkt) {
-  for (Tx& t : tx)
+  for (Tx& t : txs())
     if (t.valid && t.pkt == pkt) return &t;
   return nullptr;
 }
@@ -257,6 +257,7 @@ PsnRec* Flow::rec_create(int64_t ext) {
   if (i >= static_cast<int64_t>(win.size()) + kMaxJump) {
     if (++wild < 64) return nullptr;
     wild = 0;
+    for (size_t k = 0; k < win.size(); ++k) win[k].release(tx_pool);
     win.clear();
     base_ext = ext;
     win.emplace_back();
@@ -898,7 +899,7 @@ bool Engine::decision_may_concern(const Tx& t, uint64_t t_ns, const std::optiona
 
 Tx* Engine::decided_tx(const Decision& d, PsnRec& r, uint8_t bit) {
   Tx* best = nullptr;
-  for (Tx& t : r.tx) {
+  for (Tx& t : r.txs()) {
     if (!decision_may_concern(t, d.t_ns, d.ev, bit)) continue;
     if (d.action == DecisionAction::kDrop && t.at_dst) continue;
     if (!best || t.ts < best->ts) best = &t;

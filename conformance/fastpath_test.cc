@@ -294,6 +294,40 @@ TEST(Containers, RingKeepsReferencesWhileGrowing) {
   EXPECT_EQ(r.size(), 6001u);
 }
 
+// The ring of a PSN's transmissions: slot 0 inline, slots 1.. in a pooled PsnExt made on the
+// second transmission; iteration and overwriting follow the slot order of a plain 4-slot ring.
+TEST(Containers, PsnRecTxRingMatchesAPlainRing) {
+  TxPool pool;
+  PsnRec r;
+  std::array<uint64_t, kTxRing> model{};  // pkt per slot, 0 = never used
+  size_t next = 0;
+  EXPECT_EQ(r.latest(), nullptr);
+  for (uint64_t pkt = 1; pkt <= 9; ++pkt) {
+    Tx& t = r.push(pool);
+    t.pkt = pkt;
+    t.ts = 100 - pkt;
+    r.tx_count++;
+    model[next] = pkt;
+    next = (next + 1) % kTxRing;
+    EXPECT_EQ(r.ext != nullptr, pkt >= 2);
+    std::vector<uint64_t> seen;
+    for (const Tx& x : r.txs())
+      if (x.valid) seen.push_back(x.pkt);
+    std::vector<uint64_t> want;
+    for (uint64_t m : model)
+      if (m) want.push_back(m);
+    EXPECT_EQ(seen, want);
+    ASSERT_NE(r.latest(), nullptr);
+    EXPECT_EQ(r.latest()->pkt, pkt);
+    EXPECT_EQ(r.find(pkt), &t);
+    EXPECT_EQ(r.find(pkt > 4 ? pkt - 4 : 100), nullptr);
+  }
+  PsnExt* e = r.ext;
+  r.release(pool);
+  EXPECT_EQ(r.ext, nullptr);
+  EXPECT_EQ(pool.get(), e);  // recycled
+}
+
 TEST(Containers, FlatMapAgainstMap) {
   FlatMap32<uint32_t> m;
   std::map<uint32_t, uint32_t> ref;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <new>
 #include <optional>
 #include <set>
@@ -231,7 +232,10 @@ class Ring {
       b = spare_.back();
       spare_.pop_back();
     } else {
-      b = static_cast<T*>(std::malloc(kBlock * sizeof(T)));
+      // Cache-line aligned: a PsnRec is two whole lines.
+      constexpr size_t kAlign = std::max<size_t>(64, alignof(T));
+      b = static_cast<T*>(
+          std::aligned_alloc(kAlign, (kBlock * sizeof(T) + kAlign - 1) / kAlign * kAlign));
       if (!b) throw std::bad_alloc();
     }
     if (nblocks_ == map_cap_) {
@@ -441,7 +445,46 @@ struct Tx {
 
 inline constexpr int kTxRing = 4;
 
-struct PsnRec {
+// What few PSNs need: transmissions 2 to kTxRing of the ring, and where a PSN the requester's
+// capture skipped was found missing. Pooled per flow (TxPool), so that a PsnRec stays two cache
+// lines: nearly every PSN is sent once and never skipped.
+struct PsnExt {
+  std::array<Tx, kTxRing - 1> tx{};  // ring slots 1 .. kTxRing-1 (slot 0 is PsnRec::tx0)
+  uint64_t gap_ts = 0;
+  uint64_t gap_frame = 0;
+  uint32_t gap_point = 0;
+  PsnExt* next_free = nullptr;  // in TxPool's free list
+};
+
+// PsnExt blocks of one flow: slabs allocated as the number in use grows (bounded by the window),
+// recycled through a free list as records leave the window.
+class TxPool {
+ public:
+  PsnExt* get() {
+    if (!free_) grow();
+    PsnExt* e = free_;
+    free_ = e->next_free;
+    return new (e) PsnExt();
+  }
+  void put(PsnExt* e) {
+    e->next_free = free_;
+    free_ = e;
+  }
+
+ private:
+  static constexpr size_t kSlab = 256;
+  __attribute__((noinline)) void grow() {
+    slabs_.push_back(std::make_unique<PsnExt[]>(kSlab));
+    PsnExt* s = slabs_.back().get();
+    for (size_t i = kSlab; i-- > 0;) put(&s[i]);
+  }
+  std::vector<std::unique_ptr<PsnExt[]>> slabs_;
+  PsnExt* free_ = nullptr;
+};
+
+// One PSN of a flow's window. Two cache lines: the checker keeps one per PSN of the window and
+// touches it (and its neighbours) per packet; the rare parts live in a PsnExt.
+struct alignas(64) PsnRec {
   // From the first transmission whose headers were intact.
   uint64_t va = 0;
   uint64_t content_hash = 0;
@@ -450,34 +493,66 @@ struct PsnRec {
   uint16_t msn = 0, rqmsn = 0;
   uint16_t tx_count = 0;
   uint16_t timeout_retries = 0;  // retransmissions with no NACK/SACK/probe evidence before them
-  uint8_t tx_next = 0;
-  uint8_t pos = 0;  // wire::MessagePosition
+  uint8_t tx_next = 0;           // ring slot of the next transmission
+  uint8_t pos = 0;               // wire::MessagePosition
   bool seen : 1 = false;
   bool imm : 1 = false;
   bool content_known : 1 = false;
   bool acked : 1 = false;
   bool gap_pending : 1 = false;  // skipped at the requester's capture, not yet seen anywhere
   bool inflight : 1 = false;     // counted in the CC bytes-in-flight estimate
-  std::array<Tx, kTxRing> tx{};
-  uint64_t first_ts = 0;
-  uint64_t first_frame = 0;
   uint32_t first_point = 0;
-  uint32_t gap_point = 0;
-  uint64_t nack_ts = 0;  // last NACK for this PSN that reached the requester
-  uint64_t gap_ts = 0;
-  uint64_t gap_frame = 0;
+  Tx tx0{};  // ring slot 0
+  uint64_t first_frame = 0;
+  uint64_t nack_ts = 0;   // last NACK for this PSN that reached the requester
+  PsnExt* ext = nullptr;  // slots 1.. of the ring and the gap fields, once needed
+
+  // Ring slot k (0 .. kTxRing-1): nullptr when no transmission ever used it.
+  Tx* slot(unsigned k) { return k == 0 ? &tx0 : ext ? &ext->tx[k - 1] : nullptr; }
+  const Tx* slot(unsigned k) const { return k == 0 ? &tx0 : ext ? &ext->tx[k - 1] : nullptr; }
+  // The ring's slots in order (slot 0 first), those never used left out: for (Tx& t : r.txs()).
+  template <class R, class T>
+  struct TxIter {
+    R* r;
+    unsigned k;
+    T& operator*() const { return *r->slot(k); }
+    TxIter& operator++() {
+      ++k;
+      return *this;
+    }
+    bool operator!=(const TxIter& o) const { return k != o.k; }
+  };
+  template <class R, class T>
+  struct TxRange {
+    R* r;
+    TxIter<R, T> begin() const { return {r, 0}; }
+    TxIter<R, T> end() const { return {r, r->ext ? unsigned{kTxRing} : 1u}; }
+  };
+  TxRange<PsnRec, Tx> txs() { return {this}; }
+  TxRange<const PsnRec, const Tx> txs() const { return {this}; }
 
   const Tx* latest() const;
   const Tx* latest_before(uint64_t ts) const;
   Tx* find(uint64_t pkt);
   // A new transmission in the ring (the oldest is overwritten).
-  Tx& push() {
-    Tx* t = new (&tx[tx_next]) Tx();
+  Tx& push(TxPool& pool) {
+    if (tx_next != 0 && !ext) ext = pool.get();
+    Tx* t = new (slot(tx_next)) Tx();
     t->valid = true;
     tx_next = static_cast<uint8_t>((tx_next + 1) % kTxRing);
     return *t;
   }
+  PsnExt& more(TxPool& pool) {
+    if (!ext) ext = pool.get();
+    return *ext;
+  }
+  // Before the record leaves the window.
+  void release(TxPool& pool) {
+    if (ext) pool.put(ext);
+    ext = nullptr;
+  }
 };
+static_assert(sizeof(PsnRec) == 128);
 
 enum class EvMode : uint8_t { kGood, kSkip, kBad };
 
@@ -601,6 +676,7 @@ struct Flow {
   int64_t ref_ext = 0;   // highest extended PSN unwrapped so far
   int64_t base_ext = 0;  // PSN of win[0]
   Ring<PsnRec> win;
+  TxPool tx_pool;     // the PsnExt blocks of win's records
   uint32_t wild = 0;  // consecutive PSNs refused as far outside the window
   bool have_data = false;
   int64_t highest_ext = 0;  // highest data PSN seen anywhere

@@ -37,6 +37,8 @@ std::string psn_str(int64_t p) {
 
 // PSN records kept below the cumulative ACK, for late retransmissions and duplicate SACKs.
 constexpr int64_t kKeepBehindCack = 8192;
+// How far ahead of the window's front the eviction loop prefetches.
+constexpr size_t kEvictAhead = 4;
 
 bool valid_pmtu(uint32_t v) {
   return v == 256 || v == 512 || v == 1024 || v == 2048 || v == 4096;
@@ -137,7 +139,6 @@ void Engine::on_data(Obs& o, Flow& fl) {
     r->imm = f.op->has_imm;
     r->msn = f.meth.msn;
     r->rqmsn = f.meth.rqmsn;
-    r->first_ts = o.ts;
     r->first_point = o.point;
     r->first_frame = o.frame_no;
     r->gap_pending = false;
@@ -148,7 +149,7 @@ void Engine::on_data(Obs& o, Flow& fl) {
     retx_checks(o, fl, p, *r);
 
   // Record the transmission.
-  Tx& tx = r->push();
+  Tx& tx = r->push(fl.tx_pool);
   tx.pkt = o.pkt;
   tx.ts = o.ts;
   tx.point = o.point;
@@ -196,8 +197,12 @@ void Engine::on_data(Obs& o, Flow& fl) {
          (fl.win.size() > 65536 ||
           (fl.max_cack_ext && fl.base_ext + kKeepBehindCack < *fl.max_cack_ext))) {
     evict(fl, fl.win.front(), fl.base_ext);
+    fl.win.front().release(fl.tx_pool);
     fl.win.pop_front();
     fl.base_ext++;
+    // The front moves one PSN per new PSN, kKeepBehindCack behind the traffic: its lines are
+    // long out of cache. Fetch the record evicted a few packets from now.
+    if (fl.win.size() > kEvictAhead) __builtin_prefetch(&fl.win[kEvictAhead]);
   }
 }
 
@@ -225,9 +230,10 @@ void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
         PsnRec* g = fl.rec_create(q);
         if (g && !g->seen && !g->acked) {
           g->gap_pending = true;
-          g->gap_ts = o.ts;
-          g->gap_point = o.point;
-          g->gap_frame = o.frame_no;
+          PsnExt& x = g->more(fl.tx_pool);
+          x.gap_ts = o.ts;
+          x.gap_point = o.point;
+          x.gap_frame = o.frame_no;
         }
       }
     }
@@ -614,9 +620,10 @@ void Engine::evict(Flow& fl, PsnRec& r, int64_t p) {
   }
   if (r.gap_pending && !r.seen && !r.acked) {
     r.gap_pending = false;
-    if (r.gap_ts + prof.tol.end_grace_ns <= now) {
+    const PsnExt& x = *r.ext;  // made when gap_pending was set
+    if (x.gap_ts + prof.tol.end_grace_ns <= now) {
       judge(REQ_001);
-      fail_at(REQ_001, r.gap_point, r.gap_frame, r.gap_ts,
+      fail_at(REQ_001, x.gap_point, x.gap_frame, x.gap_ts,
               "PSN " + psn_str(p) +
                   " was skipped: later PSNs left the requester, this one was "
                   "never seen at any capture point nor acknowledged");

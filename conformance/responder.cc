@@ -19,7 +19,7 @@ bool lost(const Engine& e, const Flow& fl, const Tx& t) {
 
 std::string wev_list(const PsnRec& r) {
   std::string s;
-  for (const Tx& t : r.tx)
+  for (const Tx& t : r.txs())
     if (t.valid) s += (s.empty() ? "" : ", ") + hex(t.wev);
   return s;
 }
@@ -94,7 +94,7 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
       }
       judge(RSP_003);
       bool any_before = false, any_arrived = false, any_intact = false;
-      for (const Tx& t : r->tx) {
+      for (const Tx& t : r->txs()) {
         if (!t.valid || t.ts > o.ts) continue;
         any_before = true;
         if (lost(*this, fl, t)) continue;
@@ -136,7 +136,8 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
       if (r && r->seen) {
         const Tx* trig = r->latest_before(o.ts);
         bool match = false;
-        for (const Tx& x : r->tx) match = match || (x.valid && x.ts <= o.ts && x.wev == s.entropy);
+        for (const Tx& x : r->txs())
+          match = match || (x.valid && x.ts <= o.ts && x.wev == s.entropy);
         if (trig) {
           judge(RSP_004);
           if (!match && r->tx_count <= kTxRing)
@@ -148,7 +149,7 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
           // The copy that triggered it carries the SACK's entropy; when several such copies
           // arrived (a retransmission on the same EV), judge only what holds for all of them.
           bool all_ce = true, any_ce = false, any_arrived = false;
-          for (const Tx& x : r->tx) {
+          for (const Tx& x : r->txs()) {
             if (!x.valid || x.ts > o.ts || x.wev != s.entropy) continue;
             if (responder_captured(fl) && !x.at_dst) continue;
             any_arrived = true;
@@ -223,7 +224,7 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
         // ports' queues in any order), and the earliest copy that may have triggered it.
         uint64_t at = UINT64_MAX;
         if (tr)
-          for (const Tx& x : tr->tx)
+          for (const Tx& x : tr->txs())
             if (x.valid && x.ack_obl && x.wev == s.entropy && x.rx_point == it->point)
               at = std::min(at, x.rx_bytes_at);
         if (at != UINT64_MAX && at > it->bytes_deadline) {
@@ -301,7 +302,7 @@ void Engine::on_nack(const Obs& o, Flow& fl) {
       bad += " DestQP " + hex(f.bth.dest_qp) + " != requester QPN " + hex(*fl.prof.requester_qpn);
     if (PsnRec* r = fl.rec(p); r && r->seen) {
       bool match = false, any = false;
-      for (const Tx& x : r->tx)
+      for (const Tx& x : r->txs())
         if (x.valid && x.ts <= o.ts) {
           any = true;
           match = match || x.wev == n.entropy;
@@ -418,7 +419,7 @@ void Engine::on_tack(const Obs& o, Flow& fl) {
           const PsnRec* r = fl.rec(q);
           if (!r || !r->seen || r->acked) continue;
           bool arrived = false;
-          for (const Tx& t : r->tx)
+          for (const Tx& t : r->txs())
             arrived = arrived || (t.valid && t.ts <= o.ts && !lost(*this, fl, t) && !t.trimmed);
           if (!arrived) {
             fail(RSP_010, o,

@@ -408,14 +408,23 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   }
 
   const uint8_t dscp = f.dscp();
-  f.trimmed = is_data(f.op) && (dscp == profile.dscp().trimmed || dscp == profile.dscp().trimmed_lasthop);
-  const uint32_t stack = header_stack(profile, bth);
+  const DscpPlan& plan = profile.dscp();
+  f.trimmed = is_data(f.op) && (dscp == plan.trimmed || dscp == plan.trimmed_lasthop);
+  // header_stack(profile, bth), with the opcode looked up once.
+  const uint32_t stack =
+      f.op->headers | (f.op->kind == PacketKind::kMrcData && bth.ts ? kHdrTseth : 0u);
   // A trimmed packet has no ICRC: every byte after the BTH is headers or (cut) payload.
   const size_t body_end = f.trimmed ? udp_end : udp_end - std::min<size_t>(kIcrcBytes, udp_end - off);
   if (!f.trimmed && udp_end - off < kIcrcBytes)
     return fail(f, DecodeErrorCode::kTruncated, Layer::kIcrc, off, kIcrcBytes, udp_end - off);
+  // In the profile's order, stopping after the last header present (data packets' headers come
+  // first in MRP0's order): a branch per header of the order mispredicted as packet kinds
+  // alternate.
+  uint32_t left = stack;
   for (HeaderBit h : profile.header_order()) {
-    if (!(stack & h)) continue;
+    if (left == 0) break;
+    if (!(left & h)) continue;
+    left &= ~static_cast<uint32_t>(h);
     const size_t sz = profile.header_size(h);
     if (body_end - off < sz) {
       if (f.trimmed) break;  // the trim cut here

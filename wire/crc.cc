@@ -171,13 +171,12 @@ MRC_VPCLMUL inline __m512i fold64(__m512i a, __m512i k, __m512i d) {
                                    _mm512_clmulepi64_epi128(a, k, 0x11), d, 0x96);
 }
 
-MRC_VPCLMUL uint32_t crc_stream_vpclmul(const uint8_t* head, size_t head_len, size_t /*skip*/,
-                                        const uint8_t* p, size_t n) {
+// The stream after its head: z0 holds the register folded over the head (64 bytes from the end
+// of the head), p the n bytes that follow.
+MRC_VPCLMUL inline uint32_t vpclmul_after_head(__m512i z0, const uint8_t* p, size_t n) {
   const uint8_t* const begin = p;
   const __m512i k512 = _mm512_set_epi64(kFold512Hi, kFold512Lo, kFold512Hi, kFold512Lo, kFold512Hi,
                                         kFold512Lo, kFold512Hi, kFold512Lo);
-  __m512i z0 = load64(head);
-  for (size_t i = 64; i < head_len; i += 64) z0 = fold64(z0, k512, load64(head + i));
   if (n >= 64) {
     z0 = fold64(z0, k512, load64(p));
     p += 64;
@@ -212,6 +211,36 @@ MRC_VPCLMUL uint32_t crc_stream_vpclmul(const uint8_t* head, size_t head_len, si
   _mm512_store_si512(lz, z0);
   a = _mm_xor_si128(_mm_xor_si128(lm[0], lm[1]), _mm_xor_si128(lm[2], lz[3]));
   return finish128(a, begin, p, n);
+}
+
+MRC_VPCLMUL uint32_t crc_stream_vpclmul(const uint8_t* head, size_t head_len, size_t /*skip*/,
+                                        const uint8_t* p, size_t n) {
+  const __m512i k512 = _mm512_set_epi64(kFold512Hi, kFold512Lo, kFold512Hi, kFold512Lo, kFold512Hi,
+                                        kFold512Lo, kFold512Hi, kFold512Lo);
+  __m512i z0 = load64(head);
+  for (size_t i = 64; i < head_len; i += 64) z0 = fold64(z0, k512, load64(head + i));
+  return vpclmul_after_head(z0, p, n);
+}
+
+// The ICRC of a RoCE packet over IPv6 whose UDP header follows the IPv6 header: the masked
+// pseudo-header of compute_icrc() is then the 64 bytes from 4 before the IPv6 header to the end of
+// BTH, with every masked byte ORed with ones (the 4 bytes before IPv6 are the end of the LRH's
+// ones, the 4 before them the LRH's start, which cancels the register's initial ones: a leading
+// zero block, left out). One load instead of a buffer built byte by byte, whose 64-byte load
+// could not be forwarded from the stores that filled it. Raw register, like the streams.
+MRC_VPCLMUL uint32_t icrc_ipv6_vpclmul(const uint8_t* from, const uint8_t* p, size_t n) {
+  // Byte k of the mask ORed into byte k of the block (little-endian 64-bit words).
+  const __m512i ones = _mm512_set_epi64(
+      /* bytes 56..63: BTH byte 4 (block byte 56) */ 0x00000000000000FFull,
+      /* 48..55: UDP checksum (50, 51) */ 0x00000000FFFF0000ull,
+      /* 40..47 */ 0,
+      /* 32..39 */ 0,
+      /* 24..31 */ 0,
+      /* 16..23 */ 0,
+      /* 8..15: hop limit (11) */ 0x00000000FF000000ull,
+      /* 0..7: LRH end (0..3), TC/flow label (4 low nibble, 5..7) */ 0xFFFFFF0FFFFFFFFFull);
+  const __m512i z0 = _mm512_or_si512(_mm512_loadu_si512(from), ones);
+  return vpclmul_after_head(z0, p, n);
 }
 #endif
 
@@ -361,6 +390,12 @@ std::optional<uint32_t> compute_icrc(const DecodedFrame& f) {
   RocePacket r;
   if (!locate(f, r)) return std::nullopt;
   const uint8_t* frame = u8(f.frame);
+#if defined(__x86_64__)
+  if (!r.ipv4 && r.ip_off >= 4 && r.udp_off == r.ip_off + 40 &&
+      dispatch().path == CrcPath::kVpclmul512)
+    return ~icrc_ipv6_vpclmul(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
+                              r.udp_len - 8 - 12 - kIcrcBytes);
+#endif
   // Masked pseudo-header: 8 bytes of 0xFF stand for the LRH, then IP with its variant fields
   // (those a switch may rewrite: TC/FL/hop limit or TOS/TTL/checksum) set to ones, then UDP
   // with the checksum set to ones, then BTH with the variant byte 4 set to ones.
