@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start", and what .ci/run runs):
+#   0. every tracked C++ file is as .clang-format lays it out;
 #   1. release build with warnings as errors, every unit and CLI test (ctest);
 #   2. the same tests under ASan+UBSan;
 #   3. a short libFuzzer run of every decoder target (clang, ASan+UBSan).
@@ -12,6 +13,14 @@ fast=0
 [ "${1:-}" = "--fast" ] && fast=1
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+step "format (.clang-format on every tracked C++ file)"
+if git -C "$top" rev-parse --git-dir > /dev/null 2>&1; then
+  git -C "$top" ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run --Werror ||
+    { echo "ci/test.sh: run clang-format -i on the files above" >&2; exit 1; }
+else
+  echo "not a git checkout: format check skipped"
+fi
 
 step "configure + build (preset ci: RelWithDebInfo, -Werror)"
 cmake --preset ci > build-ci-configure.log 2>&1 || { cat build-ci-configure.log; exit 1; }

@@ -8,7 +8,9 @@
 namespace mrc::wire {
 namespace {
 
-inline uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+inline uint16_t rd16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
 inline uint32_t rd24(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) << 16 | static_cast<uint32_t>(p[1]) << 8 | p[2];
 }
@@ -91,12 +93,13 @@ bool encode_bth(const Bth& b, MutBytes out) {
   if (out.size() < kBthBytes) return false;
   uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
   p[0] = b.opcode;
-  p[1] = static_cast<uint8_t>((b.se ? 0x80 : 0) | (b.mig_req ? 0x40 : 0) | (b.pad_count & 3) << 4 | (b.tver & 0xF));
+  p[1] = static_cast<uint8_t>((b.se ? 0x80 : 0) | (b.mig_req ? 0x40 : 0) | (b.pad_count & 3) << 4 |
+                              (b.tver & 0xF));
   wr16(p + 2, b.pkey);
   p[4] = b.variant;
   wr24(p + 5, b.dest_qp);
-  p[8] = static_cast<uint8_t>((b.ack_req ? 0x80 : 0) | (b.rsvd_b8_6 ? 0x40 : 0) | (b.rtx ? 0x20 : 0) |
-                              (b.ts ? 0x10 : 0) | (b.rsvd_b8_lo & 0xF));
+  p[8] = static_cast<uint8_t>((b.ack_req ? 0x80 : 0) | (b.rsvd_b8_6 ? 0x40 : 0) |
+                              (b.rtx ? 0x20 : 0) | (b.ts ? 0x10 : 0) | (b.rsvd_b8_lo & 0xF));
   wr24(p + 9, b.psn);
   return true;
 }
@@ -109,45 +112,78 @@ uint32_t header_stack(const WireProfile& profile, const Bth& bth) {
 
 std::string_view layer_name(Layer l) {
   switch (l) {
-    case Layer::kFrame: return "frame";
-    case Layer::kEthernet: return "Ethernet";
-    case Layer::kVlan: return "VLAN";
-    case Layer::kIpv4: return "IPv4";
-    case Layer::kIpv6: return "IPv6";
-    case Layer::kSrh: return "SRH";
-    case Layer::kInnerIpv6: return "inner IPv6";
-    case Layer::kUdp: return "UDP";
-    case Layer::kBth: return "BTH";
-    case Layer::kMeth: return "METH";
-    case Layer::kTseth: return "TSETH";
-    case Layer::kReth: return "RETH";
-    case Layer::kImmDt: return "ImmDt";
-    case Layer::kAeth: return "AETH";
-    case Layer::kSeth: return "SETH";
-    case Layer::kCcState: return "CC_STATE";
-    case Layer::kNeth: return "NETH";
-    case Layer::kPeth: return "PETH";
-    case Layer::kErth: return "ERTH";
-    case Layer::kEeth: return "EETH";
-    case Layer::kAtomicEth: return "AtomicETH";
-    case Layer::kAtomicAckEth: return "AtomicAckETH";
-    case Layer::kIeth: return "IETH";
-    case Layer::kPayload: return "payload";
-    case Layer::kIcrc: return "ICRC";
+    case Layer::kFrame:
+      return "frame";
+    case Layer::kEthernet:
+      return "Ethernet";
+    case Layer::kVlan:
+      return "VLAN";
+    case Layer::kIpv4:
+      return "IPv4";
+    case Layer::kIpv6:
+      return "IPv6";
+    case Layer::kSrh:
+      return "SRH";
+    case Layer::kInnerIpv6:
+      return "inner IPv6";
+    case Layer::kUdp:
+      return "UDP";
+    case Layer::kBth:
+      return "BTH";
+    case Layer::kMeth:
+      return "METH";
+    case Layer::kTseth:
+      return "TSETH";
+    case Layer::kReth:
+      return "RETH";
+    case Layer::kImmDt:
+      return "ImmDt";
+    case Layer::kAeth:
+      return "AETH";
+    case Layer::kSeth:
+      return "SETH";
+    case Layer::kCcState:
+      return "CC_STATE";
+    case Layer::kNeth:
+      return "NETH";
+    case Layer::kPeth:
+      return "PETH";
+    case Layer::kErth:
+      return "ERTH";
+    case Layer::kEeth:
+      return "EETH";
+    case Layer::kAtomicEth:
+      return "AtomicETH";
+    case Layer::kAtomicAckEth:
+      return "AtomicAckETH";
+    case Layer::kIeth:
+      return "IETH";
+    case Layer::kPayload:
+      return "payload";
+    case Layer::kIcrc:
+      return "ICRC";
   }
   return "?";
 }
 
 std::string_view decode_error_name(DecodeErrorCode c) {
   switch (c) {
-    case DecodeErrorCode::kOk: return "ok";
-    case DecodeErrorCode::kTruncated: return "truncated";
-    case DecodeErrorCode::kBadVersion: return "bad IP version";
-    case DecodeErrorCode::kBadLength: return "bad length";
-    case DecodeErrorCode::kBadHeaderLength: return "bad header length";
-    case DecodeErrorCode::kUnknownOpcode: return "unknown opcode";
-    case DecodeErrorCode::kBadPad: return "bad pad count";
-    case DecodeErrorCode::kTooManySegments: return "too many SRH segments";
+    case DecodeErrorCode::kOk:
+      return "ok";
+    case DecodeErrorCode::kTruncated:
+      return "truncated";
+    case DecodeErrorCode::kBadVersion:
+      return "bad IP version";
+    case DecodeErrorCode::kBadLength:
+      return "bad length";
+    case DecodeErrorCode::kBadHeaderLength:
+      return "bad header length";
+    case DecodeErrorCode::kUnknownOpcode:
+      return "unknown opcode";
+    case DecodeErrorCode::kBadPad:
+      return "bad pad count";
+    case DecodeErrorCode::kTooManySegments:
+      return "too many SRH segments";
   }
   return "?";
 }
@@ -155,15 +191,16 @@ std::string_view decode_error_name(DecodeErrorCode c) {
 std::string DecodeError::describe() const {
   const std::string at = std::string(layer_name(layer)) + " at offset " + std::to_string(offset);
   switch (code) {
-    case DecodeErrorCode::kOk: return "ok";
+    case DecodeErrorCode::kOk:
+      return "ok";
     case DecodeErrorCode::kTruncated:
       return "truncated " + at + ": need " + std::to_string(need) + " bytes, have " +
              std::to_string(have);
     case DecodeErrorCode::kBadVersion:
       return "bad version " + std::to_string(value) + " in " + at;
     case DecodeErrorCode::kBadLength:
-      return "bad length in " + at + ": length field says " + std::to_string(need) +
-             " bytes, " + std::to_string(have) + " present";
+      return "bad length in " + at + ": length field says " + std::to_string(need) + " bytes, " +
+             std::to_string(have) + " present";
     case DecodeErrorCode::kBadHeaderLength:
       return "bad header length " + std::to_string(value) + " in " + at;
     case DecodeErrorCode::kUnknownOpcode: {
@@ -182,20 +219,34 @@ std::string DecodeError::describe() const {
 
 static Layer layer_of(HeaderBit h) {
   switch (h) {
-    case kHdrMeth: return Layer::kMeth;
-    case kHdrTseth: return Layer::kTseth;
-    case kHdrReth: return Layer::kReth;
-    case kHdrImm: return Layer::kImmDt;
-    case kHdrAeth: return Layer::kAeth;
-    case kHdrSeth: return Layer::kSeth;
-    case kHdrCcState: return Layer::kCcState;
-    case kHdrNeth: return Layer::kNeth;
-    case kHdrPeth: return Layer::kPeth;
-    case kHdrErth: return Layer::kErth;
-    case kHdrEeth: return Layer::kEeth;
-    case kHdrAtomicEth: return Layer::kAtomicEth;
-    case kHdrAtomicAckEth: return Layer::kAtomicAckEth;
-    case kHdrIeth: return Layer::kIeth;
+    case kHdrMeth:
+      return Layer::kMeth;
+    case kHdrTseth:
+      return Layer::kTseth;
+    case kHdrReth:
+      return Layer::kReth;
+    case kHdrImm:
+      return Layer::kImmDt;
+    case kHdrAeth:
+      return Layer::kAeth;
+    case kHdrSeth:
+      return Layer::kSeth;
+    case kHdrCcState:
+      return Layer::kCcState;
+    case kHdrNeth:
+      return Layer::kNeth;
+    case kHdrPeth:
+      return Layer::kPeth;
+    case kHdrErth:
+      return Layer::kErth;
+    case kHdrEeth:
+      return Layer::kEeth;
+    case kHdrAtomicEth:
+      return Layer::kAtomicEth;
+    case kHdrAtomicAckEth:
+      return Layer::kAtomicAckEth;
+    case kHdrIeth:
+      return Layer::kIeth;
   }
   return Layer::kFrame;
 }
@@ -252,16 +303,18 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
     ethertype = (p[0] >> 4) == 4 ? kEtherTypeIpv4 : kEtherTypeIpv6;
   }
 
-  size_t ip_end = n;       // end of the outer IP packet
-  uint8_t next = 0;        // protocol after the current header
+  size_t ip_end = n;  // end of the outer IP packet
+  uint8_t next = 0;   // protocol after the current header
   if (ethertype == kEtherTypeIpv4) {
     f.off_l3 = static_cast<uint16_t>(off);
     if (n - off < 20) return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv4, off, 20, n - off);
     const uint8_t* ip = p + off;
-    if ((ip[0] >> 4) != 4) return fail(f, DecodeErrorCode::kBadVersion, Layer::kIpv4, off, 0, 0, ip[0] >> 4);
+    if ((ip[0] >> 4) != 4)
+      return fail(f, DecodeErrorCode::kBadVersion, Layer::kIpv4, off, 0, 0, ip[0] >> 4);
     Ipv4Header& h = f.ip4;
     h.ihl = ip[0] & 0xF;
-    if (h.ihl < 5) return fail(f, DecodeErrorCode::kBadHeaderLength, Layer::kIpv4, off, 0, 0, h.ihl);
+    if (h.ihl < 5)
+      return fail(f, DecodeErrorCode::kBadHeaderLength, Layer::kIpv4, off, 0, 0, h.ihl);
     const size_t hl = static_cast<size_t>(h.ihl) * 4;
     if (n - off < hl) return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv4, off, hl, n - off);
     h.dscp = ip[1] >> 2;
@@ -292,11 +345,13 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   } else if (ethertype == kEtherTypeIpv6) {
     f.off_l3 = static_cast<uint16_t>(off);
     if (n - off < 40) return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, 40, n - off);
-    if ((p[off] >> 4) != 6) return fail(f, DecodeErrorCode::kBadVersion, Layer::kIpv6, off, 0, 0, p[off] >> 4);
+    if ((p[off] >> 4) != 6)
+      return fail(f, DecodeErrorCode::kBadVersion, Layer::kIpv6, off, 0, 0, p[off] >> 4);
     decode_ipv6(p + off, f.ip6);
     f.l3 = 6;
     if (f.ip6.payload_length > n - off - 40)
-      return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, 40 + f.ip6.payload_length, n - off);
+      return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, 40 + f.ip6.payload_length,
+                  n - off);
     ip_end = off + 40 + f.ip6.payload_length;
     f.trailer = Bytes(frame.data() + ip_end, n - ip_end);
     next = f.ip6.next_header;
@@ -305,14 +360,17 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
     // decoded (SRH), IPv6-in-IPv6 descends once into the inner header (SRv6 mode).
     for (int guard = 0; guard < 8; ++guard) {
       if (next == 0 || next == 60) {
-        if (ip_end - off < 8) return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, 8, ip_end - off);
+        if (ip_end - off < 8)
+          return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, 8, ip_end - off);
         const size_t len = (static_cast<size_t>(p[off + 1]) + 1) * 8;
-        if (ip_end - off < len) return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, len, ip_end - off);
+        if (ip_end - off < len)
+          return fail(f, DecodeErrorCode::kTruncated, Layer::kIpv6, off, len, ip_end - off);
         next = p[off];
         off += len;
       } else if (next == kIpProtoRouting && !f.has_srh && !f.has_inner_ip6) {
         f.off_srh = static_cast<uint16_t>(off);
-        if (ip_end - off < 8) return fail(f, DecodeErrorCode::kTruncated, Layer::kSrh, off, 8, ip_end - off);
+        if (ip_end - off < 8)
+          return fail(f, DecodeErrorCode::kTruncated, Layer::kSrh, off, 8, ip_end - off);
         const uint8_t* r = p + off;
         Srh& s = f.srh;
         s.next_header = r[0];
@@ -323,14 +381,17 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
         s.flags = r[5];
         s.tag = rd16(r + 6);
         const size_t len = (static_cast<size_t>(s.hdr_ext_len) + 1) * 8;
-        if (ip_end - off < len) return fail(f, DecodeErrorCode::kTruncated, Layer::kSrh, off, len, ip_end - off);
+        if (ip_end - off < len)
+          return fail(f, DecodeErrorCode::kTruncated, Layer::kSrh, off, len, ip_end - off);
         s.segment_count = 0;
         if (s.routing_type == kSrhRoutingType) {
           const size_t count = static_cast<size_t>(s.last_entry) + 1;
           if (count > kMaxSrhSegments)
-            return fail(f, DecodeErrorCode::kTooManySegments, Layer::kSrh, off, 0, 0, static_cast<uint32_t>(count));
+            return fail(f, DecodeErrorCode::kTooManySegments, Layer::kSrh, off, 0, 0,
+                        static_cast<uint32_t>(count));
           if (8 + 16 * count > len)
-            return fail(f, DecodeErrorCode::kBadHeaderLength, Layer::kSrh, off, 8 + 16 * count, len, s.hdr_ext_len);
+            return fail(f, DecodeErrorCode::kBadHeaderLength, Layer::kSrh, off, 8 + 16 * count, len,
+                        s.hdr_ext_len);
           for (size_t i = 0; i < count; ++i) std::memcpy(s.segments[i].data(), r + 8 + 16 * i, 16);
           s.segment_count = static_cast<uint8_t>(count);
           s.tlvs = Bytes(frame.data() + off + 8 + 16 * count, len - 8 - 16 * count);
@@ -342,7 +403,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
         off += len;
       } else if (next == kIpProtoIpv6 && !f.has_inner_ip6) {
         f.off_inner = static_cast<uint16_t>(off);
-        if (ip_end - off < 40) return fail(f, DecodeErrorCode::kTruncated, Layer::kInnerIpv6, off, 40, ip_end - off);
+        if (ip_end - off < 40)
+          return fail(f, DecodeErrorCode::kTruncated, Layer::kInnerIpv6, off, 40, ip_end - off);
         if ((p[off] >> 4) != 6)
           return fail(f, DecodeErrorCode::kBadVersion, Layer::kInnerIpv6, off, 0, 0, p[off] >> 4);
         decode_ipv6(p + off, f.inner_ip6);
@@ -366,7 +428,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
     return true;
   }
   f.off_udp = static_cast<uint16_t>(off);
-  if (ip_end - off < 8) return fail(f, DecodeErrorCode::kTruncated, Layer::kUdp, off, 8, ip_end - off);
+  if (ip_end - off < 8)
+    return fail(f, DecodeErrorCode::kTruncated, Layer::kUdp, off, 8, ip_end - off);
   const uint8_t* u = p + off;
   f.udp.sport = rd16(u);
   f.udp.dport = rd16(u + 2);
@@ -384,7 +447,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   const size_t udp_end = off + f.udp.length;
   off += 8;
   f.off_bth = static_cast<uint16_t>(off);
-  if (udp_end - off < 12) return fail(f, DecodeErrorCode::kTruncated, Layer::kBth, off, 12, udp_end - off);
+  if (udp_end - off < 12)
+    return fail(f, DecodeErrorCode::kTruncated, Layer::kBth, off, 12, udp_end - off);
   decode_bth(Bytes(frame.data() + off, 12), f.bth);
   const Bth& bth = f.bth;
   f.roce = true;
@@ -414,7 +478,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   const uint32_t stack =
       f.op->headers | (f.op->kind == PacketKind::kMrcData && bth.ts ? kHdrTseth : 0u);
   // A trimmed packet has no ICRC: every byte after the BTH is headers or (cut) payload.
-  const size_t body_end = f.trimmed ? udp_end : udp_end - std::min<size_t>(kIcrcBytes, udp_end - off);
+  const size_t body_end =
+      f.trimmed ? udp_end : udp_end - std::min<size_t>(kIcrcBytes, udp_end - off);
   if (!f.trimmed && udp_end - off < kIcrcBytes)
     return fail(f, DecodeErrorCode::kTruncated, Layer::kIcrc, off, kIcrcBytes, udp_end - off);
   // In the profile's order, stopping after the last header present (data packets' headers come
@@ -438,7 +503,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   size_t payload_len = body_end - off;
   if (!f.trimmed) {
     if (bth.pad_count > payload_len)
-      return fail(f, DecodeErrorCode::kBadPad, Layer::kPayload, off, bth.pad_count, payload_len, bth.pad_count);
+      return fail(f, DecodeErrorCode::kBadPad, Layer::kPayload, off, bth.pad_count, payload_len,
+                  bth.pad_count);
     f.pad_bytes = bth.pad_count;
     payload_len -= bth.pad_count;
     f.pad_data = Bytes(frame.data() + off + payload_len, bth.pad_count);
@@ -471,7 +537,9 @@ size_t pad_of(const FrameSpec& s, const EncodeOptions& o) {
   return s.pad_bytes;
 }
 
-size_t srh_len(const Srh& s) { return 8 + 16 * static_cast<size_t>(s.segment_count) + s.tlvs.size(); }
+size_t srh_len(const Srh& s) {
+  return 8 + 16 * static_cast<size_t>(s.segment_count) + s.tlvs.size();
+}
 
 }  // namespace
 
@@ -508,7 +576,8 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
   if (s.has_srh && s.srh.tlvs.size() % 8 != 0) return err("SRH TLVs must be a multiple of 8 bytes");
   if (s.roce && !s.has_udp) return err("a RoCE packet needs UDP");
   if (s.roce && !profile.opcode_info(s.bth.opcode)) return err("opcode not in the wire profile");
-  if (s.l3 == 4 && s.ip4.options.size() % 4 != 0) return err("IPv4 options must be a multiple of 4 bytes");
+  if (s.l3 == 4 && s.ip4.options.size() % 4 != 0)
+    return err("IPv4 options must be a multiple of 4 bytes");
   const size_t total = encoded_size(s, o, profile);
   if (total > out.size()) return err("output buffer too small");
   if (total > 0xFFFF) return err("frame larger than 65535 bytes");
@@ -524,7 +593,8 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
       wr16(p + 14, s.eth.vlan_tci);
       off = 16;
     }
-    const uint16_t et = o.fix_lengths && s.l3 != 0 ? (s.l3 == 4 ? kEtherTypeIpv4 : kEtherTypeIpv6) : s.eth.ethertype;
+    const uint16_t et = o.fix_lengths && s.l3 != 0 ? (s.l3 == 4 ? kEtherTypeIpv4 : kEtherTypeIpv6)
+                                                   : s.eth.ethertype;
     wr16(p + off, et);
     off += 2;
   }
@@ -548,29 +618,37 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
     std::memcpy(p + off + 12, h.src.data(), 4);
     std::memcpy(p + off + 16, h.dst.data(), 4);
     if (!h.options.empty()) std::memcpy(p + off + 20, h.options.data(), h.options.size());
-    const uint16_t csum = o.fix_ip_checksum ? internet_checksum(Bytes(out.data() + off, hl)) : h.checksum;
+    const uint16_t csum =
+        o.fix_ip_checksum ? internet_checksum(Bytes(out.data() + off, hl)) : h.checksum;
     wr16(p + off + 10, csum);
     off += hl;
   } else {
     Ipv6Header h = s.ip6;
     if (o.fix_lengths) {
       h.payload_length = static_cast<uint16_t>(ip_end - l3_off - 40);
-      h.next_header = s.has_srh ? kIpProtoRouting : (s.has_inner_ip6 ? kIpProtoIpv6 : (s.has_udp ? kIpProtoUdp : h.next_header));
+      h.next_header =
+          s.has_srh ? kIpProtoRouting
+                    : (s.has_inner_ip6 ? kIpProtoIpv6 : (s.has_udp ? kIpProtoUdp : h.next_header));
     }
     encode_ipv6(p + off, h);
     off += 40;
     if (s.has_srh) {
       const Srh& r = s.srh;
-      p[off] = o.fix_lengths ? (s.has_inner_ip6 ? kIpProtoIpv6 : (s.has_udp ? kIpProtoUdp : r.next_header)) : r.next_header;
+      p[off] = o.fix_lengths
+                   ? (s.has_inner_ip6 ? kIpProtoIpv6 : (s.has_udp ? kIpProtoUdp : r.next_header))
+                   : r.next_header;
       const size_t len = srh_len(r);
       p[off + 1] = o.fix_lengths ? static_cast<uint8_t>(len / 8 - 1) : r.hdr_ext_len;
       p[off + 2] = r.routing_type;
       p[off + 3] = r.segments_left;
-      p[off + 4] = o.fix_lengths && r.segment_count ? static_cast<uint8_t>(r.segment_count - 1) : r.last_entry;
+      p[off + 4] = o.fix_lengths && r.segment_count ? static_cast<uint8_t>(r.segment_count - 1)
+                                                    : r.last_entry;
       p[off + 5] = r.flags;
       wr16(p + off + 6, r.tag);
-      for (size_t i = 0; i < r.segment_count; ++i) std::memcpy(p + off + 8 + 16 * i, r.segments[i].data(), 16);
-      if (!r.tlvs.empty()) std::memcpy(p + off + 8 + 16 * r.segment_count, r.tlvs.data(), r.tlvs.size());
+      for (size_t i = 0; i < r.segment_count; ++i)
+        std::memcpy(p + off + 8 + 16 * i, r.segments[i].data(), 16);
+      if (!r.tlvs.empty())
+        std::memcpy(p + off + 8 + 16 * r.segment_count, r.tlvs.data(), r.tlvs.size());
       off += len;
     }
     if (s.has_inner_ip6) {
@@ -617,7 +695,8 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
       }
       if (!s.trimmed) {
         const uint32_t v = s.icrc;
-        for (int i = 0; i < 4; ++i) p[off + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+        for (int i = 0; i < 4; ++i)
+          p[off + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
         off += kIcrcBytes;
       }
     } else if (!s.payload.empty()) {
@@ -633,7 +712,8 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
   off += s.trailer.size();
 
   // Checksums that cover what was just written: decode the frame back to locate its layers.
-  if (s.has_udp && (o.udp_checksum == UdpChecksumPolicy::kCompute || (s.roce && o.fix_icrc && !s.trimmed))) {
+  if (s.has_udp &&
+      (o.udp_checksum == UdpChecksumPolicy::kCompute || (s.roce && o.fix_icrc && !s.trimmed))) {
     DecodedFrame d;
     DecodeOptions dopts;
     dopts.link = s.has_eth ? LinkType::kEthernet : LinkType::kRawIp;
@@ -641,7 +721,8 @@ size_t encode_frame(const FrameSpec& s, MutBytes out, const EncodeOptions& o,
     decode_frame(Bytes(out.data(), off), d, dopts, profile);
     if (s.roce && o.fix_icrc && !s.trimmed && !fix_icrc(MutBytes(out.data(), off), d))
       return err("could not place the ICRC");
-    if (o.udp_checksum == UdpChecksumPolicy::kCompute && !fix_udp_checksum(MutBytes(out.data(), off), d, o.udp_checksum))
+    if (o.udp_checksum == UdpChecksumPolicy::kCompute &&
+        !fix_udp_checksum(MutBytes(out.data(), off), d, o.udp_checksum))
       return err("could not compute the UDP checksum");
   }
   return off;
@@ -691,7 +772,8 @@ bool rewrite_dscp_ecn(MutBytes frame, DecodedFrame& f, std::optional<uint8_t> ds
   if (frame.data() != f.frame.data() || f.l3 == 0) return false;
   uint8_t* p = reinterpret_cast<uint8_t*>(frame.data());
   auto tc_of = [&](uint8_t old_dscp, uint8_t old_ecn) {
-    return static_cast<uint8_t>((dscp.value_or(old_dscp) & 0x3F) << 2 | (ecn.value_or(old_ecn) & 3));
+    return static_cast<uint8_t>((dscp.value_or(old_dscp) & 0x3F) << 2 |
+                                (ecn.value_or(old_ecn) & 3));
   };
   auto set_v6 = [&](size_t off, Ipv6Header& h) {
     const uint8_t tc = tc_of(h.dscp, h.ecn);
@@ -723,7 +805,8 @@ size_t trim_frame(MutBytes frame, const DecodedFrame& f, uint8_t dscp, const Wir
     if (error) *error = why;
     return 0;
   };
-  if (frame.data() != f.frame.data()) return fail_with("trim: the decoded frame is not this buffer");
+  if (frame.data() != f.frame.data())
+    return fail_with("trim: the decoded frame is not this buffer");
   if (f.error || !f.roce || !f.op || f.op->kind != PacketKind::kMrcData)
     return fail_with("trim: not an MRC data packet");
   if (f.trimmed) return fail_with("trim: already trimmed");

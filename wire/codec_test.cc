@@ -13,7 +13,9 @@ namespace {
 
 using samples::Sample;
 
-std::vector<std::byte> copy(const std::vector<std::byte>& v) { return v; }
+std::vector<std::byte> copy(const std::vector<std::byte>& v) {
+  return v;
+}
 
 DecodedFrame decode_ok(const std::vector<std::byte>& frame, bool verify = true) {
   DecodedFrame f;
@@ -110,8 +112,11 @@ TEST(Codec, DecodesStevDataFields) {
   EXPECT_EQ(f.dscp(), mrp0().dscp().trimmable);
   EXPECT_EQ(f.ecn(), 2);
   EXPECT_EQ(f.ev_format(), EvFormat::kStev);
-  EXPECT_EQ(wev_from_carriage(EvFormat::kStev, mrp0().ev_stripe(), f.udp.sport, f.ip6.flow_label), 0x0003a5c1u);
-  EXPECT_EQ(std::memcmp(f.payload.data(), samples::pattern(1019, static_cast<uint8_t>(1003)).data(), 1019), 0);
+  EXPECT_EQ(wev_from_carriage(EvFormat::kStev, mrp0().ev_stripe(), f.udp.sport, f.ip6.flow_label),
+            0x0003a5c1u);
+  EXPECT_EQ(std::memcmp(f.payload.data(), samples::pattern(1019, static_cast<uint8_t>(1003)).data(),
+                        1019),
+            0);
 }
 
 TEST(Codec, DecodesSrv6WithAndWithoutSrh) {
@@ -252,11 +257,12 @@ TEST(Icrc, MaskedFieldsDoNotMatterOthersDo) {
 // The worked example of docs/wire-format.md (section 11.1), byte for byte.
 TEST(Icrc, DocumentedProbeExample) {
   const uint8_t expected[80] = {
-      0x61, 0x20, 0x12, 0x34, 0x00, 0x28, 0x11, 0x40, 0xfd, 0x00, 0, 0, 0, 0, 0, 0,
-      0, 0, 0, 0, 0, 0, 0, 0x01, 0xfd, 0x00, 0, 0, 0, 0, 0, 0,
-      0, 0, 0, 0, 0, 0, 0, 0x02, 0x56, 0x78, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00,
-      0xde, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x00, 0, 0, 0, 0,
-      0x00, 0x07, 0x00, 0x00, 0x00, 0x10, 0x00, 0x11, 0x12, 0x34, 0x00, 0x01, 0x77, 0x16, 0xe8, 0x11};
+      0x61, 0x20, 0x12, 0x34, 0x00, 0x28, 0x11, 0x40, 0xfd, 0x00, 0,    0,    0,    0,
+      0,    0,    0,    0,    0,    0,    0,    0,    0,    0x01, 0xfd, 0x00, 0,    0,
+      0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0x02, 0x56, 0x78,
+      0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0xde, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11,
+      0x80, 0x00, 0x00, 0x00, 0,    0,    0,    0,    0x00, 0x07, 0x00, 0x00, 0x00, 0x10,
+      0x00, 0x11, 0x12, 0x34, 0x00, 0x01, 0x77, 0x16, 0xe8, 0x11};
   FrameSpec s;
   s.l3 = 6;
   s.ip6.dscp = 4;
@@ -313,7 +319,8 @@ TEST(Checksum, UdpChecksumComputedAndVerified) {
 
 TEST(Checksum, SrhWithoutInnerHeaderUsesTheFinalDestination) {
   // IPv6 + SRH + UDP (SRH inline mode): the pseudo-header destination is Segment List[0].
-  FrameSpec s = samples::base_spec(samples::Carrier::kUdp6, samples::requestor(), samples::responder(), 7);
+  FrameSpec s =
+      samples::base_spec(samples::Carrier::kUdp6, samples::requestor(), samples::responder(), 7);
   s.has_srh = true;
   s.srh.segment_count = 2;
   s.srh.segments_left = 1;
@@ -349,14 +356,16 @@ TEST(Checksum, SrhWithoutInnerHeaderUsesTheFinalDestination) {
 
 TEST(Rewrite, RestampWevKeepsIcrcValid) {
   const auto all = samples::all_samples();
-  for (const char* name : {"stev/WRITE_FIRST", "srv6/WRITE_FIRST", "udp4/WRITE_FIRST", "stev/WRITE_ONLY/udp-checksum"}) {
+  for (const char* name : {"stev/WRITE_FIRST", "srv6/WRITE_FIRST", "udp4/WRITE_FIRST",
+                           "stev/WRITE_ONLY/udp-checksum"}) {
     SCOPED_TRACE(name);
     auto frame = copy(find_sample(all, name).frame);
     DecodedFrame f = decode_ok(frame);
     const EvFormat fmt = f.ev_format() == EvFormat::kUdp ? EvFormat::kUdp
-                         : f.has_inner_ip6              ? EvFormat::kSrv6
-                                                        : EvFormat::kStev;
-    ASSERT_TRUE(restamp_wev(MutBytes(frame.data(), frame.size()), f, fmt, EvStripe::kLowInSport, 0x00beef42));
+                         : f.has_inner_ip6               ? EvFormat::kSrv6
+                                                         : EvFormat::kStev;
+    ASSERT_TRUE(restamp_wev(MutBytes(frame.data(), frame.size()), f, fmt, EvStripe::kLowInSport,
+                            0x00beef42));
     DecodedFrame g = decode_ok(frame);
     EXPECT_TRUE(g.icrc_ok);
     EXPECT_EQ(g.udp.sport, 0xef42);
@@ -391,7 +400,8 @@ TEST(Rewrite, DscpEcnRewriteKeepsChecksumsAndIcrc) {
     }
     EXPECT_FALSE(g.trimmed);
     // DSCP TRIMMED on a data packet: decoders treat it as trimmed (no ICRC to check).
-    ASSERT_TRUE(rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), g, uint8_t{12}, std::nullopt));
+    ASSERT_TRUE(
+        rewrite_dscp_ecn(MutBytes(frame.data(), frame.size()), g, uint8_t{12}, std::nullopt));
     DecodedFrame h = decode_ok(frame);
     EXPECT_TRUE(h.trimmed);
     EXPECT_FALSE(h.has_icrc);
@@ -450,7 +460,8 @@ TEST(Codec, WevOfUsesTheRoceHeader) {
 }
 
 TEST(Codec, EncodeRejectsBadSpecsWithoutWritingPastTheBuffer) {
-  FrameSpec s = samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 1);
+  FrameSpec s =
+      samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 1);
   s.bth.opcode = 0xCA;
   s.payload = Bytes(samples::pattern(100).data(), 100);
   std::vector<std::byte> small(50, std::byte{0xAA});
@@ -533,7 +544,9 @@ class RenumberedProfile final : public WireProfile {
     return op == 0xCA ? 0xE0 : op;
   }
   size_t header_size(HeaderBit h) const override { return mrp0().header_size(h); }
-  void decode_header(HeaderBit h, Bytes in, DecodedFrame& out) const override { mrp0().decode_header(h, in, out); }
+  void decode_header(HeaderBit h, Bytes in, DecodedFrame& out) const override {
+    mrp0().decode_header(h, in, out);
+  }
   void encode_header(HeaderBit h, const DecodedFrame& in, MutBytes out) const override {
     mrp0().encode_header(h, in, out);
   }
@@ -551,7 +564,8 @@ TEST(Profile, SecondProfileRegistersAndDecodesByName) {
   EXPECT_EQ(find_profile("nope"), nullptr);
   const auto names = profile_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "TEST1"), names.end());
-  FrameSpec s = samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 9);
+  FrameSpec s =
+      samples::base_spec(samples::Carrier::kStev, samples::requestor(), samples::responder(), 9);
   s.bth.opcode = p->opcode_of(PacketKind::kMrcData, MessagePosition::kOnly, false);
   s.bth.ts = true;
   s.payload = Bytes(samples::pattern(10).data(), 10);

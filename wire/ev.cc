@@ -8,9 +8,12 @@ namespace mrc::wire {
 
 std::string_view ev_format_name(EvFormat f) {
   switch (f) {
-    case EvFormat::kUdp: return "udp";
-    case EvFormat::kStev: return "stev";
-    case EvFormat::kSrv6: return "srv6";
+    case EvFormat::kUdp:
+      return "udp";
+    case EvFormat::kStev:
+      return "stev";
+    case EvFormat::kSrv6:
+      return "srv6";
   }
   return "?";
 }
@@ -46,8 +49,12 @@ uint32_t wev_from_carriage(EvFormat format, EvStripe stripe, uint16_t sport, uin
 namespace {
 
 // Bit b of a 256-bit big-endian stream (b = 0 is the MSB of byte 0).
-bool get_bit(const EvBytes& e, unsigned b) { return (e[b / 8] >> (7 - b % 8)) & 1; }
-void set_bit(EvBytes& e, unsigned b) { e[b / 8] |= static_cast<uint8_t>(1u << (7 - b % 8)); }
+bool get_bit(const EvBytes& e, unsigned b) {
+  return (e[b / 8] >> (7 - b % 8)) & 1;
+}
+void set_bit(EvBytes& e, unsigned b) {
+  e[b / 8] |= static_cast<uint8_t>(1u << (7 - b % 8));
+}
 
 // Deposits the low bits of x into the set bits of mask, LSB first (x86 PDEP semantics).
 uint32_t pdep(uint32_t x, uint32_t mask) {
@@ -60,7 +67,9 @@ uint32_t pdep(uint32_t x, uint32_t mask) {
   return out;
 }
 
-uint64_t width_limit(uint32_t width) { return width >= 32 ? (1ull << 32) : (1ull << width); }
+uint64_t width_limit(uint32_t width) {
+  return width >= 32 ? (1ull << 32) : (1ull << width);
+}
 
 }  // namespace
 
@@ -79,7 +88,8 @@ std::string validate_ev_profile(std::span<const uint32_t> format_widths,
   for (size_t j = 0; j < fields.size(); ++j) {
     const EvField& f = fields[j];
     const std::string at = "field " + std::to_string(j) + ": ";
-    if (f.width == 0 || f.width > 32) return at + "width " + std::to_string(f.width) + " not in 1..32";
+    if (f.width == 0 || f.width > 32)
+      return at + "width " + std::to_string(f.width) + " not in 1..32";
     if (f.width > format_widths[j])
       return at + "width " + std::to_string(f.width) + " exceeds format field width " +
              std::to_string(format_widths[j]);
@@ -147,7 +157,9 @@ void from_u128(Ipv6Addr& a, u128 v) {
     v >>= 8;
   }
 }
-u128 low_mask(unsigned bits) { return bits >= 128 ? ~u128{0} : ((u128{1} << bits) - 1); }
+u128 low_mask(unsigned bits) {
+  return bits >= 128 ? ~u128{0} : ((u128{1} << bits) - 1);
+}
 }  // namespace
 
 bool usid_shift(Ipv6Addr& da, unsigned lbl_bits, unsigned nfl_bits) {

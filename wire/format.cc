@@ -62,11 +62,14 @@ std::string dst_of(const DecodedFrame& f) {
 
 std::string mac(const MacAddr& m) {
   char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
+                m[5]);
   return buf;
 }
 
-std::string_view opcode_name(const DecodedFrame& f) { return f.op ? f.op->name : "UNKNOWN"; }
+std::string_view opcode_name(const DecodedFrame& f) {
+  return f.op ? f.op->name : "UNKNOWN";
+}
 
 // JSON writer for one flat object; keys are fixed ASCII, strings are escaped.
 class Json {
@@ -122,7 +125,8 @@ class Json {
 void append_summary(std::string& out, const DecodedFrame& f) {
   if (f.l3 == 0) {
     if (f.has_eth)
-      appendf(out, "%s > %s ethertype 0x%04x", mac(f.eth.src).c_str(), mac(f.eth.dst).c_str(), f.eth.ethertype);
+      appendf(out, "%s > %s ethertype 0x%04x", mac(f.eth.src).c_str(), mac(f.eth.dst).c_str(),
+              f.eth.ethertype);
   } else {
     out += src_of(f);
     out += " > ";
@@ -138,22 +142,28 @@ void append_summary(std::string& out, const DecodedFrame& f) {
     if (f.has_udp) appendf(out, " UDP %u > %u", f.udp.sport, f.udp.dport);
   }
   if (f.roce) {
-    appendf(out, " %s qp=0x%06x psn=%u", std::string(opcode_name(f)).c_str(), f.bth.dest_qp, f.bth.psn);
+    appendf(out, " %s qp=0x%06x psn=%u", std::string(opcode_name(f)).c_str(), f.bth.dest_qp,
+            f.bth.psn);
     if (f.bth.ack_req) out += " A";
     if (f.bth.rtx) out += " RTX";
     if (f.has(kHdrMeth)) appendf(out, " msn=%u rqmsn=%u", f.meth.msn, f.meth.rqmsn);
-    if (f.has(kHdrReth)) appendf(out, " va=0x%" PRIx64 " rkey=0x%x len=%u", f.reth.va, f.reth.rkey, f.reth.dma_len);
+    if (f.has(kHdrReth))
+      appendf(out, " va=0x%" PRIx64 " rkey=0x%x len=%u", f.reth.va, f.reth.rkey, f.reth.dma_len);
     if (f.has(kHdrImm)) appendf(out, " imm=0x%08x", f.immdt.imm);
     if (f.has(kHdrAeth)) appendf(out, " syndrome=0x%02x msn=%u", f.aeth.syndrome, f.aeth.msn);
     if (f.has(kHdrSeth))
-      appendf(out, " cack=%u sack=+%d/0x%016" PRIx64 " ev=0x%08x m=%u%s", f.seth.cack_psn, f.seth.sack_offset,
-              f.seth.sack_bitmap, f.seth.entropy, f.seth.m, f.seth.pr ? " PR" : "");
+      appendf(out, " cack=%u sack=+%d/0x%016" PRIx64 " ev=0x%08x m=%u%s", f.seth.cack_psn,
+              f.seth.sack_offset, f.seth.sack_bitmap, f.seth.entropy, f.seth.m,
+              f.seth.pr ? " PR" : "");
     if (f.has(kHdrNeth))
-      appendf(out, " %s nack_psn=%u ev=0x%08x", std::string(nack_code_name(f.neth.nack_code)).c_str(),
-              f.neth.nack_psn, f.neth.entropy);
+      appendf(out, " %s nack_psn=%u ev=0x%08x",
+              std::string(nack_code_name(f.neth.nack_code)).c_str(), f.neth.nack_psn,
+              f.neth.entropy);
     if (f.has(kHdrPeth)) appendf(out, " probe_id=%u", f.peth.probe_id);
     if (f.has(kHdrErth)) appendf(out, " op=%s", f.erth.op == 1 ? "EV_PROBE" : "PORT_STATUS_UPDATE");
-    if (f.has(kHdrEeth)) appendf(out, " op=%s ev=0x%08x", f.eeth.op == 1 ? "EV_PROBE" : "PORT_STATUS_UPDATE", f.eeth.entropy);
+    if (f.has(kHdrEeth))
+      appendf(out, " op=%s ev=0x%08x", f.eeth.op == 1 ? "EV_PROBE" : "PORT_STATUS_UPDATE",
+              f.eeth.entropy);
     if (f.payload.size()) appendf(out, " payload=%zu", f.payload.size());
     if (f.trimmed) out += " TRIMMED";
     if (f.icrc_checked) out += f.icrc_ok ? " icrc=ok" : " icrc=BAD";
@@ -169,86 +179,109 @@ void append_summary(std::string& out, const DecodedFrame& f) {
 
 void append_field_tree(std::string& out, const DecodedFrame& f) {
   if (f.has_eth) {
-    appendf(out, "  Ethernet: dst %s src %s type 0x%04x\n", mac(f.eth.dst).c_str(), mac(f.eth.src).c_str(), f.eth.ethertype);
-    if (f.eth.has_vlan) appendf(out, "  VLAN: pcp %u vid %u\n", f.eth.vlan_tci >> 13, f.eth.vlan_tci & 0xFFF);
+    appendf(out, "  Ethernet: dst %s src %s type 0x%04x\n", mac(f.eth.dst).c_str(),
+            mac(f.eth.src).c_str(), f.eth.ethertype);
+    if (f.eth.has_vlan)
+      appendf(out, "  VLAN: pcp %u vid %u\n", f.eth.vlan_tci >> 13, f.eth.vlan_tci & 0xFFF);
   }
   if (f.l3 == 4) {
     const Ipv4Header& h = f.ip4;
-    appendf(out, "  IPv4: %s > %s dscp %u ecn %u len %u id %u flags 0x%x ttl %u proto %u csum 0x%04x\n",
-            format_ipv4(h.src).c_str(), format_ipv4(h.dst).c_str(), h.dscp, h.ecn, h.total_length, h.id,
-            h.flags_frag >> 13, h.ttl, h.protocol, h.checksum);
+    appendf(out,
+            "  IPv4: %s > %s dscp %u ecn %u len %u id %u flags 0x%x ttl %u proto %u csum 0x%04x\n",
+            format_ipv4(h.src).c_str(), format_ipv4(h.dst).c_str(), h.dscp, h.ecn, h.total_length,
+            h.id, h.flags_frag >> 13, h.ttl, h.protocol, h.checksum);
   }
   auto v6 = [&out](const char* name, const Ipv6Header& h) {
     appendf(out, "  %s: %s > %s dscp %u ecn %u flow_label 0x%05x plen %u nh %u hlim %u\n", name,
-            format_ipv6(h.src).c_str(), format_ipv6(h.dst).c_str(), h.dscp, h.ecn, h.flow_label, h.payload_length,
-            h.next_header, h.hop_limit);
+            format_ipv6(h.src).c_str(), format_ipv6(h.dst).c_str(), h.dscp, h.ecn, h.flow_label,
+            h.payload_length, h.next_header, h.hop_limit);
   };
   if (f.l3 == 6) v6("IPv6", f.ip6);
   if (f.has_srh) {
     const Srh& s = f.srh;
-    appendf(out, "  SRH: nh %u hdr_ext_len %u type %u segments_left %u last_entry %u flags 0x%02x tag %u\n",
-            s.next_header, s.hdr_ext_len, s.routing_type, s.segments_left, s.last_entry, s.flags, s.tag);
+    appendf(
+        out,
+        "  SRH: nh %u hdr_ext_len %u type %u segments_left %u last_entry %u flags 0x%02x tag %u\n",
+        s.next_header, s.hdr_ext_len, s.routing_type, s.segments_left, s.last_entry, s.flags,
+        s.tag);
     for (unsigned i = 0; i < s.segment_count; ++i)
       appendf(out, "    segment[%u]: %s\n", i, format_ipv6(s.segments[i]).c_str());
   }
   if (f.has_inner_ip6) v6("inner IPv6", f.inner_ip6);
   if (f.has_udp)
-    appendf(out, "  UDP: sport %u dport %u len %u csum 0x%04x\n", f.udp.sport, f.udp.dport, f.udp.length, f.udp.checksum);
+    appendf(out, "  UDP: sport %u dport %u len %u csum 0x%04x\n", f.udp.sport, f.udp.dport,
+            f.udp.length, f.udp.checksum);
   if (f.roce) {
     const Bth& b = f.bth;
-    appendf(out, "  BTH: opcode 0x%02x (%s) se %u m %u pad %u tver %u pkey 0x%04x dest_qp 0x%06x a %u rtx %u ts %u psn %u\n",
-            b.opcode, std::string(opcode_name(f)).c_str(), b.se, b.mig_req, b.pad_count, b.tver, b.pkey, b.dest_qp,
-            b.ack_req, b.rtx, b.ts, b.psn);
+    appendf(out,
+            "  BTH: opcode 0x%02x (%s) se %u m %u pad %u tver %u pkey 0x%04x dest_qp 0x%06x a %u "
+            "rtx %u ts %u psn %u\n",
+            b.opcode, std::string(opcode_name(f)).c_str(), b.se, b.mig_req, b.pad_count, b.tver,
+            b.pkey, b.dest_qp, b.ack_req, b.rtx, b.ts, b.psn);
   }
   if (f.has(kHdrMeth)) appendf(out, "  METH: rqmsn %u msn %u\n", f.meth.rqmsn, f.meth.msn);
   if (f.has(kHdrTseth))
     appendf(out, "  TSETH: ts16 %u tsr %u ftype %u\n", f.tseth.ts16, f.tseth.tsr, f.tseth.ftype);
   if (f.has(kHdrReth))
-    appendf(out, "  RETH: va 0x%016" PRIx64 " rkey 0x%08x dma_len %u\n", f.reth.va, f.reth.rkey, f.reth.dma_len);
+    appendf(out, "  RETH: va 0x%016" PRIx64 " rkey 0x%08x dma_len %u\n", f.reth.va, f.reth.rkey,
+            f.reth.dma_len);
   if (f.has(kHdrImm)) appendf(out, "  ImmDt: 0x%08x\n", f.immdt.imm);
-  if (f.has(kHdrAeth)) appendf(out, "  AETH: syndrome 0x%02x msn %u\n", f.aeth.syndrome, f.aeth.msn);
+  if (f.has(kHdrAeth))
+    appendf(out, "  AETH: syndrome 0x%02x msn %u\n", f.aeth.syndrome, f.aeth.msn);
   if (f.has(kHdrSeth)) {
     const Seth& s = f.seth;
     appendf(out,
-            "  SETH: m %u pr %u ack_psn_offset %d entropy 0x%08x spdcid %u dpdcid %u port_status 0x%02x "
-            "cack_psn %u cc_type %u psv %u sva %u mpr %u sack_offset %d sack_bitmap 0x%016" PRIx64 "\n",
-            s.m, s.pr, s.ack_psn_offset, s.entropy, s.spdcid, s.dpdcid, s.port_status, s.cack_psn, s.cc_type, s.psv,
-            s.sva, s.mpr, s.sack_offset, s.sack_bitmap);
+            "  SETH: m %u pr %u ack_psn_offset %d entropy 0x%08x spdcid %u dpdcid %u port_status "
+            "0x%02x "
+            "cack_psn %u cc_type %u psv %u sva %u mpr %u sack_offset %d sack_bitmap 0x%016" PRIx64
+            "\n",
+            s.m, s.pr, s.ack_psn_offset, s.entropy, s.spdcid, s.dpdcid, s.port_status, s.cack_psn,
+            s.cc_type, s.psv, s.sva, s.mpr, s.sack_offset, s.sack_bitmap);
   }
   if (f.has(kHdrCcState)) {
     const CcState& c = f.cc_state;
-    appendf(out, "  CC_STATE: ts_echo %u ooo_count %u rc %u rcv_cwnd_pen %u rcvd_bytes %u\n", c.ts_echo,
-            c.ooo_count, c.rc, c.rcv_cwnd_pen, c.rcvd_bytes);
+    appendf(out, "  CC_STATE: ts_echo %u ooo_count %u rc %u rcv_cwnd_pen %u rcvd_bytes %u\n",
+            c.ts_echo, c.ooo_count, c.rc, c.rcv_cwnd_pen, c.rcvd_bytes);
   }
   if (f.has(kHdrNeth)) {
     const Neth& n = f.neth;
-    appendf(out, "  NETH: code 0x%02x (%s) vendor %u entropy 0x%08x spdcid %u dpdcid %u nack_psn %u m %u ts_echo %u\n",
-            n.nack_code, std::string(nack_code_name(n.nack_code)).c_str(), n.vendor_code, n.entropy, n.spdcid,
-            n.dpdcid, n.nack_psn, n.m, n.ts_echo);
+    appendf(out,
+            "  NETH: code 0x%02x (%s) vendor %u entropy 0x%08x spdcid %u dpdcid %u nack_psn %u m "
+            "%u ts_echo %u\n",
+            n.nack_code, std::string(nack_code_name(n.nack_code)).c_str(), n.vendor_code, n.entropy,
+            n.spdcid, n.dpdcid, n.nack_psn, n.m, n.ts_echo);
   }
   if (f.has(kHdrPeth)) {
     const Peth& p = f.peth;
-    appendf(out, "  PETH: probe_id %u spdcid %u dpdcid %u ts16 %u ftype %u\n", p.probe_id, p.spdcid, p.dpdcid,
-            p.ts16, p.ftype);
+    appendf(out, "  PETH: probe_id %u spdcid %u dpdcid %u ts16 %u ftype %u\n", p.probe_id, p.spdcid,
+            p.dpdcid, p.ts16, p.ftype);
   }
   if (f.has(kHdrErth)) {
     const Erth& e = f.erth;
-    appendf(out, "  ERTH: op %u port_status_mask 0x%08x ts16 %u ftype %u\n", e.op, e.port_status_mask, e.ts16, e.ftype);
+    appendf(out, "  ERTH: op %u port_status_mask 0x%08x ts16 %u ftype %u\n", e.op,
+            e.port_status_mask, e.ts16, e.ftype);
   }
   if (f.has(kHdrEeth)) {
     const Eeth& e = f.eeth;
-    appendf(out, "  EETH: op %u sva %u status %u entropy 0x%08x port_status_mask 0x%08x ts_echo %u svc_time %u\n",
+    appendf(out,
+            "  EETH: op %u sva %u status %u entropy 0x%08x port_status_mask 0x%08x ts_echo %u "
+            "svc_time %u\n",
             e.op, e.sva, e.status, e.entropy, e.port_status_mask, e.ts_echo, e.svc_time);
   }
   if (f.has(kHdrAtomicEth))
-    appendf(out, "  AtomicETH: va 0x%016" PRIx64 " rkey 0x%08x swap_add %" PRIu64 " compare %" PRIu64 "\n",
+    appendf(out,
+            "  AtomicETH: va 0x%016" PRIx64 " rkey 0x%08x swap_add %" PRIu64 " compare %" PRIu64
+            "\n",
             f.atomic_eth.va, f.atomic_eth.rkey, f.atomic_eth.swap_add, f.atomic_eth.compare);
-  if (f.has(kHdrAtomicAckEth)) appendf(out, "  AtomicAckETH: orig %" PRIu64 "\n", f.atomic_ack_eth.orig);
+  if (f.has(kHdrAtomicAckEth))
+    appendf(out, "  AtomicAckETH: orig %" PRIu64 "\n", f.atomic_ack_eth.orig);
   if (f.has(kHdrIeth)) appendf(out, "  IETH: rkey 0x%08x\n", f.ieth);
   if (f.roce) {
-    appendf(out, "  payload: %zu bytes, pad %u%s\n", f.payload.size(), f.pad_bytes, f.trimmed ? " (trimmed)" : "");
+    appendf(out, "  payload: %zu bytes, pad %u%s\n", f.payload.size(), f.pad_bytes,
+            f.trimmed ? " (trimmed)" : "");
     if (f.has_icrc)
-      appendf(out, "  ICRC: 0x%08x%s\n", f.icrc, f.icrc_checked ? (f.icrc_ok ? " (ok)" : " (BAD)") : "");
+      appendf(out, "  ICRC: 0x%08x%s\n", f.icrc,
+              f.icrc_checked ? (f.icrc_ok ? " (ok)" : " (BAD)") : "");
   }
   if (f.error) appendf(out, "  error: %s\n", f.error.describe().c_str());
 }

@@ -45,47 +45,140 @@ TEST(Malformed, EachCaseReportsItsError) {
   const std::vector<Case> cases = {
       {"empty frame", [] { return Frame{}; }, DecodeErrorCode::kTruncated, Layer::kEthernet,
        "truncated Ethernet at offset 0: need 14 bytes, have 0"},
-      {"short Ethernet", [] { return Frame(10); }, DecodeErrorCode::kTruncated, Layer::kEthernet, "have 10"},
-      {"VLAN tag cut", [] { auto f = sample("stev/WRITE_ONLY/vlan"); f.resize(16); return f; },
+      {"short Ethernet", [] { return Frame(10); }, DecodeErrorCode::kTruncated, Layer::kEthernet,
+       "have 10"},
+      {"VLAN tag cut",
+       [] {
+         auto f = sample("stev/WRITE_ONLY/vlan");
+         f.resize(16);
+         return f;
+       },
        DecodeErrorCode::kTruncated, Layer::kVlan, "truncated VLAN at offset 14"},
-      {"IPv4 header cut", [] { auto f = sample("udp4/WRITE_FIRST"); f.resize(30); return f; },
-       DecodeErrorCode::kTruncated, Layer::kIpv4, "truncated IPv4 at offset 14: need 20 bytes, have 16"},
-      {"IPv4 version 5", [] { auto f = sample("udp4/WRITE_FIRST"); f[14] = std::byte{0x55}; return f; },
+      {"IPv4 header cut",
+       [] {
+         auto f = sample("udp4/WRITE_FIRST");
+         f.resize(30);
+         return f;
+       },
+       DecodeErrorCode::kTruncated, Layer::kIpv4,
+       "truncated IPv4 at offset 14: need 20 bytes, have 16"},
+      {"IPv4 version 5",
+       [] {
+         auto f = sample("udp4/WRITE_FIRST");
+         f[14] = std::byte{0x55};
+         return f;
+       },
        DecodeErrorCode::kBadVersion, Layer::kIpv4, "bad version 5"},
-      {"IPv4 IHL 3", [] { auto f = sample("udp4/WRITE_FIRST"); f[14] = std::byte{0x43}; return f; },
+      {"IPv4 IHL 3",
+       [] {
+         auto f = sample("udp4/WRITE_FIRST");
+         f[14] = std::byte{0x43};
+         return f;
+       },
        DecodeErrorCode::kBadHeaderLength, Layer::kIpv4, "bad header length 3"},
-      {"IPv4 total length beyond frame", [] { auto f = sample("udp4/WRITE_FIRST"); put16(f, 16, 9000); return f; },
+      {"IPv4 total length beyond frame",
+       [] {
+         auto f = sample("udp4/WRITE_FIRST");
+         put16(f, 16, 9000);
+         return f;
+       },
        DecodeErrorCode::kTruncated, Layer::kIpv4, "need 9000 bytes"},
-      {"IPv4 total length below header", [] { auto f = sample("udp4/WRITE_FIRST"); put16(f, 16, 12); return f; },
+      {"IPv4 total length below header",
+       [] {
+         auto f = sample("udp4/WRITE_FIRST");
+         put16(f, 16, 12);
+         return f;
+       },
        DecodeErrorCode::kBadLength, Layer::kIpv4, "bad length in IPv4"},
-      {"IPv6 header cut", [] { auto f = sample("stev/SACK"); f.resize(40); return f; },
+      {"IPv6 header cut",
+       [] {
+         auto f = sample("stev/SACK");
+         f.resize(40);
+         return f;
+       },
        DecodeErrorCode::kTruncated, Layer::kIpv6, "need 40 bytes, have 26"},
-      {"IPv6 version 4 in an IPv6 frame", [] { auto f = sample("stev/SACK"); f[14] = std::byte{0x40}; return f; },
+      {"IPv6 version 4 in an IPv6 frame",
+       [] {
+         auto f = sample("stev/SACK");
+         f[14] = std::byte{0x40};
+         return f;
+       },
        DecodeErrorCode::kBadVersion, Layer::kIpv6, "bad version 4"},
-      {"IPv6 payload length beyond frame", [] { auto f = sample("stev/SACK"); put16(f, 18, 500); return f; },
+      {"IPv6 payload length beyond frame",
+       [] {
+         auto f = sample("stev/SACK");
+         put16(f, 18, 500);
+         return f;
+       },
        DecodeErrorCode::kTruncated, Layer::kIpv6, "need 540 bytes"},
-      {"SRH cut", [] { auto f = sample("srv6-srh/SACK"); put16(f, 18, 4); f.resize(58); return f; },
+      {"SRH cut",
+       [] {
+         auto f = sample("srv6-srh/SACK");
+         put16(f, 18, 4);
+         f.resize(58);
+         return f;
+       },
        DecodeErrorCode::kTruncated, Layer::kSrh, "truncated SRH at offset 54"},
-      {"SRH with 9 segments", [] { auto f = sample("srv6-srh/SACK"); f[54 + 4] = std::byte{8}; return f; },
+      {"SRH with 9 segments",
+       [] {
+         auto f = sample("srv6-srh/SACK");
+         f[54 + 4] = std::byte{8};
+         return f;
+       },
        DecodeErrorCode::kTooManySegments, Layer::kSrh, "SRH with 9 segments"},
-      {"SRH last entry beyond its length", [] { auto f = sample("srv6-srh/SACK"); f[54 + 4] = std::byte{1}; return f; },
+      {"SRH last entry beyond its length",
+       [] {
+         auto f = sample("srv6-srh/SACK");
+         f[54 + 4] = std::byte{1};
+         return f;
+       },
        DecodeErrorCode::kBadHeaderLength, Layer::kSrh, "bad header length 2 in SRH"},
-      {"inner IPv6 version 0", [] { auto f = sample("srv6/SACK"); f[54] = std::byte{0x00}; return f; },
+      {"inner IPv6 version 0",
+       [] {
+         auto f = sample("srv6/SACK");
+         f[54] = std::byte{0x00};
+         return f;
+       },
        DecodeErrorCode::kBadVersion, Layer::kInnerIpv6, "bad version 0 in inner IPv6 at offset 54"},
-      {"inner IPv6 payload length disagrees", [] { auto f = sample("srv6/SACK"); put16(f, 58, 10); return f; },
+      {"inner IPv6 payload length disagrees",
+       [] {
+         auto f = sample("srv6/SACK");
+         put16(f, 58, 10);
+         return f;
+       },
        DecodeErrorCode::kBadLength, Layer::kInnerIpv6, "bad length in inner IPv6"},
-      {"UDP header cut", [] { auto f = sample("stev/SACK"); f.resize(58); put16(f, 18, 4); return f; },
-       DecodeErrorCode::kTruncated, Layer::kUdp, "truncated UDP at offset 54: need 8 bytes, have 4"},
-      {"UDP length disagrees with IP", [] { auto f = sample("stev/SACK"); put16(f, 58, 30); return f; },
+      {"UDP header cut",
+       [] {
+         auto f = sample("stev/SACK");
+         f.resize(58);
+         put16(f, 18, 4);
+         return f;
+       },
+       DecodeErrorCode::kTruncated, Layer::kUdp,
+       "truncated UDP at offset 54: need 8 bytes, have 4"},
+      {"UDP length disagrees with IP",
+       [] {
+         auto f = sample("stev/SACK");
+         put16(f, 58, 30);
+         return f;
+       },
        DecodeErrorCode::kBadLength, Layer::kUdp, "bad length in UDP"},
       {"BTH cut", [] { return cut_udp_payload(sample("stev/SACK"), 7); },
-       DecodeErrorCode::kTruncated, Layer::kBth, "truncated BTH at offset 62: need 12 bytes, have 7"},
-      {"unknown opcode", [] { auto f = sample("stev/SACK"); f[62] = std::byte{0x42}; return f; },
+       DecodeErrorCode::kTruncated, Layer::kBth,
+       "truncated BTH at offset 62: need 12 bytes, have 7"},
+      {"unknown opcode",
+       [] {
+         auto f = sample("stev/SACK");
+         f[62] = std::byte{0x42};
+         return f;
+       },
        DecodeErrorCode::kUnknownOpcode, Layer::kBth, "unknown opcode 0x42 in BTH at offset 62"},
       {"no room for ICRC", [] { return cut_udp_payload(sample("stev/TRANSPORT_ACK"), 14); },
        DecodeErrorCode::kTruncated, Layer::kIcrc, "truncated ICRC"},
-      {"RETH cut (not a trim)", [] { return cut_udp_payload(sample("stev/WRITE_ONLY"), 12 + 8 + 5 + 4); },
-       DecodeErrorCode::kTruncated, Layer::kReth, "truncated RETH at offset 82: need 16 bytes, have 5"},
+      {"RETH cut (not a trim)",
+       [] { return cut_udp_payload(sample("stev/WRITE_ONLY"), 12 + 8 + 5 + 4); },
+       DecodeErrorCode::kTruncated, Layer::kReth,
+       "truncated RETH at offset 82: need 16 bytes, have 5"},
       {"SETH cut", [] { return cut_udp_payload(sample("stev/SACK"), 12 + 20 + 4); },
        DecodeErrorCode::kTruncated, Layer::kSeth, "truncated SETH"},
       {"CC_STATE cut", [] { return cut_udp_payload(sample("stev/SACK"), 12 + 28 + 3 + 4); },

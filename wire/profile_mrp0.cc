@@ -36,7 +36,8 @@ struct OpcodeTable {
     add(0x0A, "RC_WRITE_ONLY", K::kRcData, P::kOnly, false, false, kHdrReth, true);
     add(0x0B, "RC_WRITE_ONLY_IMM", K::kRcData, P::kOnly, true, false, kHdrReth | kHdrImm, true);
     add(0x0C, "RC_READ_REQUEST", K::kRcData, P::kOnly, false, false, kHdrReth, false);
-    add(0x0D, "RC_READ_RESPONSE_FIRST", K::kRcReadResponse, P::kFirst, false, false, kHdrAeth, true);
+    add(0x0D, "RC_READ_RESPONSE_FIRST", K::kRcReadResponse, P::kFirst, false, false, kHdrAeth,
+        true);
     add(0x0E, "RC_READ_RESPONSE_MIDDLE", K::kRcReadResponse, P::kMiddle, false, false, 0, true);
     add(0x0F, "RC_READ_RESPONSE_LAST", K::kRcReadResponse, P::kLast, false, false, kHdrAeth, true);
     add(0x10, "RC_READ_RESPONSE_ONLY", K::kRcReadResponse, P::kOnly, false, false, kHdrAeth, true);
@@ -57,8 +58,7 @@ struct OpcodeTable {
     add(0xCB, "WRITE_ONLY_IMM", K::kMrcData, P::kOnly, true, true, kMrcData | kHdrImm, true);
     add(0xD1, "TRANSPORT_ACK", K::kMrcTransportAck, P::kNone, false, true, kHdrAeth, false);
     add(0xD8, "ENDPOINT_REQUEST", K::kMrcEndpointRequest, P::kNone, false, true, kHdrErth, false);
-    add(0xD9, "ENDPOINT_RESPONSE", K::kMrcEndpointResponse, P::kNone, false, true, kHdrEeth,
-        false);
+    add(0xD9, "ENDPOINT_RESPONSE", K::kMrcEndpointResponse, P::kNone, false, true, kHdrEeth, false);
     add(0xDC, "SACK", K::kMrcSack, P::kNone, false, true, kHdrSeth | kHdrCcState, false);
     add(0xDD, "NACK", K::kMrcNack, P::kNone, false, true, kHdrNeth, false);
     add(0xDE, "RELIABILITY_PROBE", K::kMrcProbe, P::kNone, false, true, kHdrPeth, false);
@@ -69,8 +69,8 @@ constexpr OpcodeTable kOpcodes{};
 // The order in which extension headers follow the BTH. No opcode carries two headers whose
 // relative order would conflict, so one list serves IBTA and MRC stacks alike.
 constexpr std::array<HeaderBit, 14> kHeaderOrderAll = {
-    kHdrMeth, kHdrTseth, kHdrReth, kHdrAtomicEth, kHdrAeth, kHdrAtomicAckEth, kHdrImm,
-    kHdrIeth, kHdrSeth, kHdrCcState, kHdrNeth, kHdrPeth, kHdrErth, kHdrEeth};
+    kHdrMeth, kHdrTseth, kHdrReth,    kHdrAtomicEth, kHdrAeth, kHdrAtomicAckEth, kHdrImm,
+    kHdrIeth, kHdrSeth,  kHdrCcState, kHdrNeth,      kHdrPeth, kHdrErth,         kHdrEeth};
 
 // Big-endian field access on a header's own bytes.
 struct In {
@@ -129,40 +129,66 @@ class Mrp0 final : public WireProfile {
     switch (kind) {
       case K::kMrcData:
         switch (pos) {
-          case P::kFirst: return 0xC6;
-          case P::kMiddle: return 0xC7;
-          case P::kLast: return imm ? 0xC9 : 0xC8;
-          case P::kOnly: return imm ? 0xCB : 0xCA;
-          case P::kNone: break;
+          case P::kFirst:
+            return 0xC6;
+          case P::kMiddle:
+            return 0xC7;
+          case P::kLast:
+            return imm ? 0xC9 : 0xC8;
+          case P::kOnly:
+            return imm ? 0xCB : 0xCA;
+          case P::kNone:
+            break;
         }
         break;
-      case K::kMrcTransportAck: return 0xD1;
-      case K::kMrcEndpointRequest: return 0xD8;
-      case K::kMrcEndpointResponse: return 0xD9;
-      case K::kMrcSack: return 0xDC;
-      case K::kMrcNack: return 0xDD;
-      case K::kMrcProbe: return 0xDE;
-      default: break;
+      case K::kMrcTransportAck:
+        return 0xD1;
+      case K::kMrcEndpointRequest:
+        return 0xD8;
+      case K::kMrcEndpointResponse:
+        return 0xD9;
+      case K::kMrcSack:
+        return 0xDC;
+      case K::kMrcNack:
+        return 0xDD;
+      case K::kMrcProbe:
+        return 0xDE;
+      default:
+        break;
     }
     return 0xFF;  // not in the table: encode_frame rejects it
   }
 
   size_t header_size(HeaderBit h) const override {
     switch (h) {
-      case kHdrMeth: return 4;
-      case kHdrTseth: return 4;
-      case kHdrReth: return 16;
-      case kHdrImm: return 4;
-      case kHdrAeth: return 4;
-      case kHdrSeth: return 28;
-      case kHdrCcState: return 8;
-      case kHdrNeth: return 20;
-      case kHdrPeth: return 16;
-      case kHdrErth: return 16;
-      case kHdrEeth: return 36;
-      case kHdrAtomicEth: return 28;
-      case kHdrAtomicAckEth: return 8;
-      case kHdrIeth: return 4;
+      case kHdrMeth:
+        return 4;
+      case kHdrTseth:
+        return 4;
+      case kHdrReth:
+        return 16;
+      case kHdrImm:
+        return 4;
+      case kHdrAeth:
+        return 4;
+      case kHdrSeth:
+        return 28;
+      case kHdrCcState:
+        return 8;
+      case kHdrNeth:
+        return 20;
+      case kHdrPeth:
+        return 16;
+      case kHdrErth:
+        return 16;
+      case kHdrEeth:
+        return 36;
+      case kHdrAtomicEth:
+        return 28;
+      case kHdrAtomicAckEth:
+        return 8;
+      case kHdrIeth:
+        return 4;
     }
     return 0;
   }
@@ -477,13 +503,20 @@ std::vector<std::string> profile_names() {
 
 std::string_view nack_code_name(uint8_t code) {
   switch (code) {
-    case 0x01: return "TRIMMED";
-    case 0x02: return "TRIMMED_LASTHOP";
-    case 0x06: return "NO_BITMAP";
-    case 0x07: return "NO_PKT_BUFFER";
-    case 0x0A: return "NO_RESOURCE";
-    case 0x0B: return "PSN_OOR_WINDOW";
-    case 0x19: return "UNEXP_EVENT";
+    case 0x01:
+      return "TRIMMED";
+    case 0x02:
+      return "TRIMMED_LASTHOP";
+    case 0x06:
+      return "NO_BITMAP";
+    case 0x07:
+      return "NO_PKT_BUFFER";
+    case 0x0A:
+      return "NO_RESOURCE";
+    case 0x0B:
+      return "PSN_OOR_WINDOW";
+    case 0x19:
+      return "UNEXP_EVENT";
   }
   return {};
 }

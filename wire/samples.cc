@@ -6,11 +6,16 @@ namespace mrc::wire::samples {
 
 std::string_view carrier_name(Carrier c) {
   switch (c) {
-    case Carrier::kUdp4: return "udp4";
-    case Carrier::kUdp6: return "udp6";
-    case Carrier::kStev: return "stev";
-    case Carrier::kSrv6: return "srv6";
-    case Carrier::kSrv6Srh: return "srv6-srh";
+    case Carrier::kUdp4:
+      return "udp4";
+    case Carrier::kUdp6:
+      return "udp6";
+    case Carrier::kStev:
+      return "stev";
+    case Carrier::kSrv6:
+      return "srv6";
+    case Carrier::kSrv6Srh:
+      return "srv6-srh";
   }
   return "?";
 }
@@ -22,27 +27,26 @@ std::vector<Carrier> all_carriers() {
 EvFormat ev_format_of(Carrier c) {
   switch (c) {
     case Carrier::kUdp4:
-    case Carrier::kUdp6: return EvFormat::kUdp;
-    case Carrier::kStev: return EvFormat::kStev;
+    case Carrier::kUdp6:
+      return EvFormat::kUdp;
+    case Carrier::kStev:
+      return EvFormat::kStev;
     case Carrier::kSrv6:
-    case Carrier::kSrv6Srh: return EvFormat::kSrv6;
+    case Carrier::kSrv6Srh:
+      return EvFormat::kSrv6;
   }
   return EvFormat::kUdp;
 }
 
 const Node& requestor() {
-  static const Node n{{0x02, 0x00, 0x00, 0x00, 0x01, 0x01},
-                      {192, 0, 2, 1},
-                      *parse_ipv6("fd00:100::1"),
-                      0x000011};
+  static const Node n{
+      {0x02, 0x00, 0x00, 0x00, 0x01, 0x01}, {192, 0, 2, 1}, *parse_ipv6("fd00:100::1"), 0x000011};
   return n;
 }
 
 const Node& responder() {
-  static const Node n{{0x02, 0x00, 0x00, 0x00, 0x02, 0x01},
-                      {192, 0, 2, 2},
-                      *parse_ipv6("fd00:200::1"),
-                      0x000022};
+  static const Node n{
+      {0x02, 0x00, 0x00, 0x00, 0x02, 0x01}, {192, 0, 2, 2}, *parse_ipv6("fd00:200::1"), 0x000022};
   return n;
 }
 
@@ -79,7 +83,8 @@ FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev) {
     s.has_inner_ip6 = true;
     Ipv6Addr da = *parse_ipv6("fcbb:0::");
     const uint16_t plane = static_cast<uint16_t>(wev & 0x7);
-    const uint16_t usids[4] = {static_cast<uint16_t>(0x0100 | plane), static_cast<uint16_t>(0x0200 | plane),
+    const uint16_t usids[4] = {static_cast<uint16_t>(0x0100 | plane),
+                               static_cast<uint16_t>(0x0200 | plane),
                                static_cast<uint16_t>(0x0300 | plane), 0x0e01};
     for (int i = 0; i < 4; ++i) {
       da[4 + 2 * i] = static_cast<uint8_t>(usids[i] >> 8);
@@ -130,7 +135,8 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     s.bth.psn = psn;
     s.bth.ts = true;
     const OpcodeInfo* op = mrp0().opcode_info(opcode);
-    s.bth.ack_req = op->position == MessagePosition::kLast || op->position == MessagePosition::kOnly;
+    s.bth.ack_req =
+        op->position == MessagePosition::kLast || op->position == MessagePosition::kOnly;
     s.meth = {3, 41};
     s.tseth = {0x1234, false, 0, 1};
     s.reth = {va + offset_pkts * pmtu, 0xabc001, static_cast<uint32_t>(3 * pmtu - 5)};

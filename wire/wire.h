@@ -29,8 +29,12 @@ namespace mrc::wire {
 using Bytes = std::span<const std::byte>;
 using MutBytes = std::span<std::byte>;
 
-inline Bytes as_bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
-inline Bytes as_bytes(const void* p, size_t n) { return {static_cast<const std::byte*>(p), n}; }
+inline Bytes as_bytes(const std::vector<std::byte>& v) {
+  return {v.data(), v.size()};
+}
+inline Bytes as_bytes(const void* p, size_t n) {
+  return {static_cast<const std::byte*>(p), n};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Protocol constants
@@ -52,45 +56,71 @@ inline constexpr size_t kMaxSrhSegments = 8;
 constexpr uint32_t psn_add(uint32_t psn, int64_t delta) {
   return static_cast<uint32_t>((static_cast<int64_t>(psn) + delta) & kPsnMask);
 }
-constexpr uint32_t psn_diff(uint32_t a, uint32_t b) { return (a - b) & kPsnMask; }  // a - b
+constexpr uint32_t psn_diff(uint32_t a, uint32_t b) {
+  return (a - b) & kPsnMask;
+}  // a - b
 constexpr bool psn_lt(uint32_t a, uint32_t b) {
   uint32_t d = psn_diff(b, a);
   return d != 0 && d < (1u << 23);
 }
-constexpr bool psn_le(uint32_t a, uint32_t b) { return a == b || psn_lt(a, b); }
+constexpr bool psn_le(uint32_t a, uint32_t b) {
+  return a == b || psn_lt(a, b);
+}
 
 // BTH opcodes. MRC uses the manufacturer-specific range; IBTA RC opcodes are listed so that
 // plain RoCEv2 traffic (rxe captures, mutants sending READ) decodes and can be judged.
 enum class Opcode : uint8_t {
   // IBTA RC
-  kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast = 0x02, kRcSendLastImm = 0x03,
-  kRcSendOnly = 0x04, kRcSendOnlyImm = 0x05,
-  kRcWriteFirst = 0x06, kRcWriteMiddle = 0x07, kRcWriteLast = 0x08, kRcWriteLastImm = 0x09,
-  kRcWriteOnly = 0x0A, kRcWriteOnlyImm = 0x0B,
-  kRcReadRequest = 0x0C, kRcReadResponseFirst = 0x0D, kRcReadResponseMiddle = 0x0E,
-  kRcReadResponseLast = 0x0F, kRcReadResponseOnly = 0x10, kRcAcknowledge = 0x11,
-  kRcAtomicAcknowledge = 0x12, kRcCompareSwap = 0x13, kRcFetchAdd = 0x14,
-  kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17,
+  kRcSendFirst = 0x00,
+  kRcSendMiddle = 0x01,
+  kRcSendLast = 0x02,
+  kRcSendLastImm = 0x03,
+  kRcSendOnly = 0x04,
+  kRcSendOnlyImm = 0x05,
+  kRcWriteFirst = 0x06,
+  kRcWriteMiddle = 0x07,
+  kRcWriteLast = 0x08,
+  kRcWriteLastImm = 0x09,
+  kRcWriteOnly = 0x0A,
+  kRcWriteOnlyImm = 0x0B,
+  kRcReadRequest = 0x0C,
+  kRcReadResponseFirst = 0x0D,
+  kRcReadResponseMiddle = 0x0E,
+  kRcReadResponseLast = 0x0F,
+  kRcReadResponseOnly = 0x10,
+  kRcAcknowledge = 0x11,
+  kRcAtomicAcknowledge = 0x12,
+  kRcCompareSwap = 0x13,
+  kRcFetchAdd = 0x14,
+  kRcSendLastInv = 0x16,
+  kRcSendOnlyInv = 0x17,
   kCnp = 0x81,
   // MRC (MRP0)
-  kWriteFirst = 0xC6, kWriteMiddle = 0xC7, kWriteLast = 0xC8, kWriteLastImm = 0xC9,
-  kWriteOnly = 0xCA, kWriteOnlyImm = 0xCB,
+  kWriteFirst = 0xC6,
+  kWriteMiddle = 0xC7,
+  kWriteLast = 0xC8,
+  kWriteLastImm = 0xC9,
+  kWriteOnly = 0xCA,
+  kWriteOnlyImm = 0xCB,
   kTransportAck = 0xD1,
-  kEndpointRequest = 0xD8, kEndpointResponse = 0xD9,
-  kSack = 0xDC, kNack = 0xDD, kReliabilityProbe = 0xDE,
+  kEndpointRequest = 0xD8,
+  kEndpointResponse = 0xD9,
+  kSack = 0xDC,
+  kNack = 0xDD,
+  kReliabilityProbe = 0xDE,
 };
 
 // What a packet is, independent of the profile's opcode numbers.
 enum class PacketKind : uint8_t {
   kUnknown,
-  kMrcData,           // WRITE / WRITE_WITH_IMM
-  kMrcTransportAck,   // ACK or NAK with AETH
+  kMrcData,          // WRITE / WRITE_WITH_IMM
+  kMrcTransportAck,  // ACK or NAK with AETH
   kMrcSack,
   kMrcNack,
-  kMrcProbe,          // reliability probe
+  kMrcProbe,  // reliability probe
   kMrcEndpointRequest,
   kMrcEndpointResponse,
-  kRcData,            // IBTA RC SEND/WRITE/READ request (not MRC)
+  kRcData,  // IBTA RC SEND/WRITE/READ request (not MRC)
   kRcReadResponse,
   kRcAck,
   kRcAtomic,
@@ -123,8 +153,8 @@ struct OpcodeInfo {
   PacketKind kind = PacketKind::kUnknown;
   MessagePosition position = MessagePosition::kNone;
   bool has_imm = false;
-  bool mrc = false;        // true for the profile's own (MRC) opcodes
-  uint32_t headers = 0;    // HeaderBit mask, TSETH is added at decode time iff BTH.TS=1
+  bool mrc = false;      // true for the profile's own (MRC) opcodes
+  uint32_t headers = 0;  // HeaderBit mask, TSETH is added at decode time iff BTH.TS=1
   bool has_payload = false;
 };
 
@@ -239,9 +269,9 @@ struct Aeth {
 enum class SackM : uint8_t { kNone = 0, kSkipOnce = 1, kAlwaysSkip = 2, kInvalid = 3 };
 
 struct Seth {
-  uint8_t byte0 = 0;  // type/nxt in other renderings; reserved in MRP0
-  uint8_t m = 0;      // SackM
-  bool pr = false;    // answer to a reliability probe
+  uint8_t byte0 = 0;    // type/nxt in other renderings; reserved in MRP0
+  uint8_t m = 0;        // SackM
+  bool pr = false;      // answer to a reliability probe
   uint8_t rsvd_b1 = 0;  // the remaining bits of byte 1 (bit7, bits4..2, bit0), kept as a mask
   int16_t ack_psn_offset = 0;  // or probe_id when pr
   uint32_t entropy = 0;
@@ -250,8 +280,8 @@ struct Seth {
   uint8_t port_status = 0;
   uint32_t cack_psn = 0;
   uint8_t cc_type = 0;
-  bool psv = false;  // port_status valid
-  bool sva = false;  // service time added to ts_echo
+  bool psv = false;           // port_status valid
+  bool sva = false;           // service time added to ts_echo
   uint8_t cc_flags_rsvd = 0;  // cc_flags bits 3..2
   uint8_t mpr = 0;
   int16_t sack_offset = 1;
@@ -431,9 +461,31 @@ uint16_t internet_checksum(Bytes data, uint32_t initial_sum = 0);
 // The decoded frame
 // ---------------------------------------------------------------------------------------------
 enum class Layer : uint8_t {
-  kFrame, kEthernet, kVlan, kIpv4, kIpv6, kSrh, kInnerIpv6, kUdp, kBth, kMeth, kTseth, kReth,
-  kImmDt, kAeth, kSeth, kCcState, kNeth, kPeth, kErth, kEeth, kAtomicEth, kAtomicAckEth, kIeth,
-  kPayload, kIcrc
+  kFrame,
+  kEthernet,
+  kVlan,
+  kIpv4,
+  kIpv6,
+  kSrh,
+  kInnerIpv6,
+  kUdp,
+  kBth,
+  kMeth,
+  kTseth,
+  kReth,
+  kImmDt,
+  kAeth,
+  kSeth,
+  kCcState,
+  kNeth,
+  kPeth,
+  kErth,
+  kEeth,
+  kAtomicEth,
+  kAtomicAckEth,
+  kIeth,
+  kPayload,
+  kIcrc
 };
 std::string_view layer_name(Layer l);
 
@@ -510,7 +562,7 @@ struct DecodedFrame {
   Bytes pad_data{};  // the pad bytes as carried (encode writes zeros when empty)
   Bytes trailer{};   // frame bytes after the IP packet (Ethernet padding), kept for round trips
   bool has_icrc = false;
-  uint32_t icrc = 0;   // as carried (read little-endian)
+  uint32_t icrc = 0;  // as carried (read little-endian)
   bool icrc_checked = false;
   bool icrc_ok = false;
   // A trimmed data packet (outer DSCP is the profile's TRIMMED or TRIMMED_LASTHOP): decoding
@@ -526,7 +578,9 @@ struct DecodedFrame {
   uint16_t off_payload = 0xFFFF;
 
   // The IP header that carries the UDP/RoCE packet (inner in SRv6 mode).
-  const Ipv6Header* roce_ip6() const { return has_inner_ip6 ? &inner_ip6 : (l3 == 6 ? &ip6 : nullptr); }
+  const Ipv6Header* roce_ip6() const {
+    return has_inner_ip6 ? &inner_ip6 : (l3 == 6 ? &ip6 : nullptr);
+  }
   // DSCP/ECN as a switch sees them (outer header).
   uint8_t dscp() const { return l3 == 4 ? ip4.dscp : (l3 == 6 ? ip6.dscp : 0); }
   uint8_t ecn() const { return l3 == 4 ? ip4.ecn : (l3 == 6 ? ip6.ecn : 0); }
@@ -534,7 +588,8 @@ struct DecodedFrame {
   bool has(HeaderBit h) const { return (headers & h) != 0; }
   // The format the frame is carried in, guessed from its headers (see wev_of).
   EvFormat ev_format() const {
-    return has_inner_ip6 ? EvFormat::kSrv6 : (l3 == 6 && ip6.flow_label != 0 ? EvFormat::kStev : EvFormat::kUdp);
+    return has_inner_ip6 ? EvFormat::kSrv6
+                         : (l3 == 6 && ip6.flow_label != 0 ? EvFormat::kStev : EvFormat::kUdp);
   }
 };
 
@@ -664,11 +719,11 @@ std::vector<std::string> profile_names();
 struct CaptureRecord {
   uint64_t ts_ns = 0;
   uint32_t orig_len = 0;
-  Bytes data{};             // captured bytes, in the reader's copy of the file: valid until
-                            // the reader is reopened or destroyed
+  Bytes data{};  // captured bytes, in the reader's copy of the file: valid until
+                 // the reader is reopened or destroyed
   LinkType link = LinkType::kEthernet;
-  uint32_t interface_id = 0;  // pcapng interface, 0 for pcap
-  std::string_view comment{}; // pcapng opt_comment, if any
+  uint32_t interface_id = 0;   // pcapng interface, 0 for pcap
+  std::string_view comment{};  // pcapng opt_comment, if any
 };
 
 class CaptureReader {

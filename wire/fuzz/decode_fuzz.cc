@@ -18,7 +18,8 @@ bool round_trippable(const DecodedFrame& f) {
     const uint8_t nh = f.ip6.next_header;
     if (nh == 0 || nh == 60) return false;
     if (f.has_srh && (f.srh.next_header == 0 || f.srh.next_header == 60)) return false;
-    if (f.has_inner_ip6 && (f.inner_ip6.next_header == 0 || f.inner_ip6.next_header == 60)) return false;
+    if (f.has_inner_ip6 && (f.inner_ip6.next_header == 0 || f.inner_ip6.next_header == 60))
+      return false;
     if (f.has_srh && f.has_inner_ip6 && f.ip6.next_header != kIpProtoRouting) return false;
   }
   return true;
