@@ -84,10 +84,15 @@ void Mutator::on_event(const engine::Event& e) {
   const engine::EventField* to = e.find("to");
   const engine::EventField* wev = e.find("wev");
   if (to == nullptr || wev == nullptr) return;
-  // The bug ignores the ECN echo, not loss: a retired EV is not kept (that is MRC-EV-009).
-  if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad) &&
-      pin_.wev == static_cast<uint32_t>(wev->u))
-    pin_.on = false;
+  const auto w = static_cast<uint32_t>(wev->u);
+  // The bug ignores the ECN echo, not loss: a retired EV is not kept, nor pinned while retired
+  // (an echo for a packet still in flight may name it), which is MRC-EV-009.
+  if (to->s == engine::ev_state_name(engine::EvState::kAssumedBad)) {
+    retired_evs_.insert(w);
+    if (pin_.wev == w) pin_.on = false;
+  } else {
+    retired_evs_.erase(w);
+  }
 }
 
 bool Mutator::reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec) {
@@ -266,11 +271,14 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
       } else {
         learn_ev(pkt, f);
         ++unpinned_;
+        // Only the engine's own data on a marked EV shows it took the EV back; data the pin
+        // moved there does not (the engine may still hold it in SKIP, with a run on its other
+        // EVs that MRC-EV-001 would then read as no spraying).
+        auto it = seen_evs_.find(wire::wev_of(f, format_, profile_->ev_stripe()));
+        if (it != seen_evs_.end() && it->second.marked &&
+            now > it->second.marked_ns + kEcnPinReactionNs)
+          it->second.marked = false;
       }
-      auto it = seen_evs_.find(wire::wev_of(f, format_, profile_->ev_stripe()));
-      if (it != seen_evs_.end() && it->second.marked &&
-          now > it->second.marked_ns + kEcnPinReactionNs)
-        it->second.marked = false;
       return true;
     }
     case Mutant::kControlDscpData:
@@ -319,7 +327,8 @@ std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
   it->second.marked_ns = now;
   if (pin_.on && pin_.wev == wev) {
     pin_.echo_ns = now;
-  } else if (!pin_.on && other_ev_clean(wev) && unpinned_ >= kEcnPinGap) {
+  } else if (!pin_.on && !retired_evs_.count(wev) && other_ev_clean(wev) &&
+             unpinned_ >= kEcnPinGap) {
     pin_ = {true, wev, now, now, 0, 0};
     unpinned_ = 0;
   }

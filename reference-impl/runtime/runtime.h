@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -167,6 +168,7 @@ class Mutator {
     bool marked = false;
     uint64_t marked_ns = 0;
   };
+  std::set<uint32_t> retired_evs_;  // kIgnoreEcn: WEVs the engine holds ASSUMED_BAD
   // kIgnoreEcn: whether an EV other than `wev` is known and unmarked.
   bool other_ev_clean(uint32_t wev) const;
   struct EcnPin {

@@ -471,6 +471,18 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   e.u("wev", kC).u("port", 2).s("from", "SKIP").s("to", "ASSUMED_BAD");
   m.on_event(e);
   EXPECT_EQ(send_a(1), kA);
+  // Nor does an echo on an EV the engine holds retired start a pin (an echo for a packet still
+  // in flight); once the EV is back, one does.
+  for (uint32_t k = 0; k < Mutator::kEcnPinGap; ++k) EXPECT_EQ(send_a(1), kA) << k;
+  now += Mutator::kEcnPinReactionNs + 1;
+  m.on_rx(wire::as_bytes(trim), scratch);
+  EXPECT_EQ(send_a(1), kA);
+  engine::Event back;
+  back.kind = engine::EventKind::kEvState;
+  back.u("wev", kC).u("port", 2).s("from", "ASSUMED_BAD").s("to", "GOOD");
+  m.on_event(back);
+  m.on_rx(wire::as_bytes(trim), scratch);
+  EXPECT_EQ(send_a(2), kC);
 }
 
 TEST(Mutant, IgnoreEcnPinsAtMostARunMax) {
