@@ -410,7 +410,9 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
         ev_timeout_retire(o, fl, prev->wev,
                           std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
       else if (gap)
-        ev_timeout_retire(o, fl, prev->wev, o.ts);
+        // Decided when a SACK showed the gap, which may have come before a probe answer for the
+        // EV that the resend follows: an answer after the lost copy ends that retirement.
+        ev_timeout_retire(o, fl, prev->wev, prev->ts);
     }
   }
   // Obligations met by this retransmission.

@@ -1525,6 +1525,26 @@ TEST(EvRules, ALaterLossOnARetiredEvDoesNotRestartItsReactionTime) {
       << failing_summary(r);
 }
 
+// A packet on `e` is lost; before the requester resends it for the SACK gap, a probe on `e` is
+// answered (the requester's probing brought `e` back). The loss retired `e` when the gap showed,
+// and that answer ended it: new data on `e` after the resend is no violation.
+TEST(EvRules, AProbeAnswerAfterTheLossEndsTheRetirementItCaused) {
+  Trace t;
+  Session s(t);
+  clean_base(s);
+  uint32_t e = 0;
+  const uint32_t lost = lose_first_on_one_ev(s, 4096, 1, e)[0];
+  s.advance(4 * kUs);  // the SACKs for the later PSNs are in
+  s.probe(1, e);       // answered 7 us later
+  s.advance(8 * kUs);  // the resend comes before T = 32.8 us
+  retx_and_ack(s, lost, e);
+  s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
+  s.write(4096);
+  tail(s);
+  const Report r = fixtures::run(t);
+  EXPECT_TRUE(fixtures::with_status(r, Status::kFail, true).empty()) << failing_summary(r);
+}
+
 // The only packet of a message on `e` is lost, so no later PSN is SACKed; a probe on another EV
 // is answered and the requester resends soon after. Nothing shows a gap, so the resend is not
 // read as a loss that retires `e`, and new data on `e` right after is no violation.
