@@ -341,10 +341,11 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   // been read after it (the reference ran its timer first and resent on the NACK 75 us later).
   const bool nack_since_prev =
       prev && r.nack_ts != 0 && r.nack_ts + prof.tol.reaction_ns > prev->ts;
-  const bool evidence =
-      prev && (nack_since_prev ||
-               (fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p) ||
-               fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked);
+  // SACKs for later PSNs since the previous copy: the gap that shows p lost.
+  const bool gap_since_prev =
+      prev && fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p;
+  const bool evidence = prev && (nack_since_prev || gap_since_prev ||
+                                 fl.last_pr_sack_arrival > prev->ts || prev->trimmed || r.acked);
   if (prev && !evidence) r.timeout_retries++;
   // MRC-REQ-014: retry budget. Only the retransmission timer spends it: a packet trimmed again
   // and again under congestion is NACKed and resent each time without using up the QP's retries
@@ -362,14 +363,6 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
   } else {
     na(REQ_014, "retry counts not in the DUT profile (qps[].retry)");
   }
-  if (prev && getenv("DBG_W") && prev->wev == strtoul(getenv("DBG_W"), nullptr, 0))
-    fprintf(stderr,
-            "DBG p=%lld ts=%llu prevts=%llu ev=%d nack=%d trim=%d acked=%d lastsack>prev=%d "
-            "sackhi=%d pr=%d\n",
-            (long long)p, (unsigned long long)o.ts, (unsigned long long)prev->ts, (int)evidence,
-            (int)nack_since_prev, (int)prev->trimmed, (int)r.acked,
-            (int)(fl.last_sack_arrival > prev->ts), (int)(fl.have_sack_hi && fl.sack_hi_ext > p),
-            (int)(fl.last_pr_sack_arrival > prev->ts));
   if (prev) {
     if (!evidence) {
       const uint64_t t = timeout_ns(fl);
@@ -405,11 +398,10 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       // Sooner than T after SACKs for later PSNs, the requester read the gap as a loss: an
       // untrimmed loss retires the EV all the same (PAPER section 2.1). A probe answer alone
       // shows no gap.
-      const bool gap = fl.last_sack_arrival > prev->ts && fl.have_sack_hi && fl.sack_hi_ext > p;
       if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns)
         ev_timeout_retire(o, fl, prev->wev,
                           std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
-      else if (gap)
+      else if (gap_since_prev)
         // Decided when a SACK showed the gap, which may have come before a probe answer for the
         // EV that the resend follows: an answer after the lost copy ends that retirement.
         ev_timeout_retire(o, fl, prev->wev, prev->ts);
