@@ -42,6 +42,7 @@ Status EvSet::build(const EvProfile& profile, wire::EvFormat format, uint8_t npo
   plane_slots_.assign(size_t{nports} + 1, {});
   backups_.assign(size_t{nports} + 1, {});
   cursor_ = 0;
+  resend_cursor_ = 0;
   epoch_ = 0;
   std::fill(std::begin(counts_), std::end(counts_), 0);
   refused_ = 0;
@@ -229,13 +230,25 @@ void EvSet::wrap(Rng* rng) {
   }
 }
 
-int EvSet::pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns) {
+int EvSet::pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns,
+                Stream stream) {
   const size_t n = slots_.size();
   if (n == 0) return -1;
   int fallback = -1;
   for (size_t step = 0; step < 2 * n + 2; ++step) {
-    if (cursor_ >= n) wrap(&shuffle_rng_);
-    const uint32_t idx = slots_[cursor_++];
+    uint32_t idx = 0;
+    if (stream == Stream::kNewData) {
+      if (cursor_ >= n) wrap(&shuffle_rng_);
+      idx = slots_[cursor_++];
+    } else {
+      // A resend is a turn as much as new data (SKIP, R39): its wraps end rotations too, or a
+      // window full of resends waiting on SKIP EVs would wait for new data that cannot go.
+      if (resend_cursor_ >= n) {
+        resend_cursor_ = 0;
+        ++epoch_;
+      }
+      idx = slots_[resend_cursor_++];
+    }
     EvRecord& e = evs_[idx];
     if (e.state == EvState::kSkip && skip_expired(e, now_ns))
       set_state(idx, EvState::kGood, "skip_done");

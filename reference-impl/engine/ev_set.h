@@ -48,7 +48,7 @@ class EvSet {
   // round robin, they do not all send to the same plane at the same time (slot s is plane s mod P
   // while the planes have equal active EVs).
   void start_at(size_t slot) {
-    if (!slots_.empty()) cursor_ = slot % slots_.size();
+    if (!slots_.empty()) cursor_ = resend_cursor_ = slot % slots_.size();
   }
   void set_skip_max_ns(uint64_t ns) { skip_max_ns_ = ns; }
 
@@ -57,9 +57,15 @@ class EvSet {
   EvRecord& at(uint32_t idx) { return evs_[idx]; }
   int find_wev(uint32_t wev) const;
 
+  // New data and resends walk the rotation with cursors of their own: with one cursor, a resend
+  // between two new packets moves the new data's place in the rotation, and with few EVs and a
+  // steady stream of resends the new data kept landing on one EV (MRC-EV-001, R7). The rotation
+  // (its reshuffles) is the new data's; either cursor's wrap ends a rotation for SKIP.
+  enum class Stream : uint8_t { kNewData, kResend };
   // Next EV for a data packet: GOOD, on a port in `usable_ports` (bit N = port N), not
   // `avoid_wev` unless it is the only candidate. -1 when none.
-  int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns);
+  int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns,
+           Stream stream = Stream::kNewData);
 
   // GOOD/SKIP -> ASSUMED_BAD, replaced by a backup of the same plane. False when the
   // ev_min_active floor refuses the demotion; the EV is then demoted as soon as another EV
@@ -94,6 +100,7 @@ class EvSet {
   std::vector<std::vector<uint32_t>> plane_slots_;  // slot positions of each plane (index port)
   std::vector<std::vector<uint32_t>> backups_;      // GOOD backups of each plane (index port)
   size_t cursor_ = 0;
+  size_t resend_cursor_ = 0;
   uint64_t epoch_ = 0;
   uint32_t counts_[4] = {0, 0, 0, 0};
   uint32_t min_active_ = 1;

@@ -122,6 +122,20 @@ TEST(EvSet, AvoidedEvIsUsedOnlyWhenItIsTheLastOne) {
   EXPECT_EQ(s.pick(0b10, true, w0, 0), 0);  // the only GOOD EV, even though avoided
 }
 
+// trim-congestion with 2 EVs: every resend avoided the EV its packet had used, and between two
+// new packets it took the slot the new data would have had, so all new data went to one EV.
+TEST(EvSet, ResendsDoNotMoveTheNewDataThroughTheRotation) {
+  EvSet s = build(make_ev_profile(2, 0, 1), 2);  // one EV per plane: a fixed rotation order
+  const uint32_t w1 = s.at(1).wev;
+  std::map<int, int> new_data;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(s.pick(0b110, true, w1, 0, EvSet::Stream::kResend), 0);
+    ++new_data[s.pick(0b110, false, 0, 0)];
+  }
+  EXPECT_EQ(new_data[0], 10);
+  EXPECT_EQ(new_data[1], 10);
+}
+
 TEST(EvSet, SkipLastsUntilEveryOtherEvWasUsed) {
   EvSet s = build(make_ev_profile(8, 0, 1), 2);
   const int first = s.pick(0b110, false, 0, 0);

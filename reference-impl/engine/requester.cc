@@ -208,7 +208,7 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
     probe_check_ns_ = next;
   }
   if (tlp_pending_) {
-    const int ev = evs_.pick(usable, false, 0, now_ns);
+    const int ev = evs_.pick(usable, false, 0, now_ns, EvSet::Stream::kResend);
     if (ev >= 0) {
       tlp_pending_ = false;
       tlp_sent_ = true;
@@ -219,7 +219,7 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
   // 2. A transport ACK went missing: resend the last packet of the oldest message.
   if (resend_for_ack_) {
     if (sq_head_ < seg_seq_) {
-      const int ev = evs_.pick(usable, false, 0, now_ns);
+      const int ev = evs_.pick(usable, false, 0, now_ns, EvSet::Stream::kResend);
       if (ev >= 0) {
         resend_for_ack_ = false;
         const SendWqe& w = wqe_at(sq_head_);
@@ -254,7 +254,7 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
       continue;
     }
     if (!cc_allows(e->nominal)) return false;
-    const int ev = evs_.pick(usable, true, e->wev, now_ns);
+    const int ev = evs_.pick(usable, true, e->wev, now_ns, EvSet::Stream::kResend);
     if (ev < 0) return false;
     rtx_q_.pop();
     e->flags &= static_cast<uint8_t>(~TxEntry::kRtxQueued);
