@@ -168,7 +168,23 @@ DedupExt& DedupTable::ext(uint64_t seq) {
   return x;
 }
 
-void DedupTable::add_id(DedupEntry& e, uint64_t id) {
+void DedupTable::add_id(DedupEntry& e, uint64_t seq, uint64_t id) {
+  if (e.n_ids == DedupEntry::kMaxCopies) {
+    auto& extra = extra_ids_.at(e.key);
+    const uint32_t shift = extra[0];
+    e.id0 += shift;
+    for (size_t k = 0; k + 1 < extra.size(); ++k) extra[k] = extra[k + 1] - shift;
+    --e.n_ids;
+    if (e.has_ext) {
+      DedupExt& x = ext(seq);
+      if (x.seen_overflow) {
+        for (uint8_t& c : seen_overflow_.at(e.key)) c = c > 0 ? c - 1 : 0;
+      } else {
+        for (uint8_t i = 0; i < x.n_seen; ++i)
+          x.seen_count[i] = x.seen_count[i] > 0 ? x.seen_count[i] - 1 : 0;
+      }
+    }
+  }
   if (e.n_ids == 0)
     e.id0 = id;
   else
@@ -534,6 +550,16 @@ uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
   std::memcpy(dst.data(), b + kOffIp6 + 24, 16);
   const wire::OpcodeInfo* op = wire_profile->opcode_info(b[kOffBth]);
   const bool is_data = op && op->kind == wire::PacketKind::kMrcData;
+  if (points.size() == 1) {
+    if (!is_data) return 0;
+    // At the sender's own interface: known from the node cache alone (node_of() may add a node,
+    // and the frame announced by a prefetch may never come).
+    const PointState& ps = points[0];
+    if (!ps.info.link_side && ps.node >= 0) {
+      for (const NodeCacheEntry& c : node_cache)
+        if (c.id == ps.node && same_addr(c.addr, src)) return 0;
+    }
+  }
   const size_t n = std::min(data.size() - kOffBth, is_data ? size_t{20} : size_t{64});
   const uint16_t sport = static_cast<uint16_t>(b[kOffUdp] << 8 | b[kOffUdp + 1]);
   return merge_key(src, dst, sport, b + kOffBth, n);
@@ -551,10 +577,10 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
     // repeats every 8.4 ms, so a PSN resent on the same EV a whole number of wraps later has
     // the same key (trim-congestion: a third copy 41.9 ms after the second).
     const bool resent = data && o.at_src && o.own_iface;
-    if (upstream && (!data || resent) && e.n_ids < DedupEntry::kMaxCopies) {
+    if (upstream && (!data || resent)) {
       // Sent again, byte for byte: a new packet (identical SACKs and ACKs are legitimate). A data
       // packet carries ts16, so an identical copy of one is a duplicate even here.
-      dedup.add_id(e, next_pkt++);
+      dedup.add_id(e, q, next_pkt++);
       o.pkt = dedup.id(e, e.n_ids - 1u);
       o.first = true;
       if (e.srv6 && f.l3 == 6) {  // the hops of the new copy are judged from here
@@ -588,7 +614,7 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
   }
   const uint64_t q = dedup.insert(h, o.ts);
   DedupEntry& e = dedup.at(q);
-  dedup.add_id(e, next_pkt++);
+  dedup.add_id(e, q, next_pkt++);
   e.first_point = o.point;
   e.srv6 = f.has_inner_ip6;
   e.trimmed = o.trimmed;
@@ -662,8 +688,18 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   }
   ps.roce++;
   const bool have_addrs = roce_addrs(frame, o.src, o.dst);
+  const wire::PacketKind kind = frame.op ? frame.op->kind : wire::PacketKind::kUnknown;
   uint64_t key = 0;
+  bool merges_here = false;
   if (have_addrs) {
+    o.src_node = node_of(o.src);
+    o.dst_node = node_of(o.dst);
+    o.at_src = ps.node >= 0 && ps.node == o.src_node;
+    o.own_iface = !ps.info.link_side;
+    o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
+    merges_here = merges(kind == wire::PacketKind::kMrcData, o.at_src, o.own_iface);
+  }
+  if (merges_here) {
     // early_frame_key() read the bytes frame_key() would read when the decoder found that shape.
     const bool same_shape = early_key != 0 && link == wire::LinkType::kEthernet && frame.l3 == 6 &&
                             !frame.has_inner_ip6 && frame.off_l3 == 14 && frame.off_bth == 62;
@@ -672,18 +708,17 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   }
   verify_icrc();
   if (!have_addrs) return;
-  o.src_node = node_of(o.src);
-  o.dst_node = node_of(o.dst);
-  o.at_src = ps.node >= 0 && ps.node == o.src_node;
-  o.own_iface = !ps.info.link_side;
-  o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
   o.format = frame.ev_format();
   o.trimmed = frame.trimmed;
   o.ce = frame.ecn() == 3;
-  merge(o, frame, key);
+  if (merges_here) {
+    merge(o, frame, key);
+  } else {
+    o.pkt = next_pkt++;
+    o.first = true;
+  }
   if (o.first) packets++;
 
-  const wire::PacketKind kind = frame.op ? frame.op->kind : wire::PacketKind::kUnknown;
   Flow* fl = nullptr;
   switch (kind) {
     case wire::PacketKind::kMrcData:

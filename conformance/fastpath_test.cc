@@ -65,9 +65,9 @@ TEST(DedupTable, IdsAndSeenCountsOfManyPoints) {
   DedupTable t;
   const uint64_t q = t.insert(42, 10);
   DedupEntry& e = t.at(q);
-  t.add_id(e, 100);
-  t.add_id(e, 250);
-  t.add_id(e, 251);
+  t.add_id(e, q, 100);
+  t.add_id(e, q, 250);
+  t.add_id(e, q, 251);
   EXPECT_EQ(t.id(e, 0), 100u);
   EXPECT_EQ(t.id(e, 1), 250u);
   EXPECT_EQ(t.id(e, 2), 251u);
@@ -76,6 +76,26 @@ TEST(DedupTable, IdsAndSeenCountsOfManyPoints) {
   for (uint32_t slot = 0; slot < 6; ++slot)
     for (uint32_t k = 0; k <= slot; ++k) t.seen(x, e.key, slot)++;
   for (uint32_t slot = 0; slot < 6; ++slot) EXPECT_EQ(t.seen(x, e.key, slot), slot + 1);
+}
+
+// Past kMaxCopies copies the oldest is forgotten: the ids and the sightings slide by one.
+TEST(DedupTable, CopiesBeyondTheLimitSlideTheWindow) {
+  for (const bool overflow : {false, true}) {
+    DedupTable t;
+    const uint64_t q = t.insert(42, 10);
+    DedupEntry& e = t.at(q);
+    for (uint64_t id : {100, 200, 300, 400}) t.add_id(e, q, id);
+    DedupExt& x = t.ext(q);
+    const uint32_t points = overflow ? 6 : 2;
+    for (uint32_t slot = 0; slot < points; ++slot) t.seen(x, e.key, slot) = 3;
+    t.seen(x, e.key, 0) = 0;
+    t.add_id(e, q, 500);
+    ASSERT_EQ(e.n_ids, DedupEntry::kMaxCopies);
+    EXPECT_EQ(t.id(e, 0), 200u);
+    EXPECT_EQ(t.id(e, 3), 500u);
+    EXPECT_EQ(t.seen(x, e.key, 0), 0u);
+    for (uint32_t slot = 1; slot < points; ++slot) EXPECT_EQ(t.seen(x, e.key, slot), 2u);
+  }
 }
 
 TEST(HashPayload, SimdAndPortablePathsAgree) {

@@ -893,7 +893,10 @@ class DedupTable {
   uint64_t id(const DedupEntry& e, size_t k) const {
     return k == 0 ? e.id0 : e.id0 + extra_ids_.at(e.key)[k - 1];
   }
-  void add_id(DedupEntry& e, uint64_t id);
+  // A further copy sent at e.first_point. Past kMaxCopies the oldest is forgotten and the
+  // sightings elsewhere slide with it: copy k becomes copy k - 1 (a responder repeats an
+  // identical transport ACK many times within the window; the fifth was read as a sighting).
+  void add_id(DedupEntry& e, uint64_t seq, uint64_t id);
   // Copies of the packet seen so far at capture points with this slot (point mod 64).
   uint8_t& seen(DedupExt& x, uint64_t key, uint32_t slot);
 
@@ -1107,7 +1110,14 @@ struct Engine {
   int node_of(const Addr& a);
   int known_node(const std::optional<Addr>& a) const;
   uint64_t frame_key(const Obs& o, const wire::DecodedFrame& f) const;
-  uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;  // 0: unusual shape
+  // 0: unusual shape, or a frame that needs no merge-table lookup (see merges()).
+  uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;
+  // Whether a frame goes through the merge table. With a single capture point, a packet is never
+  // seen at another point: a frame there is a new packet, except a data packet away from its
+  // sender's own interface, whose byte-identical copy is a duplicate (ts16 tells resends apart).
+  bool merges(bool data, bool at_src, bool own_iface) const {
+    return points.size() > 1 || (data && !(at_src && own_iface));
+  }
   uint64_t merge(Obs& o, const wire::DecodedFrame& f, uint64_t key);
   Flow* flow_for_data(const Obs& o, uint32_t rsp_qpn, bool create);
   Flow* flow_for_ctl(const Obs& o, uint32_t req_qpn, std::optional<uint16_t> spdcid, bool create);

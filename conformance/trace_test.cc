@@ -60,6 +60,41 @@ TEST(Trace, FabricDuplicateIsNotARetransmission) {
   EXPECT_EQ(r.flows[0].retransmissions, 0u);
 }
 
+// One capture point (the responder's): a packet is never seen at another point, so only a data
+// copy away from its sender's interface can be a second sighting (the fabric's duplicate); an
+// identical control packet sent again by the responder is a new packet.
+TEST(Trace, AtASinglePointOnlyADataCopyAwayFromItsSenderIsADuplicate) {
+  Trace both;
+  Session s(both);
+  s.write(1024);
+  s.write(1024);
+  Trace t;
+  t.profile = both.profile;
+  t.points = {both.points[1]};
+  for (const auto& f : both.frames)
+    if (f.point == 1) t.add(0, f.ts, f.bytes);
+  const Report plain = fixtures::run(t);
+  ASSERT_EQ(plain.flows.size(), 1u);
+  EXPECT_EQ(plain.packets, t.frames.size());
+  size_t data = 0, sack = 0;
+  for (size_t i = 0; i < t.frames.size() && !(data && sack); ++i) {
+    wire::DecodedFrame d;
+    ASSERT_TRUE(wire::decode_frame(wire::as_bytes(t.frames[i].bytes), d));
+    if (!data && d.op && d.op->kind == wire::PacketKind::kMrcData) data = i + 1;
+    if (!sack && d.op && d.op->kind == wire::PacketKind::kMrcSack) sack = i + 1;
+  }
+  ASSERT_TRUE(data && sack);
+  const auto dup_data = t.frames[data - 1], again_sack = t.frames[sack - 1];
+  t.add(0, dup_data.ts + 300, dup_data.bytes);
+  t.add(0, again_sack.ts + 300, again_sack.bytes);
+  const Report r = fixtures::run(t);
+  EXPECT_EQ(r.packets, plain.packets + 1);  // the SACK is a packet, the data copy is not
+  EXPECT_EQ(r.flows[0].retransmissions, 0u);
+  EXPECT_EQ(r.flows[0].data_packets, plain.flows[0].data_packets);
+  EXPECT_EQ(r.flows[0].sacks, plain.flows[0].sacks + 1);
+  EXPECT_EQ(r.count(Status::kFail), plain.count(Status::kFail));
+}
+
 // The sender resends one PSN on the same EV exactly one ts16 wrap (65536 x 128 ns) after its
 // previous copy: the two copies are byte for byte the same, but a copy seen again at its
 // sender's own interface is the sender's next transmission, not a second sighting.
@@ -123,6 +158,24 @@ TEST(Trace, FabricDuplicateOfControlPacketsIsOnePacket) {
   o.responses = 2;
   s2.ep_probe(4, 0x00050102, o);
   EXPECT_EQ(fixtures::run(t2).result("MRC-PRB-004")->status, Status::kFail);
+}
+
+// A responder repeats an identical transport ACK while nothing new arrives: each one, seen at
+// both hosts, is one packet, however many there are (past four, the later ones were read as
+// sightings of the fourth).
+TEST(Trace, AnAckRepeatedManyTimesIsAPacketEachTime) {
+  Trace t;
+  Session s(t);
+  s.write(1024);
+  const Report once = fixtures::run(t);
+  for (int i = 0; i < 7; ++i) {
+    s.advance(5 * kUs);
+    s.tack(s.cack());
+  }
+  const Report r = fixtures::run(t);
+  EXPECT_EQ(r.packets, once.packets + 7);
+  EXPECT_EQ(r.packets * 2, r.frames);
+  EXPECT_EQ(r.count(Status::kFail), 0u);
 }
 
 TEST(Trace, InfersTheQpWithoutAProfile) {
