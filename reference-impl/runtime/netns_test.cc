@@ -475,20 +475,32 @@ TEST_F(NetnsTest, PlaneLosesCarrierMidTransfer) {
   Topo t('l', 2, "stev");
   ASSERT_TRUE(t.ok());
   const std::string cli_log = t.file("cli.events.jsonl"), srv_log = t.file("srv.events.jsonl");
+  const auto start = std::chrono::steady_clock::now();
+  double first_mb_s = -1, cut_s = -1;
   std::thread cut([&] {
-    // Mid-transfer: the client runs for 4 s; cut 1 s after B received its first MB on plane 2.
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    // Mid-transfer: the client runs for 6 s; cut 0.5 s after B received its first MB on plane
+    // 2. (With 4 s and 1 s, a run next to other tests on 2 busy cores once saw that MB only
+    // after 3 s, and the cut came after the transfer.)
+    const auto end = start + std::chrono::seconds(60);
     const std::string rx =
         "ip netns exec " + t.ns("b") + " cat /sys/class/net/b2/statistics/rx_bytes";
     while (std::chrono::steady_clock::now() < end && std::atoll(sh(rx).c_str()) < (1 << 20))
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    first_mb_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     sh("ip netns exec " + t.ns("r2") + " ip link set ra down");
     sh("ip netns exec " + t.ns("r2") + " ip link set rb down");
+    cut_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
-  RunResult r = transfer(t, {"--size", "64K", "--duration", "4", "--buffer-limit", "32M"},
+  RunResult r = transfer(t, {"--size", "64K", "--duration", "6", "--buffer-limit", "32M"},
                          {"--event-log", cli_log}, {"--event-log", srv_log});
+  const double done_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   cut.join();
+  // Said with every failure below: when plane 2 had carried its first MB, when it was cut, and
+  // when the transfer ended (all seconds after the start).
+  SCOPED_TRACE("plane 2's first MB at " + std::to_string(first_mb_s) + " s, cut at " +
+               std::to_string(cut_s) + " s, transfer done at " + std::to_string(done_s) + " s");
   EXPECT_EQ(r.client_rc, 0) << r.client_out << "\n--- server ---\n" << r.server_out;
   EXPECT_EQ(r.server_rc, 0) << r.server_out;
   ASSERT_TRUE(r.client.is_object()) << r.client_out;
