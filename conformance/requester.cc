@@ -201,8 +201,13 @@ void Engine::on_data(Obs& o, Flow& fl) {
     fl.win.pop_front();
     fl.base_ext++;
     // The front moves one PSN per new PSN, kKeepBehindCack behind the traffic: its lines are
-    // long out of cache. Fetch the record evicted a few packets from now.
-    if (fl.win.size() > kEvictAhead) __builtin_prefetch(&fl.win[kEvictAhead]);
+    // long out of cache. Fetch the record evicted a few packets from now: both of its lines
+    // (release() reads `ext`, in the second).
+    if (fl.win.size() > kEvictAhead) {
+      const auto* ahead = reinterpret_cast<const char*>(&fl.win[kEvictAhead]);
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(ahead + 64);
+    }
   }
 }
 
