@@ -277,6 +277,9 @@ class Checker {
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
 
+  // Every point before the first frame: with a single point the checker keeps no merge-table
+  // entry for packets that cannot be seen twice there, so a point added later would not
+  // recognise the packets seen before it.
   uint32_t add_point(PointInfo point);
   // One captured frame. Never fails: undecodable frames become decode findings.
   // orig_len: the frame's length on the wire (0 = as captured); longer means snapped.

@@ -152,6 +152,7 @@ struct CaptureReader::Impl {
   size_t mapping_bytes = 0;
   size_t populated = 0;   // the mapping's page tables are filled up to here (see populate_ahead)
   size_t prefetched = 0;  // cache lines are requested up to here (see CaptureReader::next)
+  size_t released = 0;    // the page tables before here were dropped (see release_behind)
   std::vector<std::byte> owned;  // input that cannot be mapped (pipe, /dev/stdin)
   bool pcapng = false;
   bool swap = false;
@@ -174,6 +175,7 @@ struct CaptureReader::Impl {
     mapping_bytes = 0;
     populated = 0;
     prefetched = 0;
+    released = 0;
   }
 
   // Faulting the mapping in page by page costs a trap per 16 pages (the kernel's fault-around);
@@ -194,6 +196,19 @@ struct CaptureReader::Impl {
 #else
     populated = mapping_bytes;
 #endif
+  }
+
+  // The pages the reader left far behind leave the process (MADV_DONTNEED on a read-only
+  // private file mapping drops page-table entries only: the file stays in the page cache, and a
+  // caller who reads an old record again faults it back in, unchanged). Without this, the
+  // resident set grew with the capture: 1 GiB for a 1 GiB file.
+  static constexpr size_t kKeepBehind = size_t{32} << 20;
+  void release_behind() {
+    static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t until = (pos - kKeepBehind) & ~(page - 1);
+    if (until <= released) return;
+    ::madvise(static_cast<std::byte*>(mapping) + released, until - released, MADV_DONTNEED);
+    released = until;
   }
 
   void reset(std::string new_label) {
@@ -652,8 +667,10 @@ bool CaptureReader::next(CaptureRecord& rec) {
   if (d.failed || d.base == nullptr) return false;
   // A window ahead of the record about to be read (records end at most kMaxRecordBytes later;
   // a longer one simply faults in).
-  if (d.pos + Impl::kPopulateWindow / 2 > d.populated && d.populated < d.mapping_bytes)
+  if (d.pos + Impl::kPopulateWindow / 2 > d.populated && d.populated < d.mapping_bytes) {
     d.populate_ahead();
+    if (d.pos > Impl::kKeepBehind + Impl::kPopulateWindow) d.release_behind();
+  }
   // The bytes a little ahead of the reader are requested from memory now, so that they are in the
   // cache by the time the caller reads them (the ICRC reads every byte). The page cache is a
   // scatter of 4 KiB pages, which the hardware prefetcher does not follow from one to the next.

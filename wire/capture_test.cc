@@ -332,6 +332,48 @@ TEST(CaptureRoundTrip, SnaplenCutsDataAndKeepsOrigLen) {
 // ---------------------------------------------------------------------------------------------
 // Writer behaviour
 // ---------------------------------------------------------------------------------------------
+// The reader's resident memory follows its position, not the file: pages far behind are
+// dropped as it goes, and a record kept from the start still reads the same bytes.
+size_t rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stoul(line.substr(8));
+  return 0;
+}
+
+TEST(CaptureReader, ResidentMemoryStaysBoundedAndOldRecordsStayValid) {
+  TempDir tmp;
+  const std::string path = tmp.path("big.pcap");
+  const size_t kRecords = 96 * 1024, kBytes = 1024;  // 96 MiB of records
+  {
+    CaptureWriter w;
+    ASSERT_TRUE(w.open(path, CaptureFormat::kPcap, LinkType::kEthernet)) << w.error();
+    ByteVec rec(kBytes);
+    for (size_t i = 0; i < kRecords; ++i) {
+      for (size_t k = 0; k < kBytes; k += 8) rec[k] = static_cast<std::byte>(i + k);
+      ASSERT_TRUE(w.write(i, as_bytes(rec))) << w.error();
+    }
+    ASSERT_TRUE(w.close()) << w.error();
+  }
+  CaptureReader r;
+  ASSERT_TRUE(r.open(path)) << r.error();
+  CaptureRecord first, rec;
+  ASSERT_TRUE(r.next(first));
+  const ByteVec first_copy(first.data.begin(), first.data.end());
+  const size_t before_kib = rss_kib();
+  size_t max_kib = before_kib, n = 1;
+  while (r.next(rec)) {
+    if (++n % 4096 == 0) max_kib = std::max(max_kib, rss_kib());
+  }
+  EXPECT_EQ(r.error(), "");
+  EXPECT_EQ(n, kRecords);
+  // 32 MiB kept behind the reader and a 4 MiB window ahead, not the 97 MiB of the file.
+  EXPECT_LT(max_kib - before_kib, size_t{48} << 10);
+  EXPECT_TRUE(
+      std::equal(first.data.begin(), first.data.end(), first_copy.begin(), first_copy.end()));
+}
+
 TEST(CaptureWriter, WritesTmpAndRenamesOnClose) {
   TempDir tmp;
   std::string path = tmp.path("out.pcapng");
