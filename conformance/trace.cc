@@ -1,5 +1,7 @@
 // Trace assembly: captures from several points merged on time, attribution of each capture to
 // a node, injector decision logs interleaved with the frames; and `mrct check` end to end.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <ostream>
@@ -17,6 +19,11 @@ std::string basename_of(const std::string& path) {
   return s == std::string::npos ? path : path.substr(s + 1);
 }
 
+bool regular_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -29,6 +36,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // on a link between switches shows several hosts and is left unattributed.
 std::optional<Addr> guess_capture_node(const std::string& path, const DutProfile& prof,
                                        std::string& how) {
+  // A pipe cannot be read twice: what this read would be lost to the check.
+  if (!regular_file(path)) return std::nullopt;
   wire::CaptureReader rd;
   if (!rd.open(path)) return std::nullopt;
   wire::CaptureRecord rec;
@@ -421,6 +430,15 @@ bool write_to(const std::string& path, std::ostream& out, std::ostream& err,
 int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   Report r;
   std::string error;
+  if (!opts.annotated_out.empty()) {
+    for (const auto& c : opts.captures) {
+      if (!detail::regular_file(c.path)) {
+        err << "mrct check: --annotate reads the captures a second time, and " << c.path
+            << " is not a regular file (a pipe or device); write it to a file first\n";
+        return 2;
+      }
+    }
+  }
   if (!check_files(opts, r, error)) {
     err << "mrct check: " << error << "\n";
     return 2;

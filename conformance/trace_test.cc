@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "conformance/fixtures.h"
 #include "conformance/internal.h"
@@ -270,6 +273,52 @@ TEST(Trace, TruncatedCaptureIsJudgedUpToTheCut) {
   bool noted = false;
   for (const auto& n : r.notes) noted = noted || n.find("ends early") != std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// A capture piped in is judged as it arrives; --annotate, which reads the captures twice, says
+// it cannot before reading anything.
+TEST(Trace, ACapturePipedInIsJudgedAndAnnotateRefusesIt) {
+  Trace t;
+  Session s(t);
+  exchange(s);
+  const std::string dir = tmp("piped");
+  CheckOptions o;
+  const Report from_files = fixtures::run_files(t, dir, &o);
+  std::ifstream f(o.captures[0].path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto piped = [&](CheckOptions opts, auto&& fn) {
+    ::signal(SIGPIPE, SIG_IGN);  // a reader that stops early must not kill the writer
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    std::thread writer([&] {
+      size_t off = 0;
+      while (off < bytes.size()) {
+        const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      ::close(fds[1]);
+    });
+    opts.captures[0].path = "/proc/self/fd/" + std::to_string(fds[0]);
+    fn(opts);
+    ::close(fds[0]);
+    writer.join();
+  };
+  piped(o, [&](const CheckOptions& opts) {
+    Report r;
+    std::string e;
+    ASSERT_TRUE(check_files(opts, r, e)) << e;
+    EXPECT_EQ(r.frames, from_files.frames);
+    EXPECT_EQ(r.packets, from_files.packets);
+    EXPECT_EQ(r.count(Status::kFail), from_files.count(Status::kFail));
+  });
+  piped(o, [&](CheckOptions opts) {
+    opts.annotated_out = dir + "/annotated.pcapng";
+    std::ostringstream out, err;
+    EXPECT_EQ(run_check(opts, out, err), 2);
+    EXPECT_NE(err.str().find("is not a regular file"), std::string::npos) << err.str();
+    EXPECT_FALSE(std::filesystem::exists(opts.annotated_out));
+  });
 }
 
 // A copy the injector corrupted on the way fails its ICRC; the decision log explains it.

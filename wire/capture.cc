@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <memory>
 
 #include "wire/wire.h"
 
@@ -153,7 +155,23 @@ struct CaptureReader::Impl {
   size_t populated = 0;   // the mapping's page tables are filled up to here (see populate_ahead)
   size_t prefetched = 0;  // cache lines are requested up to here (see CaptureReader::next)
   size_t released = 0;    // the page tables before here were dropped (see release_behind)
-  std::vector<std::byte> owned;  // input that cannot be mapped (pipe, /dev/stdin)
+  // Input that cannot be mapped (pipe, /dev/stdin) is read as it is parsed, into chunks: a
+  // record never spans two (the unread rest moves to a fresh chunk, the old one stays). Only the
+  // chunk being read and the one holding the record returned last are kept, so that record stays
+  // valid through the next call (as the checker's read-ahead needs) while memory stays two
+  // chunks, whatever the input's length.
+  struct Chunk {
+    std::unique_ptr<std::byte[]> bytes;
+    size_t cap = 0;
+    uint64_t seq = 0;
+  };
+  static constexpr size_t kChunkBytes = size_t{4} << 20;
+  uint64_t next_chunk_seq = 0;
+  uint64_t held_chunk = UINT64_MAX;  // seq of the chunk of the record returned last
+  int stream_fd = -1;
+  bool stream_eof = false;
+  size_t stream_offset = 0;  // offset in the input of base[0]
+  std::deque<Chunk> chunks;
   bool pcapng = false;
   bool swap = false;
   bool failed = false;
@@ -167,7 +185,47 @@ struct CaptureReader::Impl {
   // pcapng, per section
   std::vector<Interface> interfaces;
 
-  ~Impl() { unmap(); }
+  ~Impl() {
+    unmap();
+    close_stream();
+  }
+
+  void close_stream() {
+    if (stream_fd >= 0) ::close(stream_fd);
+    stream_fd = -1;
+    stream_eof = false;
+    stream_offset = 0;
+    chunks.clear();
+    held_chunk = UINT64_MAX;
+  }
+
+  // Makes `need` bytes from pos readable when the input has them (a stream reads on; a mapping
+  // or memory has all it will have). False on a read error, which is then the error.
+  bool fill(size_t need) {
+    if (stream_fd < 0) return true;
+    while (size - pos < need && !stream_eof) {
+      if (chunks.empty() || pos + need > chunks.back().cap || chunks.back().cap - size < 4096) {
+        Chunk c;
+        c.cap = std::max(kChunkBytes, need + kChunkBytes / 4);
+        c.bytes.reset(new std::byte[c.cap]);
+        c.seq = next_chunk_seq++;
+        if (size > pos) std::memcpy(c.bytes.get(), base + pos, size - pos);
+        stream_offset += pos;
+        size -= pos;
+        pos = 0;
+        std::erase_if(chunks, [&](const Chunk& old) { return old.seq != held_chunk; });
+        chunks.push_back(std::move(c));
+        base = chunks.back().bytes.get();
+      }
+      std::byte* to = chunks.back().bytes.get() + size;
+      const ssize_t n = ::read(stream_fd, to, chunks.back().cap - size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail_io("cannot read");
+      if (n == 0) stream_eof = true;
+      size += static_cast<size_t>(n);
+    }
+    return true;
+  }
 
   void unmap() {
     if (mapping != nullptr) munmap(mapping, mapping_bytes);
@@ -213,8 +271,7 @@ struct CaptureReader::Impl {
 
   void reset(std::string new_label) {
     unmap();
-    owned.clear();
-    owned.shrink_to_fit();
+    close_stream();
     label = std::move(new_label);
     base = nullptr;
     size = pos = 0;
@@ -233,7 +290,7 @@ struct CaptureReader::Impl {
     error += ": ";
     error += what;
     error += " at byte ";
-    error += std::to_string(at);
+    error += std::to_string(stream_offset + at);
     if (!detail.empty()) {
       error += " (";
       error += detail;
@@ -274,26 +331,13 @@ struct CaptureReader::Impl {
       size = mapping_bytes;
       return true;
     }
-    // Not mappable (pipe, character device) or empty: read it whole.
-    std::byte chunk[65536];
-    for (;;) {
-      ssize_t n = ::read(fd, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        fail_io("cannot read");
-        ::close(fd);
-        return false;
-      }
-      if (n == 0) break;
-      owned.insert(owned.end(), chunk, chunk + n);
-    }
-    ::close(fd);
-    base = owned.data();
-    size = owned.size();
+    // Not mappable (pipe, character device) or empty: read as it is parsed (see fill()).
+    stream_fd = fd;
     return true;
   }
 
   bool start() {
+    if (!fill(kPcapHeaderBytes)) return false;
     if (size == 0) return fail("empty file, no pcap or pcapng header", 0);
     if (size < 4) return fail("truncated file header", 0, need_have(4, size));
     uint32_t magic = load32(base, false);
@@ -340,6 +384,7 @@ struct CaptureReader::Impl {
   }
 
   bool next_pcap(CaptureRecord& rec) {
+    if (!fill(kPcapRecordHeaderBytes)) return false;
     size_t remain = size - pos;
     if (remain == 0) return false;
     if (remain < kPcapRecordHeaderBytes) {
@@ -355,6 +400,9 @@ struct CaptureReader::Impl {
           "caplen " + std::to_string(caplen) + " exceeds limit " + std::to_string(kMaxRecordBytes),
           pos + 8);
     }
+    if (!fill(kPcapRecordHeaderBytes + caplen)) return false;
+    remain = size - pos;
+    p = base + pos;
     remain -= kPcapRecordHeaderBytes;
     if (caplen > remain) {
       return fail("truncated record data", pos + kPcapRecordHeaderBytes, need_have(caplen, remain));
@@ -539,9 +587,10 @@ struct CaptureReader::Impl {
 
   // Reads one pcapng block at pos. `rec` is null while opening (only the SHB is expected).
   Step read_pcapng_block(CaptureRecord* rec) {
+    if (!fill(12)) return Step::kError;
     size_t remain = size - pos;
     if (remain == 0) return Step::kEof;
-    const size_t at = pos;
+    size_t at = pos;
     const std::byte* p = base + pos;
     if (remain < 8) {
       fail("truncated pcapng block header", at, need_have(8, remain));
@@ -578,6 +627,19 @@ struct CaptureReader::Impl {
     if (len % 4 != 0) {
       fail("pcapng block length " + std::to_string(len) + " is not a multiple of 4", at);
       return Step::kError;
+    }
+    if (stream_fd >= 0) {
+      // A stream has no size to bound the length by: the record limit does (plus its block).
+      if (len > kMaxRecordBytes + (size_t{1} << 20)) {
+        fail("pcapng block length " + std::to_string(len) + " exceeds limit " +
+                 std::to_string(kMaxRecordBytes + (size_t{1} << 20)),
+             at);
+        return Step::kError;
+      }
+      if (!fill(len)) return Step::kError;
+      remain = size - pos;
+      at = pos;
+      p = base + pos;
     }
     if (len > remain) {
       fail("truncated pcapng block", at,
@@ -680,7 +742,9 @@ bool CaptureReader::next(CaptureRecord& rec) {
     if (d.prefetched < d.pos) d.prefetched = d.pos & ~size_t{63};
     for (; d.prefetched < until; d.prefetched += 64) __builtin_prefetch(d.base + d.prefetched);
   }
-  return d.pcapng ? d.next_pcapng(rec) : d.next_pcap(rec);
+  const bool ok = d.pcapng ? d.next_pcapng(rec) : d.next_pcap(rec);
+  if (ok && !d.chunks.empty()) d.held_chunk = d.chunks.back().seq;
+  return ok;
 }
 
 const std::string& CaptureReader::error() const {

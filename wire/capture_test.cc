@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "wire/wire.h"
@@ -204,6 +206,34 @@ ReadResult read_file(const std::string& path) {
   CaptureReader reader;
   bool opened = reader.open(path);
   return drain(reader, opened);
+}
+
+// The bytes through a pipe, written by a thread as the reader reads (a pipe holds 64 KiB), opened
+// by path as `mrct check /dev/stdin` would. The error names the path, which differs.
+ReadResult read_pipe(const ByteVec& bytes, std::string* path_out = nullptr) {
+  ::signal(SIGPIPE, SIG_IGN);  // a reader that stops early must not kill the writer
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
+      if (n <= 0) break;  // the reader stopped early (an error): EPIPE
+      off += static_cast<size_t>(n);
+    }
+    ::close(fds[1]);
+  });
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  if (path_out) *path_out = path;
+  ReadResult r;
+  {
+    CaptureReader reader;
+    const bool opened = reader.open(path);
+    r = drain(reader, opened);
+  }
+  ::close(fds[0]);  // a writer still blocked gets EPIPE
+  writer.join();
+  return r;
 }
 
 class TempDir {
@@ -775,6 +805,17 @@ TEST_P(CaptureMalformed, SameErrorFromAFile) {
   EXPECT_NE(r.error.find(c.error), std::string::npos) << r.error;
 }
 
+TEST_P(CaptureMalformed, SameErrorFromAPipe) {
+  const MalformedCase& c = GetParam();
+  std::string path;
+  ReadResult r = read_pipe(c.bytes, &path);
+  ReadResult m = read_memory(c.bytes);
+  EXPECT_EQ(r.recs, m.recs);
+  EXPECT_EQ(r.error.rfind(path + ": ", 0), 0u) << r.error;
+  // The same message, at the same byte.
+  EXPECT_EQ(r.error.substr(path.size()), m.error.substr(std::string("<memory>").size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Capture, CaptureMalformed, ::testing::ValuesIn(malformed_cases()),
                          [](const auto& row) { return row.param.name; });
 
@@ -833,6 +874,91 @@ TEST(CaptureSweep, EveryTruncationIsCleanAtBoundariesAndAnErrorElsewhere) {
         EXPECT_NE(r.error.find(" at byte "), std::string::npos) << r.error;
       }
     }
+  }
+}
+
+TEST(CaptureSweep, APipeReadsEveryTruncationAsMemoryDoes) {
+  for (const Layout& layout : sweep_layouts()) {
+    for (size_t len = 0; len <= layout.bytes.size(); ++len) {
+      SCOPED_TRACE("length " + std::to_string(len));
+      ByteVec cut(layout.bytes.begin(), layout.bytes.begin() + len);
+      std::string path;
+      ReadResult p = read_pipe(cut, &path);
+      ReadResult m = read_memory(cut);
+      EXPECT_EQ(p.recs, m.recs);
+      EXPECT_EQ(p.error.empty(), m.error.empty());
+      if (!m.error.empty()) {
+        EXPECT_EQ(p.error.substr(path.size()), m.error.substr(std::string("<memory>").size()));
+      }
+    }
+  }
+}
+
+// A long stream: records of every size cross the reader's chunks, the record read before stays
+// valid through the next call, and the reader holds a few chunks, not the stream.
+TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
+  for (const bool ng : {false, true}) {
+    SCOPED_TRACE(ng ? "pcapng" : "pcap");
+    ByteVec bytes = ng ? cat({shb(false), idb(false, 1, 0, 9, 0)}) : pcap_header(false, kMagicNs);
+    std::vector<ByteVec> payloads;
+    size_t total = 0;
+    for (uint32_t i = 0; total < (size_t{48} << 20); ++i) {
+      // Mostly small records, now and then one of 200 KiB to 1.5 MiB.
+      const size_t n = i % 97 == 0 ? (200u << 10) + (i * 7919u) % (1300u << 10) : 40 + i % 1500;
+      payloads.push_back(payload(n, static_cast<uint8_t>(i)));
+      const ByteVec rec =
+          ng ? epb(false, 0, i, payloads.back()) : pcap_record(false, i, 0, payloads.back());
+      bytes.insert(bytes.end(), rec.begin(), rec.end());
+      total += n;
+    }
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    std::thread writer([&] {
+      size_t off = 0;
+      while (off < bytes.size()) {
+        const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      ::close(fds[1]);
+    });
+    auto anon_kib = [] {
+      std::ifstream f("/proc/self/status");
+      std::string line;
+      while (std::getline(f, line))
+        if (line.rfind("RssAnon:", 0) == 0) return std::stoul(line.substr(8));
+      return 0ul;
+    };
+    const size_t before = anon_kib();
+    size_t peak = before;
+    {
+      CaptureReader r;
+      ASSERT_TRUE(r.open("/proc/self/fd/" + std::to_string(fds[0]))) << r.error();
+      CaptureRecord prev, rec;
+      bool have_prev = false;
+      size_t i = 0;
+      while (r.next(rec)) {
+        ASSERT_LT(i, payloads.size());
+        ASSERT_TRUE(
+            std::equal(rec.data.begin(), rec.data.end(), payloads[i].begin(), payloads[i].end()))
+            << "record " << i;
+        if (have_prev) {
+          ASSERT_TRUE(std::equal(prev.data.begin(), prev.data.end(), payloads[i - 1].begin(),
+                                 payloads[i - 1].end()))
+              << "record " << i - 1 << " after reading " << i;
+        }
+        prev = rec;
+        have_prev = true;
+        ++i;
+        if (i % 1024 == 0) peak = std::max(peak, anon_kib());
+      }
+      EXPECT_EQ(r.error(), "");
+      EXPECT_EQ(i, payloads.size());
+    }
+    ::close(fds[0]);
+    writer.join();
+    // Two chunks of 4 MiB (one of them up to a record larger than that), not the 48 MiB stream.
+    EXPECT_LT(peak - before, size_t{16} << 10);
   }
 }
 

@@ -719,8 +719,10 @@ std::vector<std::string> profile_names();
 struct CaptureRecord {
   uint64_t ts_ns = 0;
   uint32_t orig_len = 0;
-  Bytes data{};  // captured bytes, in the reader's copy of the file: valid until
-                 // the reader is reopened or destroyed
+  // Captured bytes, in the reader's copy of the input: from a file or memory, valid until the
+  // reader is reopened or destroyed; from a pipe or device (read as it is parsed, in bounded
+  // memory), until the second call to next() after the one that returned them.
+  Bytes data{};
   LinkType link = LinkType::kEthernet;
   uint32_t interface_id = 0;   // pcapng interface, 0 for pcap
   std::string_view comment{};  // pcapng opt_comment, if any
