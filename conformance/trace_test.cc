@@ -4,14 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "conformance/fixtures.h"
 #include "conformance/internal.h"
+#include "wire/samples.h"
 
 namespace mrc::check {
 namespace {
@@ -256,13 +255,17 @@ TEST(Trace, CommandLineAttributionWins) {
   EXPECT_EQ(r.captures[1].attribution, "file name");
 }
 
-TEST(Trace, TruncatedCaptureIsJudgedUpToTheCut) {
+// exchange() written as capture files in tmp(name) and checked; `o` gets the options used.
+Report exchange_files(const std::string& name, CheckOptions& o) {
   Trace t;
   Session s(t);
   exchange(s);
-  const std::string dir = tmp("truncated");
+  return fixtures::run_files(t, tmp(name), &o);
+}
+
+TEST(Trace, TruncatedCaptureIsJudgedUpToTheCut) {
   CheckOptions o;
-  const Report full = fixtures::run_files(t, dir, &o);
+  const Report full = exchange_files("truncated", o);
   const auto path = o.captures[0].path;
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 7);
   Report r;
@@ -278,31 +281,14 @@ TEST(Trace, TruncatedCaptureIsJudgedUpToTheCut) {
 // A capture piped in is judged as it arrives; --annotate, which reads the captures twice, says
 // it cannot before reading anything.
 TEST(Trace, ACapturePipedInIsJudgedAndAnnotateRefusesIt) {
-  Trace t;
-  Session s(t);
-  exchange(s);
-  const std::string dir = tmp("piped");
   CheckOptions o;
-  const Report from_files = fixtures::run_files(t, dir, &o);
+  const Report from_files = exchange_files("piped", o);
   std::ifstream f(o.captures[0].path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto piped = [&](CheckOptions opts, auto&& fn) {
-    ::signal(SIGPIPE, SIG_IGN);  // a reader that stops early must not kill the writer
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    std::thread writer([&] {
-      size_t off = 0;
-      while (off < bytes.size()) {
-        const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
-      ::close(fds[1]);
-    });
-    opts.captures[0].path = "/proc/self/fd/" + std::to_string(fds[0]);
+    wire::samples::PipeFeed feed(wire::as_bytes(bytes.data(), bytes.size()));
+    opts.captures[0].path = feed.path();
     fn(opts);
-    ::close(fds[0]);
-    writer.join();
   };
   piped(o, [&](const CheckOptions& opts) {
     Report r;
@@ -313,7 +299,7 @@ TEST(Trace, ACapturePipedInIsJudgedAndAnnotateRefusesIt) {
     EXPECT_EQ(r.count(Status::kFail), from_files.count(Status::kFail));
   });
   piped(o, [&](CheckOptions opts) {
-    opts.annotated_out = dir + "/annotated.pcapng";
+    opts.annotated_out = o.captures[0].path + ".annotated.pcapng";
     std::ostringstream out, err;
     EXPECT_EQ(run_check(opts, out, err), 2);
     EXPECT_NE(err.str().find("is not a regular file"), std::string::npos) << err.str();

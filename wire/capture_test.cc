@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,9 +17,9 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "wire/samples.h"
 #include "wire/wire.h"
 
 namespace mrc::wire {
@@ -208,32 +207,14 @@ ReadResult read_file(const std::string& path) {
   return drain(reader, opened);
 }
 
-// The bytes through a pipe, written by a thread as the reader reads (a pipe holds 64 KiB), opened
-// by path as `mrct check /dev/stdin` would. The error names the path, which differs.
+// The bytes through a pipe, as `mrct check /dev/stdin` reads them. The error names the path,
+// which differs.
 ReadResult read_pipe(const ByteVec& bytes, std::string* path_out = nullptr) {
-  ::signal(SIGPIPE, SIG_IGN);  // a reader that stops early must not kill the writer
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  std::thread writer([&] {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
-      if (n <= 0) break;  // the reader stopped early (an error): EPIPE
-      off += static_cast<size_t>(n);
-    }
-    ::close(fds[1]);
-  });
-  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
-  if (path_out) *path_out = path;
-  ReadResult r;
-  {
-    CaptureReader reader;
-    const bool opened = reader.open(path);
-    r = drain(reader, opened);
-  }
-  ::close(fds[0]);  // a writer still blocked gets EPIPE
-  writer.join();
-  return r;
+  samples::PipeFeed feed(bytes);
+  if (path_out) *path_out = feed.path();
+  CaptureReader reader;
+  const bool opened = reader.open(feed.path());
+  return drain(reader, opened);
 }
 
 class TempDir {
@@ -911,17 +892,7 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
       bytes.insert(bytes.end(), rec.begin(), rec.end());
       total += n;
     }
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    std::thread writer([&] {
-      size_t off = 0;
-      while (off < bytes.size()) {
-        const ssize_t n = ::write(fds[1], bytes.data() + off, bytes.size() - off);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
-      ::close(fds[1]);
-    });
+    samples::PipeFeed feed(bytes);
     auto anon_kib = [] {
       std::ifstream f("/proc/self/status");
       std::string line;
@@ -933,7 +904,7 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
     size_t peak = before;
     {
       CaptureReader r;
-      ASSERT_TRUE(r.open("/proc/self/fd/" + std::to_string(fds[0]))) << r.error();
+      ASSERT_TRUE(r.open(feed.path())) << r.error();
       CaptureRecord prev, rec;
       bool have_prev = false;
       size_t i = 0;
@@ -955,8 +926,6 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
       EXPECT_EQ(r.error(), "");
       EXPECT_EQ(i, payloads.size());
     }
-    ::close(fds[0]);
-    writer.join();
     // Two chunks of 4 MiB (one of them up to a record larger than that), not the 48 MiB stream.
     EXPECT_LT(peak - before, size_t{16} << 10);
   }

@@ -1,6 +1,12 @@
 #include "wire/samples.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <map>
+#include <stdexcept>
 
 namespace mrc::wire::samples {
 
@@ -339,6 +345,32 @@ std::vector<Sample> all_samples() {
     out.push_back({"arp", arp});
   }
   return out;
+}
+
+PipeFeed::PipeFeed(std::span<const std::byte> bytes) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
+  read_fd_ = fds[0];
+  ::signal(SIGPIPE, SIG_IGN);
+  writer_ = std::thread([bytes, fd = fds[1]] {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the reader stopped early
+      off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  });
+}
+
+PipeFeed::~PipeFeed() {
+  ::close(read_fd_);
+  writer_.join();
+}
+
+std::string PipeFeed::path() const {
+  return "/proc/self/fd/" + std::to_string(read_fd_);
 }
 
 }  // namespace mrc::wire::samples

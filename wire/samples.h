@@ -3,7 +3,9 @@
 // codec itself.
 #pragma once
 
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "wire/wire.h"
@@ -41,5 +43,22 @@ std::vector<Sample> all_samples();
 
 // A deterministic payload pattern (byte i = (seed + i * 31) mod 251).
 const std::vector<std::byte>& pattern(size_t len, uint8_t seed = 0);
+
+// Bytes fed through a pipe by a thread as a reader takes them (a pipe holds 64 KiB), for tests
+// of input that cannot be mapped. path() opens the read end by name, as `mrct check /dev/stdin`
+// would. The destructor closes the read end (a writer still blocked gets EPIPE, not SIGPIPE)
+// and joins the writer. `bytes` must outlive the feed.
+class PipeFeed {
+ public:
+  explicit PipeFeed(std::span<const std::byte> bytes);
+  ~PipeFeed();
+  PipeFeed(const PipeFeed&) = delete;
+  PipeFeed& operator=(const PipeFeed&) = delete;
+  std::string path() const;
+
+ private:
+  int read_fd_ = -1;
+  std::thread writer_;
+};
 
 }  // namespace mrc::wire::samples
