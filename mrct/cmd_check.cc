@@ -14,7 +14,8 @@ Run add_check(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   app.add_option("captures", a->captures,
-                 "capture files, each optionally tagged PATH@NODE[:PORT] with its capture point")
+                 "capture files, each optionally tagged PATH@NODE[:PORT] with its capture point; "
+                 "/dev/stdin reads a pipe as it comes (tcpdump -w - | mrct check /dev/stdin@a)")
       ->required();
   app.add_option("--profile", a->opts.profile_path,
                  "DUT profile (JSON): QPs, capabilities, limits");
