@@ -473,8 +473,8 @@ struct CaptureReader::Impl {
     iface.link_type = load16(body, swap);
     iface.link = link_from_file(iface.link_type);
     iface.snaplen = load32(body + 4, swap);
-    iface.declared_at = at;
-    iface.ts = TsResolution{};  // default: microseconds
+    iface.declared_at = stream_offset + at;  // in the input, like error offsets
+    iface.ts = TsResolution{};               // default: microseconds
     bool ok = for_each_option(
         body + 8, body_len - 8, at + 16, "IDB", [&](uint16_t code, Bytes v, size_t opt_at) {
           if (code == kOptIfTsresol) {

@@ -945,6 +945,25 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
   }
 }
 
+// Deep into a stream (past its first chunks), errors still name bytes of the whole input: the
+// failing record's and the interface's that it refers to.
+TEST(CaptureReader, APipeNamesOffsetsInTheWholeInput) {
+  ByteVec bytes = cat({shb(false), idb(false, 1)});
+  for (int i = 0; i < 6000; ++i) {
+    const ByteVec rec =
+        epb(false, 0, static_cast<uint64_t>(i), payload(1000, static_cast<uint8_t>(i)));
+    bytes.insert(bytes.end(), rec.begin(), rec.end());
+  }
+  const ByteVec tail = cat({idb(false, 105), epb(false, 1, 1, payload(60, 0))});
+  bytes.insert(bytes.end(), tail.begin(), tail.end());
+  std::string path;
+  const ReadResult p = read_pipe(bytes, &path);
+  const ReadResult m = read_memory(bytes);
+  EXPECT_EQ(p.recs.size(), 6000u);
+  ASSERT_NE(m.error.find("interface declared at byte"), std::string::npos) << m.error;
+  EXPECT_EQ(p.error.substr(path.size()), m.error.substr(std::string("<memory>").size()));
+}
+
 TEST(CaptureSweep, RandomCorruptionNeverEscapesTheBuffer) {
   std::mt19937 rng(20240611);
   for (const Layout& layout : sweep_layouts()) {
