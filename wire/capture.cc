@@ -166,6 +166,7 @@ struct CaptureReader::Impl {
     uint64_t seq = 0;
   };
   static constexpr size_t kChunkBytes = size_t{4} << 20;
+  static constexpr size_t kFirstChunkBytes = size_t{64} << 10;
   uint64_t next_chunk_seq = 0;
   uint64_t held_chunk = UINT64_MAX;  // seq of the chunk of the record returned last
   int stream_fd = -1;
@@ -206,7 +207,9 @@ struct CaptureReader::Impl {
     while (size - pos < need && !stream_eof) {
       if (chunks.empty() || pos + need > chunks.back().cap || chunks.back().cap - size < 4096) {
         Chunk c;
-        c.cap = std::max(kChunkBytes, need + kChunkBytes / 4);
+        // The first chunk small: many piped inputs are (a fuzzer's are).
+        const size_t unit = next_chunk_seq == 0 ? kFirstChunkBytes : kChunkBytes;
+        c.cap = std::max(unit, need + unit / 4);
         c.bytes.reset(new std::byte[c.cap]);
         c.seq = next_chunk_seq++;
         if (size > pos) std::memcpy(c.bytes.get(), base + pos, size - pos);
@@ -628,14 +631,15 @@ struct CaptureReader::Impl {
       fail("pcapng block length " + std::to_string(len) + " is not a multiple of 4", at);
       return Step::kError;
     }
+    // The record limit (plus its block) bounds a block: a stream has no size that would, and a
+    // file or a stream says the same of the same bytes.
+    if (len > kMaxRecordBytes + (size_t{1} << 20)) {
+      fail("pcapng block length " + std::to_string(len) + " exceeds limit " +
+               std::to_string(kMaxRecordBytes + (size_t{1} << 20)),
+           at);
+      return Step::kError;
+    }
     if (stream_fd >= 0) {
-      // A stream has no size to bound the length by: the record limit does (plus its block).
-      if (len > kMaxRecordBytes + (size_t{1} << 20)) {
-        fail("pcapng block length " + std::to_string(len) + " exceeds limit " +
-                 std::to_string(kMaxRecordBytes + (size_t{1} << 20)),
-             at);
-        return Step::kError;
-      }
       if (!fill(len)) return Step::kError;
       remain = size - pos;
       at = pos;
