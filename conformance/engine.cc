@@ -551,14 +551,13 @@ uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
   const wire::OpcodeInfo* op = wire_profile->opcode_info(b[kOffBth]);
   const bool is_data = op && op->kind == wire::PacketKind::kMrcData;
   if (points.size() == 1) {
-    if (!is_data) return 0;
-    // At the sender's own interface: known from the node cache alone (node_of() may add a node,
-    // and the frame announced by a prefetch may never come).
+    // At the sender: known from the node cache alone (node_of() may add a node, and the frame
+    // announced by a prefetch may never come).
     const PointState& ps = points[0];
-    if (!ps.info.link_side && ps.node >= 0) {
-      for (const NodeCacheEntry& c : node_cache)
-        if (c.id == ps.node && same_addr(c.addr, src)) return 0;
-    }
+    bool at_src = false;
+    for (const NodeCacheEntry& c : node_cache)
+      at_src = at_src || (ps.node >= 0 && c.id == ps.node && same_addr(c.addr, src));
+    if (!merges(is_data, at_src, !ps.info.link_side)) return 0;
   }
   const size_t n = std::min(data.size() - kOffBth, is_data ? size_t{20} : size_t{64});
   const uint16_t sport = static_cast<uint16_t>(b[kOffUdp] << 8 | b[kOffUdp + 1]);

@@ -356,11 +356,12 @@ TEST(CaptureRoundTrip, SnaplenCutsDataAndKeepsOrigLen) {
 // ---------------------------------------------------------------------------------------------
 // The reader's resident memory follows its position, not the file: pages far behind are
 // dropped as it goes, and a record kept from the start still reads the same bytes.
-size_t rss_kib() {
+// A "Name:   N kB" line of /proc/self/status, in KiB.
+size_t status_kib(const std::string& name) {
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line))
-    if (line.rfind("RssFile:", 0) == 0) return std::stoul(line.substr(8));
+    if (line.rfind(name + ":", 0) == 0) return std::stoul(line.substr(name.size() + 1));
   return 0;
 }
 
@@ -383,10 +384,10 @@ TEST(CaptureReader, ResidentMemoryStaysBoundedAndOldRecordsStayValid) {
   CaptureRecord first, rec;
   ASSERT_TRUE(r.next(first));
   const ByteVec first_copy(first.data.begin(), first.data.end());
-  const size_t before_kib = rss_kib();
+  const size_t before_kib = status_kib("RssFile");
   size_t max_kib = before_kib, n = 1;
   while (r.next(rec)) {
-    if (++n % 4096 == 0) max_kib = std::max(max_kib, rss_kib());
+    if (++n % 4096 == 0) max_kib = std::max(max_kib, status_kib("RssFile"));
   }
   EXPECT_EQ(r.error(), "");
   EXPECT_EQ(n, kRecords);
@@ -904,14 +905,7 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
       total += n;
     }
     samples::PipeFeed feed(bytes);
-    auto anon_kib = [] {
-      std::ifstream f("/proc/self/status");
-      std::string line;
-      while (std::getline(f, line))
-        if (line.rfind("RssAnon:", 0) == 0) return std::stoul(line.substr(8));
-      return 0ul;
-    };
-    const size_t before = anon_kib();
+    const size_t before = status_kib("RssAnon");
     size_t peak = before;
     {
       CaptureReader r;
@@ -932,7 +926,7 @@ TEST(CaptureReader, APipeIsReadAsItComesInBoundedMemory) {
         prev = rec;
         have_prev = true;
         ++i;
-        if (i % 1024 == 0) peak = std::max(peak, anon_kib());
+        if (i % 1024 == 0) peak = std::max(peak, status_kib("RssAnon"));
       }
       EXPECT_EQ(r.error(), "");
       EXPECT_EQ(i, payloads.size());

@@ -387,6 +387,14 @@ std::unique_ptr<Mutator> ecn_mutator(uint64_t& now,
   return m;
 }
 
+// The engine's event for EV `wev` on `port` changing state, as the mutator hears it.
+engine::Event ev_state(uint32_t wev, uint8_t port, const char* from, const char* to) {
+  engine::Event e;
+  e.kind = engine::EventKind::kEvState;
+  e.u("wev", wev).u("port", port).s("from", from).s("to", to);
+  return e;
+}
+
 TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   constexpr auto kStev = wire::EvFormat::kStev;
   constexpr uint32_t kA = 0x00A10001, kB = 0x00B20002, kC = 0x00C30003;
@@ -466,10 +474,7 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   for (uint32_t k = 0; k < Mutator::kEcnPinGap; ++k) EXPECT_EQ(send_a(1), kA) << k;
   m.on_rx(wire::as_bytes(trim), scratch);
   EXPECT_EQ(send_a(2), kC);
-  engine::Event e;
-  e.kind = engine::EventKind::kEvState;
-  e.u("wev", kC).u("port", 2).s("from", "SKIP").s("to", "ASSUMED_BAD");
-  m.on_event(e);
+  m.on_event(ev_state(kC, 2, "SKIP", "ASSUMED_BAD"));
   EXPECT_EQ(send_a(1), kA);
   // Nor does an echo on an EV the engine holds retired start a pin (an echo for a packet still
   // in flight); once the EV is back, one does.
@@ -477,10 +482,7 @@ TEST(Mutant, IgnoreEcnKeepsSendingOnTheMarkedEv) {
   now += Mutator::kEcnPinReactionNs + 1;
   m.on_rx(wire::as_bytes(trim), scratch);
   EXPECT_EQ(send_a(1), kA);
-  engine::Event back;
-  back.kind = engine::EventKind::kEvState;
-  back.u("wev", kC).u("port", 2).s("from", "ASSUMED_BAD").s("to", "GOOD");
-  m.on_event(back);
+  m.on_event(ev_state(kC, 2, "ASSUMED_BAD", "GOOD"));
   m.on_rx(wire::as_bytes(trim), scratch);
   EXPECT_EQ(send_a(2), kC);
 }
