@@ -1,4 +1,5 @@
 // The rule catalogue: one row per rule, in RuleIdx order. docs/rules.md is generated from it.
+#include <cctype>
 #include <ostream>
 #include <sstream>
 
@@ -43,13 +44,20 @@ constexpr RuleInfo kRules[] = {
    "TP", V::kError, S::kEither, kAny, "", "R4", Y, ""},
   {"MRC-FRM-008", "Reserved bits and bytes are transmitted as zero.",
    "PROP", V::kWarning, S::kEither, kAny, "", "R5", Y, "BTH byte 4 (variant) is not judged"},
-  {"MRC-FRM-009", "SRv6 framing: outer NH 41, or 43 with an SRH (NH 41, routing type 4, HdrExtLen 2*(LastEntry+1), SL <= LastEntry+1); outer DA starts with the configured locator.",
-   "PAPER RFC", V::kError, S::kEither, kAny, "SRv6 EV format (locator check needs srv6_locator)", "R6", Y, ""},
+  {"MRC-FRM-009", "SRv6 framing: outer NH 41, or 43 with an SRH (NH 41, routing type 4, HdrExtLen 2*(LastEntry+1), SL <= LastEntry+1); the outer DA is in the configured locator, or (SL <= LastEntry) Segment List[SL] or a uSID shift of it.",
+   "PAPER RFC", V::kError, S::kEither, kAny, "SRv6 EV format (locator check needs srv6_locator)", "R6", Y,
+   "wire-format.md 10.4: a DA outside the locator is allowed only once it came from the segment list"},
   {"MRC-FRM-010", "Between two capture points the outer DA of an SRv6 packet changes only by uSID shifts, and the hop limit drops by at least the number of shifts.",
    "RFC", V::kError, S::kFabric, "two points on the same path", "SRv6 EV format", "R7", Y, ""},
   {"MRC-FRM-011", "A trimmed packet keeps at least BTH+METH+TSETH and is shorter than the original transmission of the same PSN.",
    "PAPER UET PROP", V::kError, S::kFabric, "any point after the trimming switch", "", "R34", Y,
    "the length comparison needs the untrimmed copy seen at an earlier point"},
+  {"MRC-FRM-012", "In SRv6 mode the inner DA is the peer's node GID (the responder's for data and probes, the requester's for SACK, NACK and ACK), never an address inside the SRv6 locator.",
+   "PAPER RFC", V::kError, S::kEither, kAny, "SRv6 EV format; node GIDs (profile nodes[].addrs[0], qps[] addresses)", "R6", Y,
+   "judged when the inner DA belongs to a node the profile knows (its GID is the first of nodes[].addrs) or when srv6_locator is set"},
+  {"MRC-FRM-013", "The UDP checksum is zero where allowed (IPv4; IPv6 when the profile's udp_zero_checksum is true), or verifies over the pseudo-header of the IP header carrying the datagram: in SRv6 the inner one, whose DA is the final destination.",
+   "RFC PROP", V::kError, S::kEither, kAny, "udp_zero_checksum (default true)", "R1 R6", Y,
+   "RFC 768, RFC 6935/6936 (zero over IPv6), RFC 8200 8.1 (final destination), wire-format.md 11.3; frames cut by the snap length and frames whose ICRC fails (MRC-FRM-001) are not judged"},
   // ---------------------------------------------------------------- entropy values
   {"MRC-EV-001", "A QP sprays: consecutive new data packets do not stay on one EV for longer than max(16, 2 x active EVs) packets while at least two EVs are usable.",
    "PAPER", V::kError, S::kRequester, kAny, "", "R8", Y,
@@ -295,14 +303,30 @@ void print_rules(std::ostream& out, bool json) {
   }
 }
 
+std::string ref_anchor(std::string_view ref) {
+  std::string a = "rule-sources.md#";
+  for (char c : ref) a += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return a;
+}
+
+std::string ref_links(std::string_view refs) {
+  std::string o;
+  for (auto r : split_words(refs)) {
+    if (!o.empty()) o += " ";
+    o += "[" + std::string(r) + "](" + ref_anchor(r) + ")";
+  }
+  return o;
+}
+
 std::string rules_markdown() {
   std::ostringstream o;
   o << "# MRC conformance rules\n\n"
        "<!-- Generated from conformance/catalogue.cc by rules_markdown(); do not edit by hand.\n"
        "     Regenerate: MRC_UPDATE_GOLDEN=1 build/<dir>/conformance/mrc_check_test "
        "--gtest_filter=Catalogue.RulesMarkdownIsCurrent -->\n\n"
-       "Each rule has a stable ID, a source tag, the research rule(s) it derives from (R1-R52 of\n"
-       "the research file, Part D), the side it judges, the capture points it needs and the DUT\n"
+       "Each rule has a stable ID, a source tag, the research rule(s) it derives from (R1-R52,\n"
+       "[rule-sources.md](rule-sources.md), each linked), the side it judges, the capture points "
+       "it needs and the DUT\n"
        "capability or profile data it depends on. Rules marked *catalogued* have no evaluator yet\n"
        "and always report `not-run`, never `pass`.\n\n"
        "Source tags: API = OCP companion repo API; PAPER = the MRC/SRv6 paper; TP = third-party\n"
@@ -342,14 +366,15 @@ std::string rules_markdown() {
     for (const auto& r : kRules) {
       if (r.id.substr(0, prefix.size()) != prefix || r.id[prefix.size()] != '-') continue;
       o << "| " << r.id << " | " << json_escape_md(r.statement) << " | " << r.sources << " | "
-        << severity_name(r.severity) << " | " << side_name(r.side) << " | " << r.refs << " | "
-        << (r.implemented ? "evaluated" : "*catalogued*") << " |\n";
+        << severity_name(r.severity) << " | " << side_name(r.side) << " | " << ref_links(r.refs)
+        << " | " << (r.implemented ? "evaluated" : "*catalogued*") << " |\n";
     }
     o << "\n";
     for (const auto& r : kRules) {
       if (r.id.substr(0, prefix.size()) != prefix || r.id[prefix.size()] != '-') continue;
       o << "### " << r.id << "\n\n"
         << json_escape_md(r.statement) << "\n\n"
+        << "- Sources: " << r.sources << "; derived from " << ref_links(r.refs) << "\n"
         << "- Capture points: " << r.capture_points << "\n"
         << "- Depends on: " << (r.capability.empty() ? "nothing beyond the traffic" : r.capability)
         << "\n";

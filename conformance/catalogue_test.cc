@@ -23,7 +23,7 @@ std::vector<std::string> expected_ids() {
       ids.push_back(buf);
     }
   };
-  area("FRM", 11);
+  area("FRM", 13);
   area("EV", 13);
   area("REQ", 15);
   area("RSP", 14);
@@ -114,6 +114,28 @@ TEST(Catalogue, RulesMarkdownIsCurrent) {
   ss << in.rdbuf();
   EXPECT_EQ(ss.str(), want) << path << " is stale; rerun this test with MRC_UPDATE_GOLDEN=1";
   for (const auto& r : rule_catalogue()) EXPECT_NE(want.find(std::string(r.id)), std::string::npos);
+}
+
+// Every research rule a catalogue row names has its own section in docs/rule-sources.md, the
+// target of the links in docs/rules.md and in the reports.
+TEST(Catalogue, EveryRefResolvesToARuleSource) {
+  std::ifstream in(std::string(MRC_SOURCE_DIR) + "/docs/rule-sources.md", std::ios::binary);
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  size_t refs = 0;
+  for (const auto& r : rule_catalogue()) {
+    for (auto ref : split_words(r.refs)) {
+      ++refs;
+      EXPECT_EQ(ref_anchor(ref), "rule-sources.md#r" + std::string(ref.substr(1))) << r.id;
+      // A Markdown heading "### R6" is the anchor #r6.
+      EXPECT_NE(doc.find("\n### " + std::string(ref) + "\n"), std::string::npos)
+          << r.id << ": " << ref << " has no section in docs/rule-sources.md";
+    }
+  }
+  EXPECT_GT(refs, 60u);
+  EXPECT_NE(rules_markdown().find("[R6](rule-sources.md#r6)"), std::string::npos);
 }
 
 }  // namespace

@@ -78,10 +78,10 @@ void Engine::cc_on_data(const Obs& o, const wire::DecodedFrame& f, Flow& fl) {
     fail(CC_002, o,
          std::to_string(fl.inflight_bytes) + " B in flight, above the " + std::to_string(c.ref) +
              " B high-water mark plus one packet (" + std::to_string(fl.max_nominal) +
-             " B), while every SACK since frame " + std::to_string(c.open_frame) +
-             " (t=" + std::to_string(c.open_ts) + " ns, delay " + std::to_string(c.delay_ns) +
-             " ns >= target_delay " + std::to_string(*fl.prof.cc_target_delay_ns) +
-             " ns) had M=01 and delay at or above target_delay: expected no window growth");
+             " B), while every SACK since frame " + std::to_string(c.open_frame) + " (" +
+             at(c.open_ts) + ", delay " + dur(c.delay_ns) + " >= target_delay " +
+             dur(*fl.prof.cc_target_delay_ns) +
+             ") had M=01 and delay at or above target_delay: expected no window growth");
   }
   c.hwm = std::max(c.hwm, fl.inflight_bytes);
 }

@@ -61,6 +61,11 @@ std::vector<std::string_view> split_words(std::string_view s);  // "R24 R35" -> 
 void print_rules(std::ostream& out, bool json);
 // The text of docs/rules.md (generated; a test keeps the checked-in file equal to it).
 std::string rules_markdown();
+// Where a research rule ("R6") is stated: "rule-sources.md#r6", relative to docs/. Every ref of
+// the catalogue has a section there (a test checks it).
+std::string ref_anchor(std::string_view ref);
+// "[R6](rule-sources.md#r6) [R7](rule-sources.md#r7)"
+std::string ref_links(std::string_view refs);
 
 // ---------------------------------------------------------------------------------------------
 // DUT profile (JSON): what the checker knows about the QPs, the devices and the deployment.
@@ -143,6 +148,19 @@ struct Tolerances {
                                                // (at least 4 x the probe RTT seen)
 };
 
+// Tolerance presets (`mrct check --tolerances`). kSoftware: the defaults above, for software
+// endpoints on a software fabric (namespaces, userspace relays: reactions take tens of us).
+// kHardware: NICs that react within microseconds and traces of a few hundred us, which the software
+// allowances (100 us reaction, 5 ms end grace) would leave mostly unjudged. kAuto: derived from
+// the RTTs and reaction times in the captures, between the two. Tolerance keys set in the
+// profile override any preset.
+enum class TolerancePreset : uint8_t { kSoftware, kHardware, kAuto };
+std::string_view tolerance_preset_name(TolerancePreset p);  // "software" | "hardware" | "auto"
+std::optional<TolerancePreset> parse_tolerance_preset(std::string_view s);
+Tolerances preset_tolerances(TolerancePreset p);  // kAuto: the software values
+// Every tolerance as (profile key, value as text), in a fixed order, for reports.
+std::vector<std::pair<std::string, std::string>> tolerance_values(const Tolerances& t);
+
 struct DutProfile {
   wire::DscpPlan dscp;
   wire::EvStripe stripe = wire::EvStripe::kLowInSport;
@@ -153,6 +171,10 @@ struct DutProfile {
   QpProfile defaults;     // applied to inferred QPs (addresses/QPNs ignored)
   bool infer_qps = true;  // judge traffic of QPs not listed in `qps`
   std::optional<std::array<uint8_t, 4>> srv6_locator;  // R6: outer DA[0:31]
+  std::vector<std::string> tolerances_set;             // the tolerance keys the profile gave
+  // MRC-FRM-013: a zero UDP checksum over IPv6 is allowed (RFC 6935/6936, Linux rxe sends it).
+  // Over IPv4 zero is always allowed (RFC 768).
+  bool udp_zero_checksum = true;
   Tolerances tol;
 };
 
@@ -210,6 +232,7 @@ struct CaptureSummary {
   bool pcapng = false;
   uint64_t frames = 0;
   uint64_t roce_frames = 0;
+  uint64_t mrc_frames = 0;  // RoCE frames with an MRC opcode of the wire profile
   uint64_t decode_errors = 0;
   std::string error;  // read error (truncated file ...), frames before it were judged
 };
@@ -233,8 +256,46 @@ struct Annotation {
   std::string text;
 };
 
+// A capture frame, named as Wireshark counts it.
+struct FrameRef {
+  uint32_t capture = 0;  // index into Report::captures
+  uint64_t frame = 0;    // 1-based
+};
+
+// Frames that were not recognised as MRC, grouped by why: "UDP to port 4971, not the RoCE port
+// 4791 ...", "IPv6, not UDP (next header 58)", "RoCE opcode 0x04 (RC_SEND_ONLY) is not an MRC
+// opcode" ...
+struct UnrecognisedFrames {
+  std::string reason;
+  uint64_t frames = 0;
+  std::vector<FrameRef> examples;  // the first few
+};
+
+// CONFORMING: every judged rule held and there was something to judge. NOT CONFORMING: a rule
+// failed (or warned, with fail_on_warn). INCONCLUSIVE: nothing in the captures was MRC, or a rule
+// family the run asked for (--only, a QP of the profile) had nothing to judge; a capture with no
+// MRC frame is INCONCLUSIVE even when framing rules failed on it, since the traffic may be MRC
+// under another wire variant.
+enum class Verdict : uint8_t { kConforming, kNotConforming, kInconclusive };
+std::string_view verdict_name(Verdict v);  // "CONFORMING" | "NOT CONFORMING" | "INCONCLUSIVE"
+
+// Exit codes of `mrct check`.
+inline constexpr int kExitConforming = 0;
+inline constexpr int kExitNotConforming = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInconclusive = 3;
+
+// Which tolerances a check used, and where they came from.
+struct ToleranceInfo {
+  std::string preset = "software";
+  Tolerances values;
+  std::vector<std::string> from_profile;  // keys the profile set, over the preset
+  std::string derivation;                 // kAuto: the samples and the values taken from them
+};
+
 struct Report {
   std::vector<RuleResult> results;  // catalogue order
+  ToleranceInfo tolerances;
   std::vector<CaptureSummary> captures;
   std::vector<std::string> decision_logs;
   uint64_t decisions = 0;
@@ -245,10 +306,17 @@ struct Report {
   uint64_t packets = 0;                 // distinct packets after merging capture points
   uint64_t first_ts_ns = 0;
   uint64_t last_ts_ns = 0;
+  uint64_t mrc_frames = 0;                       // observations recognised as MRC
+  bool no_mrc = false;                           // set by finish(): no frame was MRC
+  std::vector<UnrecognisedFrames> unrecognised;  // most frequent reason first
+  std::vector<std::string> inconclusive;         // why the verdict is INCONCLUSIVE ("" = none)
+  bool fail_on_warn = false;                     // CheckOptions::fail_on_warn, for verdict()
 
   uint64_t count(Status s) const;
-  // 0 conforming, 1 violations (fail; warn too when fail_on_warn).
-  int exit_code(bool fail_on_warn = false) const;
+  // Warnings make it NOT CONFORMING when warn_fails or the member fail_on_warn is set.
+  Verdict verdict(bool warn_fails = false) const;
+  // kExitConforming, kExitNotConforming or kExitInconclusive, as verdict() says.
+  int exit_code(bool warn_fails = false) const;
   const RuleResult* result(std::string_view id) const;
 };
 
@@ -320,17 +388,24 @@ struct CheckOptions {
   std::string markdown_out;
   std::string annotated_out;  // annotated pcapng
   RuleSelection rules;
+  TolerancePreset tolerances = TolerancePreset::kSoftware;
   bool fail_on_warn = false;
   bool quiet = false;  // no human summary on `out`
   size_t max_evidence = 20;
 };
+
+// kAuto: reads the captures once (they must be regular files) and measures, per capture point,
+// RTTs (a data packet to the SACK whose cack_psn is its PSN) and reaction times (a NACK to the
+// retransmission of its PSN); sets `tol` from them and says how in `derivation`.
+bool derive_tolerances(const CheckOptions& opts, const DutProfile& prof, Tolerances& tol,
+                       std::string& derivation, std::string& error);
 
 // Reads and judges everything. Returns false on a usage/input error (message in `error`):
 // missing files, unreadable or non-capture files, bad profile, bad decision log.
 bool check_files(const CheckOptions& opts, Report& report, std::string& error);
 
 // The whole `mrct check`: judge, write the requested reports, print the human summary.
-// Returns the exit code: 0 conforming, 1 violations, 2 usage or input error.
+// Returns the exit code: 0 conforming, 1 not conforming, 2 usage or input error, 3 inconclusive.
 int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err);
 
 // Reporters.

@@ -304,7 +304,7 @@ bool parse_qp(Ctx& c, const json& q, const std::string& base, QpProfile& out, bo
   return true;
 }
 
-bool parse_tol(Ctx& c, const json& t, Tolerances& out) {
+bool parse_tol(Ctx& c, const json& t, Tolerances& out, std::vector<std::string>& keys) {
   if (!t.is_object()) return c.fail("tolerances", "expected an object");
   struct U {
     const char* key;
@@ -322,6 +322,7 @@ bool parse_tol(Ctx& c, const json& t, Tolerances& out) {
            {"t_reverse_probe_ns", &out.t_reverse_probe_ns}};
   for (auto it = t.begin(); it != t.end(); ++it) {
     const std::string p = "tolerances." + it.key();
+    keys.push_back(it.key());
     bool done = false;
     for (auto& f : u) {
       if (it.key() != f.key) continue;
@@ -359,9 +360,10 @@ bool parse_profile(std::string_view text, std::string_view origin, DutProfile& o
   }
   if (!j.is_object()) return c.fail("(document)", "expected a JSON object");
   DutProfile p;
-  static const char* known[] = {"dscp",         "ev_stripe",  "roce_port", "nodes",
-                                "captures",     "qps",        "defaults",  "infer_qps",
-                                "srv6_locator", "tolerances", "name",      "comment"};
+  static const char* known[] = {
+      "dscp", "ev_stripe", "roce_port",        "nodes",        "captures",
+      "qps",  "defaults",  "infer_qps",        "srv6_locator", "tolerances",
+      "name", "comment",   "udp_zero_checksum"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok |= it.key() == k;
@@ -402,6 +404,10 @@ bool parse_profile(std::string_view text, std::string_view origin, DutProfile& o
   if (auto it = j.find("infer_qps"); it != j.end()) {
     if (!it->is_boolean()) return c.fail("infer_qps", "expected true or false");
     p.infer_qps = it->get<bool>();
+  }
+  if (auto it = j.find("udp_zero_checksum"); it != j.end()) {
+    if (!it->is_boolean()) return c.fail("udp_zero_checksum", "expected true or false");
+    p.udp_zero_checksum = it->get<bool>();
   }
   if (auto it = j.find("srv6_locator"); it != j.end()) {
     wire::Ipv6Addr a{};
@@ -475,7 +481,7 @@ bool parse_profile(std::string_view text, std::string_view origin, DutProfile& o
     }
   }
   if (auto it = j.find("tolerances"); it != j.end())
-    if (!parse_tol(c, *it, p.tol)) return false;
+    if (!parse_tol(c, *it, p.tol, p.tolerances_set)) return false;
   out = std::move(p);
   return true;
 }

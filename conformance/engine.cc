@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -310,6 +311,27 @@ Engine::Engine(DutProfile p, RuleSelection s, size_t max_ev)
     bind_data(fl, *q.responder_qpn);
     if (q.requester_qpn) bind_ctl(fl, *q.requester_qpn);
   }
+  profile_nodes = node_addr.size();
+}
+
+std::string Engine::at(uint64_t ts) const {
+  const uint64_t base = first_ts == kNoTime ? ts : std::min(ts, first_ts);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "t=+%.9f s", static_cast<double>(ts - base) / 1e9);
+  return buf;
+}
+
+std::string Engine::dur(uint64_t ns) {
+  char buf[48];
+  if (ns < 10'000)
+    std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
+  else if (ns < 10'000'000)
+    std::snprintf(buf, sizeof buf, "%.2f us", static_cast<double>(ns) / 1e3);
+  else if (ns < 10'000'000'000ull)
+    std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(ns) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f s", static_cast<double>(ns) / 1e9);
+  return buf;
 }
 
 namespace {
@@ -683,9 +705,16 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   if (!frame.roce) {
     verify_icrc();
     non_roce_rules(o, frame);
+    unrecognised(o, frame);
     return;
   }
   ps.roce++;
+  if (frame.op && frame.op->mrc) {
+    ps.mrc++;
+    mrc_frames++;
+  } else {
+    unrecognised(o, frame);
+  }
   const bool have_addrs = roce_addrs(frame, o.src, o.dst);
   const wire::PacketKind kind = frame.op ? frame.op->kind : wire::PacketKind::kUnknown;
   uint64_t key = 0;
@@ -741,6 +770,8 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   o.icrc_bad = frame.icrc_checked && !frame.icrc_ok;
   if (o.first) {
     frame_rules(o, frame, ok);
+    srv6_inner_da(o, frame);
+    udp_checksum(o, frame);
     ev_carriage(o, frame, fl);
   }
   // Stateful rules need every header of the packet; a frame the decoder gave up on is judged by
@@ -1050,8 +1081,8 @@ void Engine::settle(Flow& fl, int64_t p, uint64_t at) {
     if (pd.since + grace <= at) {
       judge(REQ_015);
       fail_at(REQ_015, UINT32_MAX, 0, pd.since,
-              "injector dropped data PSN " + psn_str(p) + " (EV " + hex(pd.ev) + ") at t=" +
-                  std::to_string(pd.since) + " ns; it was never retransmitted nor acknowledged");
+              "injector dropped data PSN " + psn_str(p) + " (EV " + hex(pd.ev) + ") at " +
+                  this->at(pd.since) + "; it was never retransmitted nor acknowledged");
     }
     fl.drop_retx.erase(it);
   }
@@ -1202,6 +1233,7 @@ Report Engine::finish(uint64_t end_ts) {
     cs.attribution = points[i].info.attribution;
     cs.frames = points[i].frames;
     cs.roce_frames = points[i].roce;
+    cs.mrc_frames = points[i].mrc;
     cs.decode_errors = points[i].decode_errors;
     rep.captures.push_back(std::move(cs));
   }
@@ -1234,6 +1266,46 @@ Report Engine::finish(uint64_t end_ts) {
     rep.notes.push_back(std::to_string(nodes_refused) +
                         " packets from addresses beyond the first " + std::to_string(kMaxNodes) +
                         " were not attributed to nodes");
+  for (const auto& [k, c] : unrecognised_frames)
+    rep.unrecognised.push_back({describe(k), c.frames, c.examples});
+  std::stable_sort(
+      rep.unrecognised.begin(), rep.unrecognised.end(),
+      [](const UnrecognisedFrames& a, const UnrecognisedFrames& b) { return a.frames > b.frames; });
+  rep.mrc_frames = mrc_frames;
+  rep.no_mrc = mrc_frames == 0;
+  if (rep.no_mrc) {
+    rep.inconclusive.push_back(
+        "no frame was recognised as MRC (" + std::to_string(frames) +
+        " frame(s) read; why each was not is listed under the frames not recognised): there is "
+        "nothing to judge, and a capture of MRC under another wire variant looks just like this");
+  }
+  // What the run asked for by name and got no judgement on.
+  for (const std::string& want : sel.only) {
+    size_t asked = 0, judged = 0;
+    for (size_t i = 0; i < kRuleCount; ++i) {
+      if (!enabled[i] || !RuleSelection{{want}, {}}.selected(rep.results[i].rule->id)) continue;
+      ++asked;
+      const Status st = rep.results[i].status;
+      judged += st == Status::kPass || st == Status::kFail || st == Status::kWarn;
+    }
+    if (judged == 0)
+      rep.inconclusive.push_back(
+          "--only " + want + ": " +
+          (asked == 0 ? std::string("no implemented rule is selected by it")
+                      : "none of its " + std::to_string(asked) + " rule(s) had anything to judge"));
+  }
+  for (const auto& fp : flows) {
+    const Flow& fl = *fp;
+    if (!fl.configured || fl.data_packets || fl.sacks || fl.nacks) continue;
+    auto qp_end = [](const Addr& a, const std::optional<uint32_t>& qpn) {
+      return format_addr(a) + (qpn ? " QPN " + std::to_string(*qpn) : std::string());
+    };
+    rep.inconclusive.push_back("the profile's QP " + qp_end(fl.req_addr, fl.req_qpn) + " -> " +
+                               qp_end(fl.rsp_addr, fl.rsp_qpn) +
+                               " has no data, SACK or NACK in the captures");
+  }
+  rep.tolerances.values = prof.tol;
+  rep.tolerances.from_profile = prof.tolerances_set;
   rep.annotations = std::move(annotations);
   rep.frames = frames;
   rep.packets = packets;
@@ -1262,10 +1334,36 @@ uint64_t Report::count(Status s) const {
                                              [&](const RuleResult& r) { return r.status == s; }));
 }
 
-int Report::exit_code(bool fail_on_warn) const {
-  if (count(Status::kFail) > 0) return 1;
-  if (fail_on_warn && count(Status::kWarn) > 0) return 1;
-  return 0;
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kConforming:
+      return "CONFORMING";
+    case Verdict::kNotConforming:
+      return "NOT CONFORMING";
+    case Verdict::kInconclusive:
+      return "INCONCLUSIVE";
+  }
+  return "?";
+}
+
+Verdict Report::verdict(bool warn_fails) const {
+  if (no_mrc) return Verdict::kInconclusive;
+  if (count(Status::kFail) > 0) return Verdict::kNotConforming;
+  if ((warn_fails || fail_on_warn) && count(Status::kWarn) > 0) return Verdict::kNotConforming;
+  if (!inconclusive.empty()) return Verdict::kInconclusive;
+  return Verdict::kConforming;
+}
+
+int Report::exit_code(bool warn_fails) const {
+  switch (verdict(warn_fails)) {
+    case Verdict::kConforming:
+      return kExitConforming;
+    case Verdict::kNotConforming:
+      return kExitNotConforming;
+    case Verdict::kInconclusive:
+      return kExitInconclusive;
+  }
+  return kExitUsage;
 }
 
 const RuleResult* Report::result(std::string_view id) const {

@@ -110,8 +110,8 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new) {
       if (usable >= floor) {  // retiring e leaves the requester at its floor or above
         ev_suspect(o, fl, EV_009,
                    std::string(is_new ? "new data" : "retransmission") + " on EV " + hex(w) +
-                       ", ASSUMED_BAD since t=" + std::to_string(st.since) +
-                       " ns (no probe answer with M=00/01 since)");
+                       ", ASSUMED_BAD since " + at(st.since) +
+                       " (no probe answer with M=00/01 since)");
       }
       // One report per episode: the EV counts as released, reported or not (a requester at its
       // ev_min_active floor keeps the EV and never probes it back).
@@ -139,8 +139,8 @@ void Engine::ev_on_data(const Obs& o, Flow& fl, int64_t psn, bool is_new) {
         judge(EV_008);
         if (early) {
           ev_suspect(o, fl, EV_008,
-                     "new data on EV " + hex(w) + " " + std::to_string(t - st.since) +
-                         " ns after a SKIP signal; only " + std::to_string(used) + " of " +
+                     "new data on EV " + hex(w) + " " + dur(t - st.since) +
+                         " after a SKIP signal; only " + std::to_string(used) + " of " +
                          std::to_string(need) + " other EVs used since");
           fl.ev_suspects.back().skip_since = st.since;
           fl.ev_suspects.back().skip_need = need;
@@ -408,8 +408,9 @@ void Engine::ev_sweep(Flow& fl, uint64_t t, bool final) {
     st.probe_flagged_at = last;
     judge(EV_010);
     fail_at(EV_010, st.sig_capture, st.sig_frame, last,
-            "EV " + hex(w) + " ASSUMED_BAD since t=" + std::to_string(st.since) +
-                " ns was not probed within T_probe " + std::to_string(prof.tol.t_probe_ns) + " ns");
+            "EV " + hex(w) + " ASSUMED_BAD since " + at(st.since) + " was not probed for " +
+                dur(t - last) + " (limit: T_probe " + dur(prof.tol.t_probe_ns) + " + reaction " +
+                dur(prof.tol.reaction_ns) + ")");
   }
 }
 

@@ -53,6 +53,82 @@ void Engine::non_roce_rules(const Obs& o, const wire::DecodedFrame& f) {
   }
 }
 
+void Engine::unrecognised(const Obs& o, const wire::DecodedFrame& f) {
+  UnrecognisedKey k;
+  using K = UnrecognisedKey;
+  if (f.roce) {
+    k = {f.op ? K::kNotMrcOpcode : K::kUnknownOpcode, f.bth.opcode, 0};
+  } else if (f.has_udp && f.udp.dport == prof.roce_port) {
+    k = {K::kShortBth, 0, 0};
+  } else if (f.has_udp) {
+    k = {K::kOtherPort, f.udp.dport, 0};
+    const size_t start = static_cast<size_t>(f.off_udp) + 8;
+    if (start + 12 <= f.frame.size()) {
+      const auto* b = reinterpret_cast<const uint8_t*>(f.frame.data()) + start;
+      // An MRC opcode first: the datagram may be MRC under another port (or P_Key) choice.
+      if (is_mrc_opcode(b[0])) k.b = 0x10000u | static_cast<uint32_t>(b[2] << 8 | b[3]);
+    }
+  } else if (f.error) {
+    k = {K::kDecodeError, static_cast<uint32_t>(f.error.layer),
+         static_cast<uint32_t>(f.error.code)};
+  } else if (f.l3 == 4 && (f.ip4.flags_frag & 0x3FFF) != 0) {
+    k = {K::kFragment, 0, 0};
+  } else if (f.l3 != 0) {
+    const uint8_t proto = f.has_inner_ip6 ? f.inner_ip6.next_header
+                          : f.l3 == 4     ? f.ip4.protocol
+                                          : f.ip6.next_header;
+    k = {K::kNotUdp, f.l3, proto};
+  } else {
+    k = {K::kNotIp, f.has_eth ? f.eth.ethertype : 0u, 0};
+  }
+  auto it = unrecognised_frames.find(k);
+  if (it == unrecognised_frames.end()) {
+    if (unrecognised_frames.size() >= kMaxUnrecognisedKinds) k = {K::kOther, 0, 0};
+    it = unrecognised_frames.try_emplace(k).first;
+  }
+  it->second.frames++;
+  if (it->second.examples.size() < kUnrecognisedExamples)
+    it->second.examples.push_back({o.point, o.frame_no});
+}
+
+std::string Engine::describe(const UnrecognisedKey& k) const {
+  using K = UnrecognisedKey;
+  const std::string port = std::to_string(prof.roce_port);
+  switch (k.kind) {
+    case K::kNotIp:
+      return "not IP (EtherType " + hex(k.a, 4) + ")";
+    case K::kNotUdp:
+      return std::string(k.a == 4 ? "IPv4, not UDP (protocol " : "IPv6, not UDP (next header ") +
+             std::to_string(k.b) + ")";
+    case K::kFragment:
+      return "IPv4 fragment (no whole UDP datagram)";
+    case K::kDecodeError:
+      return "undecodable " + std::string(wire::layer_name(static_cast<wire::Layer>(k.a))) + " (" +
+             std::string(wire::decode_error_name(static_cast<DecodeErrorCode>(k.b))) + ")";
+    case K::kOtherPort: {
+      std::string s =
+          "UDP to port " + std::to_string(k.a) + ", not the profile's RoCE port " + port;
+      if (k.b & 0x10000u) {
+        s += "; the payload starts like an MRC BTH (an MRC opcode, P_Key " + hex(k.b & 0xFFFFu, 4) +
+             "): MRC under another wire variant? Set roce_port in the profile";
+      }
+      return s;
+    }
+    case K::kShortBth:
+      return "UDP to the RoCE port " + port + " too short for a BTH (12 bytes)";
+    case K::kUnknownOpcode:
+      return "BTH opcode " + hex(k.a, 2) + " unknown to the wire profile";
+    case K::kNotMrcOpcode: {
+      const wire::OpcodeInfo* op = wire_profile->opcode_info(static_cast<uint8_t>(k.a));
+      return "RoCE opcode " + hex(k.a, 2) + (op ? " (" + std::string(op->name) + ")" : "") +
+             ", not an MRC opcode";
+    }
+    case K::kOther:
+      break;
+  }
+  return "other reasons (more than " + std::to_string(kMaxUnrecognisedKinds) + " distinct reasons)";
+}
+
 void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok) {
   const uint8_t opc = f.bth.opcode;
   judge(FRM_002);  // a RoCE frame is on the right port by definition
@@ -94,11 +170,7 @@ void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok) {
   if (f.icrc_checked && !o.trimmed) {
     judge(FRM_001);
     if (!f.icrc_ok) {
-      const uint64_t lo = o.ts > prof.tol.dedup_window_ns ? o.ts - prof.tol.dedup_window_ns : 0;
-      const bool excused = std::any_of(corrupt_times.begin(), corrupt_times.end(), [&](uint64_t t) {
-        return t >= lo && t <= o.ts + prof.tol.decision_lookahead_ns;
-      });
-      if (excused) {
+      if (corrupt_near(o.ts)) {
         excuse(FRM_001);
       } else {
         auto want = wire::compute_icrc(f);
@@ -175,13 +247,103 @@ void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok) {
     } else if (f.ip6.next_header != wire::kIpProtoIpv6) {
       e += " outer NH " + std::to_string(f.ip6.next_header) + " (want 41)";
     }
-    if (prof.srv6_locator && !f.has_srh) {
+    if (prof.srv6_locator) {
       const auto& loc = *prof.srv6_locator;
-      if (!std::equal(loc.begin(), loc.end(), f.ip6.dst.begin()))
+      // wire-format.md 10.4: the DA is a uSID container of the configured block until the
+      // container is used up; then the switch loads Segment List[SL] (SL already decremented),
+      // which may be another block, and later switches shift that one.
+      auto from_segment_list = [&] {
+        if (!f.has_srh || f.srh.segments_left > f.srh.last_entry ||
+            f.srh.segments_left >= f.srh.segment_count)
+          return false;
+        Addr seg = f.srh.segments[f.srh.segments_left];
+        for (int k = 0; k <= 8; ++k) {
+          if (seg == f.ip6.dst) return true;
+          if (!wire::usid_shift(seg)) break;
+        }
+        return false;
+      };
+      if (!std::equal(loc.begin(), loc.end(), f.ip6.dst.begin()) && !from_segment_list()) {
         e += " outer DA " + wire::format_ipv6(f.ip6.dst) + " outside the configured locator";
+        if (f.has_srh)
+          e += " with Segments Left " + std::to_string(f.srh.segments_left) +
+               (f.srh.segments_left > f.srh.last_entry
+                    ? " (the container is still active: no segment was loaded yet)"
+                    : " and not Segment List[" + std::to_string(f.srh.segments_left) +
+                          "] or a uSID shift of it");
+      }
     }
     if (!e.empty()) fail(FRM_009, o, opname(f) + ":" + e);
   }
+}
+
+bool Engine::corrupt_near(uint64_t ts) const {
+  const uint64_t lo = ts > prof.tol.dedup_window_ns ? ts - prof.tol.dedup_window_ns : 0;
+  return std::any_of(corrupt_times.begin(), corrupt_times.end(), [&](uint64_t t) {
+    return t >= lo && t <= ts + prof.tol.decision_lookahead_ns;
+  });
+}
+
+void Engine::srv6_inner_da(const Obs& o, const wire::DecodedFrame& f) {
+  if (!f.has_inner_ip6) return;
+  const Addr& da = f.inner_ip6.dst;
+  const bool in_locator = prof.srv6_locator && std::equal(prof.srv6_locator->begin(),
+                                                          prof.srv6_locator->end(), da.begin());
+  const bool known = o.dst_node >= 0 && static_cast<size_t>(o.dst_node) < profile_nodes;
+  if (!in_locator && !known) {
+    na(FRM_012,
+       "the inner DA belongs to no node of the profile (nodes[], qps[]) and no "
+       "srv6_locator is set");
+    return;
+  }
+  judge(FRM_012);
+  const std::string what = f.op ? std::string(f.op->name) : "opcode " + hex(f.bth.opcode, 2);
+  if (in_locator) {
+    fail(FRM_012, o,
+         what + ": inner DA " + wire::format_ipv6(da) +
+             " lies inside the SRv6 locator; the receiver decapsulates on its own node GID");
+  } else if (da != node_addr[static_cast<size_t>(o.dst_node)]) {
+    const std::string& name = node_name[static_cast<size_t>(o.dst_node)];
+    fail(FRM_012, o,
+         what + ": inner DA " + wire::format_ipv6(da) + " is not the GID " +
+             wire::format_ipv6(node_addr[static_cast<size_t>(o.dst_node)]) + " of node " +
+             (name.empty() ? std::string("(profile QP)") : name));
+  }
+}
+
+void Engine::udp_checksum(const Obs& o, const wire::DecodedFrame& f) {
+  if (!f.has_udp || o.snapped || o.icrc_bad) return;
+  const bool v6 = f.has_inner_ip6 || f.l3 == 6;
+  if (f.udp.checksum == 0) {
+    judge(FRM_013);
+    if (v6 && !prof.udp_zero_checksum)
+      fail(FRM_013, o,
+           "UDP checksum 0 over IPv6, and the profile does not allow zero-checksum UDP "
+           "(udp_zero_checksum false)");
+    return;
+  }
+  const auto want = wire::compute_udp_checksum(f);
+  if (!want) return;
+  judge(FRM_013);
+  if (*want == f.udp.checksum) return;
+  if (corrupt_near(o.ts)) {
+    excuse(FRM_013);
+    return;
+  }
+  std::string msg = "UDP checksum " + hex(f.udp.checksum, 4) + " does not verify (expected " +
+                    hex(*want, 4) + ", over the " +
+                    (f.has_inner_ip6 ? "inner IPv6 header, the final destination)"
+                     : f.has_srh     ? "final destination Segment List[0])"
+                                     : "IP header)");
+  if (f.has_inner_ip6) {
+    // The classic SRv6 mistake: a checksum over the outer header, whose DA every hop rewrites.
+    wire::DecodedFrame outer = f;
+    outer.has_inner_ip6 = false;
+    outer.has_srh = false;
+    if (const auto o2 = wire::compute_udp_checksum(outer); o2 && *o2 == f.udp.checksum)
+      msg += "; it is the checksum over the outer header";
+  }
+  fail(FRM_013, o, msg);
 }
 
 void Engine::trim_shape(const Obs& o, const wire::DecodedFrame& f, uint32_t untrimmed_ib_len) {

@@ -38,6 +38,8 @@ enum RuleIdx : uint16_t {
   FRM_009,
   FRM_010,
   FRM_011,
+  FRM_012,
+  FRM_013,
   EV_001,
   EV_002,
   EV_003,
@@ -381,6 +383,8 @@ std::optional<Addr> parse_addr(std::string_view s);  // IPv6 or IPv4 (mapped)
 
 // RoCE-level addresses of a decoded frame (inner header in SRv6 mode); false when not IP.
 bool roce_addrs(const wire::DecodedFrame& f, Addr& src, Addr& dst);
+// Sets every tolerance the profile did not give (DutProfile::tolerances_set) to the preset's.
+void apply_preset(const Tolerances& preset, DutProfile& prof);
 
 inline bool same_addr(const Addr& a, const Addr& b) {
   return load64(a.data()) == load64(b.data()) && load64(a.data() + 8) == load64(b.data() + 8);
@@ -964,8 +968,34 @@ struct PointState {
   int node = -1;
   uint64_t frames = 0;
   uint64_t roce = 0;
+  uint64_t mrc = 0;
   uint64_t decode_errors = 0;
 };
+
+// Why a frame was not recognised as MRC (Report::unrecognised), kept as numbers per frame and
+// worded once at the end.
+struct UnrecognisedKey {
+  enum Kind : uint8_t {
+    kNotIp,          // a: EtherType
+    kNotUdp,         // a: 4 or 6, b: IP protocol / next header
+    kFragment,       // IPv4 fragment
+    kDecodeError,    // a: Layer, b: DecodeErrorCode (before a BTH was found)
+    kOtherPort,      // a: UDP destination port, b: 0, or 0x10000 | P_Key when MRC-like
+    kShortBth,       // UDP to the RoCE port without a complete BTH
+    kUnknownOpcode,  // a: opcode unknown to the wire profile
+    kNotMrcOpcode,   // a: opcode the profile knows, not an MRC one
+    kOther,          // beyond kMaxUnrecognisedKinds distinct reasons
+  };
+  Kind kind = kOther;
+  uint32_t a = 0, b = 0;
+  auto operator<=>(const UnrecognisedKey&) const = default;
+};
+struct UnrecognisedCount {
+  uint64_t frames = 0;
+  std::vector<FrameRef> examples;
+};
+inline constexpr size_t kMaxUnrecognisedKinds = 64;
+inline constexpr size_t kUnrecognisedExamples = 5;
 
 // The checker engine (Checker::Impl). Methods are spread over engine.cc (dispatch, flows,
 // dedup, results), framing.cc, requester.cc, responder.cc, evstate.cc and probes.cc.
@@ -1143,6 +1173,22 @@ struct Engine {
   // --- framing.cc: stateless per-frame rules
   void frame_rules(const Obs& o, const wire::DecodedFrame& f, bool decoded_ok);
   void non_roce_rules(const Obs& o, const wire::DecodedFrame& f);
+  // Counts a frame that is not MRC under its reason.
+  void unrecognised(const Obs& o, const wire::DecodedFrame& f);
+  std::string describe(const UnrecognisedKey& k) const;
+  std::map<UnrecognisedKey, UnrecognisedCount> unrecognised_frames;
+  // SRv6 framing beyond the header chain: the inner DA against the peer's GID (MRC-FRM-012) and
+  // the UDP checksum (MRC-FRM-013).
+  void srv6_inner_da(const Obs& o, const wire::DecodedFrame& f);
+  void udp_checksum(const Obs& o, const wire::DecodedFrame& f);
+  bool corrupt_near(uint64_t ts) const;
+  // Times in evidence text: relative to the first frame ("t=+0.012345678 s", the clock of the
+  // report's evidence lines; absolute ns stay in Evidence::ts_ns), and durations with a unit
+  // ("23.08 ms").
+  std::string at(uint64_t ts) const;
+  static std::string dur(uint64_t ns);  // an injector 'corrupt' decision explains this frame
+  size_t profile_nodes = 0;  // node ids below this come from the profile (nodes[], qps[])
+  uint64_t mrc_frames = 0;
   void hop_rules(const Obs& o, const wire::DecodedFrame& f, const DedupEntry& prev,
                  const DedupExt& prev_ext);
   void trim_shape(const Obs& o, const wire::DecodedFrame& f, uint32_t untrimmed_ib_len);

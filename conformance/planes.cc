@@ -198,8 +198,7 @@ void Engine::plane_on_packet(const Obs& o, const wire::DecodedFrame& f, Flow& fl
   }
   const bool any_idle = mn == 0;  // a plane without EVs is read as a port down
   const uint32_t allowed = 1 + prof.tol.plane_balance_slack;
-  const std::string span =
-      std::to_string(pt.win_len) + " new data packets from t=" + std::to_string(pt.win_ts) + " ns";
+  const std::string span = std::to_string(pt.win_len) + " new data packets from " + at(pt.win_ts);
   const bool steady = !pt.win_bad && !pt.win_dirty && !any_idle &&
                       !(pt.win_id > 0 && pt.win_repl) &&
                       (pt.win_id == 0 || pt.carried == pt.prev_distinct);
@@ -214,9 +213,9 @@ void Engine::plane_on_packet(const Obs& o, const wire::DecodedFrame& f, Flow& fl
     judge(EV_011);
     if (mx - mn > allowed)
       fail_at(EV_011, pt.win_point, pt.win_frame, pt.win_ts,
-              "after replacement EV " + hex(pt.repl_wev) + " first carried data at t=" +
-                  std::to_string(pt.repl_ts) + " ns, distinct EVs per plane over " + span + ": " +
-                  counts + "; expected to differ by at most " + std::to_string(allowed));
+              "after replacement EV " + hex(pt.repl_wev) + " first carried data at " +
+                  at(pt.repl_ts) + ", distinct EVs per plane over " + span + ": " + counts +
+                  "; expected to differ by at most " + std::to_string(allowed));
   }
   pt.prev_repl = pt.win_id > 0 && pt.win_repl;
   pt.prev_distinct = pt.distinct;

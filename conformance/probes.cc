@@ -147,12 +147,11 @@ void Engine::rev_on_data(const Obs& o, Flow& fl) {
   rv.flagged[k] = ref;
   rv.violations++;
   if (rv.pending.size() < max_evidence)
-    rv.pending.push_back(
-        {o.point, o.frame_no, o.ts,
-         "data keeps arriving on port " + std::to_string(k) + " from " + format_addr(o.src) +
-             " but no EV probe went back on plane " + std::to_string(k) + " for " +
-             std::to_string(o.ts - ref) + " ns (since t=" + std::to_string(ref) +
-             " ns); expected about one per RTT, at most " + std::to_string(limit) + " ns apart"});
+    rv.pending.push_back({o.point, o.frame_no, o.ts,
+                          "data keeps arriving on port " + std::to_string(k) + " from " +
+                              format_addr(o.src) + " but no EV probe went back on plane " +
+                              std::to_string(k) + " for " + dur(o.ts - ref) + " (since " + at(ref) +
+                              "), limit " + dur(limit) + ": expected about one per RTT"});
 }
 
 void Engine::rev_finish(Flow& fl) {

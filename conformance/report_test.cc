@@ -74,7 +74,10 @@ TEST(Report, JsonFollowsTheContract) {
   std::ostringstream o;
   write_json(r, o);
   const auto j = nlohmann::json::parse(o.str());
-  EXPECT_EQ(j["verdict"], "violations");
+  EXPECT_EQ(j["verdict"], "NOT CONFORMING");
+  EXPECT_TRUE(j["verdict_reasons"].empty());
+  EXPECT_GT(j["trace"]["mrc_frames"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["captures"][0]["mrc_frames"].get<uint64_t>(), 0u);
   EXPECT_EQ(j["exit_code"], 1);
   EXPECT_EQ(j["summary"]["rules"], rule_catalogue().size());
   EXPECT_EQ(j["summary"]["fail"], 1);
@@ -141,18 +144,18 @@ TEST(Report, MarkdownAndHumanNameTheViolation) {
   std::ostringstream md, hu;
   write_markdown(r, md);
   write_human(r, hu);
-  EXPECT_NE(md.str().find("## MRC conformance: FAIL"), std::string::npos);
+  EXPECT_NE(md.str().find("## MRC conformance: NOT CONFORMING"), std::string::npos);
   EXPECT_NE(md.str().find("`MRC-REQ-006`"), std::string::npos);
   EXPECT_NE(md.str().find("<details>"), std::string::npos);
   EXPECT_NE(hu.str().find("FAIL MRC-REQ-006"), std::string::npos);
-  EXPECT_NE(hu.str().find("VIOLATIONS"), std::string::npos);
+  EXPECT_NE(hu.str().find("MRC conformance: NOT CONFORMING"), std::string::npos);
   const Report c = fixtures::run(clean_trace());
   std::ostringstream md2, hu2;
   write_markdown(c, md2);
   write_human(c, hu2);
-  EXPECT_NE(md2.str().find("## MRC conformance: PASS"), std::string::npos);
+  EXPECT_NE(md2.str().find("## MRC conformance: CONFORMING"), std::string::npos);
   EXPECT_EQ(md2.str().find("### Violations"), std::string::npos);
-  EXPECT_NE(hu2.str().find("CONFORMING"), std::string::npos);
+  EXPECT_NE(hu2.str().find("MRC conformance: CONFORMING"), std::string::npos);
 }
 
 TEST(Report, AnnotatedPcapngCommentsTheViolatingFrame) {
@@ -264,6 +267,154 @@ TEST(RunCheck, ExitCodesAndOutputs) {
   EXPECT_TRUE(o7.str().empty());
   w.fail_on_warn = true;
   EXPECT_EQ(run_check(w, o7, e7), 1);
+}
+
+std::string failing_rules(const Report& r) {
+  std::string s;
+  for (const auto& id : fixtures::with_status(r, Status::kFail)) s += id + " ";
+  for (const auto& why : r.inconclusive) s += "[" + why + "] ";
+  return s;
+}
+
+// The clean trace with every RoCE datagram moved to UDP port `dport` (the MRC BTH unchanged), and
+// an ARP frame first: a capture in which nothing is MRC under the default profile.
+Trace moved_to_port(uint16_t dport) {
+  Trace t = clean_trace();
+  for (auto& f : t.frames) {
+    wire::DecodedFrame d;
+    if (!wire::decode_frame(wire::as_bytes(f.bytes), d) || d.off_udp == 0xFFFF) continue;
+    f.bytes[d.off_udp + 2] = std::byte(dport >> 8);
+    f.bytes[d.off_udp + 3] = std::byte(dport & 0xFF);
+    // The port is inside the ICRC: a sender on that port computes it over that port.
+    wire::DecodeOptions o;
+    o.roce_port = dport;
+    if (wire::decode_frame(wire::as_bytes(f.bytes), d, o) && d.has_icrc)
+      wire::fix_icrc(wire::MutBytes(f.bytes), d);
+  }
+  std::vector<std::byte> arp(42, std::byte{0});
+  arp[12] = std::byte{0x08};
+  arp[13] = std::byte{0x06};
+  t.add(0, 1, arp);
+  return t;
+}
+
+TEST(Verdict, NothingMrcIsInconclusiveNotConforming) {
+  const std::string dir = dir_for("inconclusive");
+  CheckOptions o;
+  const Report r = fixtures::run_files(moved_to_port(4971), dir, &o);
+  EXPECT_EQ(r.mrc_frames, 0u);
+  EXPECT_EQ(r.verdict(), Verdict::kInconclusive);
+  EXPECT_EQ(r.exit_code(), kExitInconclusive);
+  // MRC-FRM-002 fails on the MRC-looking datagrams to the other port, and still the run is not
+  // NOT CONFORMING: the same bytes are MRC under a variant that uses port 4971.
+  EXPECT_EQ(r.result("MRC-FRM-002")->status, Status::kFail);
+  ASSERT_FALSE(r.inconclusive.empty());
+  EXPECT_NE(r.inconclusive[0].find("no frame was recognised as MRC"), std::string::npos);
+  ASSERT_EQ(r.unrecognised.size(), 2u);
+  const UnrecognisedFrames& port = r.unrecognised[0];
+  EXPECT_NE(port.reason.find("UDP to port 4971, not the profile's RoCE port 4791"),
+            std::string::npos)
+      << port.reason;
+  EXPECT_NE(port.reason.find("P_Key 0xffff"), std::string::npos) << port.reason;
+  EXPECT_EQ(port.frames + 1, r.frames);
+  ASSERT_EQ(port.examples.size(), 5u);
+  EXPECT_EQ(port.examples[0].frame, 2u);  // the ARP frame is frame 1 of h1's capture
+  EXPECT_EQ(r.unrecognised[1].reason, "not IP (EtherType 0x0806)");
+  EXPECT_EQ(r.unrecognised[1].frames, 1u);
+
+  o.json_out = dir + "/report.json";
+  o.junit_out = dir + "/report.xml";
+  o.markdown_out = dir + "/summary.md";
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check(o, out, err), 3) << err.str();
+  EXPECT_NE(out.str().find("MRC conformance: INCONCLUSIVE"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("not MRC: 1 frame(s): not IP (EtherType 0x0806) ("), std::string::npos)
+      << out.str();
+  const auto j = nlohmann::json::parse(slurp(o.json_out));
+  EXPECT_EQ(j["verdict"], "INCONCLUSIVE");
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_EQ(j["trace"]["mrc_frames"], 0);
+  ASSERT_EQ(j["unrecognised"].size(), 2u);
+  EXPECT_EQ(j["unrecognised"][1]["examples"][0]["frame"], 1);
+  EXPECT_EQ(j["unrecognised"][1]["examples"][0]["file"], dir + "/h1-eth0.pcapng");
+  const std::string x = slurp(o.junit_out);
+  EXPECT_NE(x.find("<error type=\"inconclusive\""), std::string::npos);
+  EXPECT_EQ(count_of(x, "<testcase "), rule_catalogue().size() + 1);
+  const std::string md = slurp(o.markdown_out);
+  EXPECT_NE(md.find("## MRC conformance: INCONCLUSIVE"), std::string::npos);
+  EXPECT_NE(md.find("### Frames not recognised as MRC"), std::string::npos);
+
+  // The same capture with the port in the profile is judged (and the unchanged trace on 4791
+  // is CONFORMING): the verdict follows the traffic, not the rule results alone.
+  Trace moved = moved_to_port(4971);
+  auto prof = nlohmann::json::parse(moved.profile);
+  prof["roce_port"] = 4971;
+  moved.profile = prof.dump();
+  const Report judged = fixtures::run(moved);
+  EXPECT_GT(judged.mrc_frames, 0u);
+  EXPECT_EQ(judged.verdict(), Verdict::kConforming) << failing_rules(judged);
+  EXPECT_EQ(fixtures::run(clean_trace()).verdict(), Verdict::kConforming);
+}
+
+TEST(Verdict, OtherReasonsAreNamed) {
+  // P_Key 0 on another port: not MRC-looking enough for MRC-FRM-002, named in the reason.
+  Trace t = moved_to_port(4971);
+  for (auto& f : t.frames) {
+    wire::DecodedFrame d;
+    if (!wire::decode_frame(wire::as_bytes(f.bytes), d) || d.off_udp == 0xFFFF) continue;
+    f.bytes[d.off_udp + 8 + 2] = std::byte{0};
+    f.bytes[d.off_udp + 8 + 3] = std::byte{0};
+  }
+  const Report r = fixtures::run(t);
+  EXPECT_EQ(r.verdict(), Verdict::kInconclusive);
+  EXPECT_EQ(r.result("MRC-FRM-002")->status, Status::kPass);
+  ASSERT_FALSE(r.unrecognised.empty());
+  EXPECT_NE(r.unrecognised[0].reason.find("P_Key 0x0000"), std::string::npos)
+      << r.unrecognised[0].reason;
+  // A plain RoCEv2 RC SEND on the RoCE port is RoCE but not MRC.
+  Trace rc = moved_to_port(4791);
+  for (auto& f : rc.frames) {
+    wire::DecodedFrame d;
+    if (!wire::decode_frame(wire::as_bytes(f.bytes), d) || d.off_bth == 0xFFFF) continue;
+    f.bytes[d.off_bth] = std::byte{0x04};  // RC SEND_ONLY
+  }
+  const Report r2 = fixtures::run(rc);
+  EXPECT_EQ(r2.verdict(), Verdict::kInconclusive);
+  EXPECT_EQ(r2.exit_code(), 3);
+  ASSERT_FALSE(r2.unrecognised.empty());
+  EXPECT_NE(r2.unrecognised[0].reason.find("RoCE opcode 0x04"), std::string::npos)
+      << r2.unrecognised[0].reason;
+  EXPECT_NE(r2.unrecognised[0].reason.find("not an MRC opcode"), std::string::npos);
+}
+
+TEST(Verdict, WhatTheRunAskedForMustBeJudged) {
+  // --only a family with nothing to judge in the trace: INCONCLUSIVE, and it says which.
+  RuleSelection cc;
+  cc.only = {"MRC-CC-002"};  // needs the CC profile numbers, which the fixture profile lacks
+  const Report r = fixtures::run(clean_trace(), cc);
+  EXPECT_EQ(r.count(Status::kPass) + r.count(Status::kFail) + r.count(Status::kWarn), 0u);
+  EXPECT_EQ(r.verdict(), Verdict::kInconclusive);
+  ASSERT_EQ(r.inconclusive.size(), 1u);
+  EXPECT_NE(r.inconclusive[0].find("--only MRC-CC-002: none of its 1 rule(s)"), std::string::npos)
+      << r.inconclusive[0];
+  // A family that had something to judge: conclusive.
+  RuleSelection req;
+  req.only = {"MRC-REQ"};
+  EXPECT_EQ(fixtures::run(clean_trace(), req).verdict(), Verdict::kConforming);
+  EXPECT_EQ(fixtures::run(failing_trace(), req).verdict(), Verdict::kNotConforming);
+  // A QP the profile lists that never shows up.
+  Trace t = clean_trace();
+  auto prof = nlohmann::json::parse(t.profile);
+  auto extra = prof["qps"][0];
+  extra["requester"]["qpn"] = 0x303;
+  extra["responder"]["qpn"] = 0x404;
+  prof["qps"].push_back(extra);
+  t.profile = prof.dump();
+  const Report q = fixtures::run(t);
+  EXPECT_EQ(q.verdict(), Verdict::kInconclusive);
+  ASSERT_EQ(q.inconclusive.size(), 1u);
+  EXPECT_NE(q.inconclusive[0].find("QPN 1028 has no data, SACK or NACK"), std::string::npos)
+      << q.inconclusive[0];
 }
 
 }  // namespace

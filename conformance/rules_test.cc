@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "conformance/fixtures.h"
 #include "conformance/internal.h"
 
@@ -135,6 +137,12 @@ struct Srv6 {
   std::string bad_da;      // outer DA seen at the switch, when a test wants a wrong shift
   uint32_t rsp_point = 2;  // where the responder's packets are captured as they leave
   wire::FrameSpec last_sack;
+  // Optional shapes of the data packets: an SRH whose Segment List[0] is `segment`, either
+  // fresh (SL 1, DA = the container; `outer_da` replaces it) or with the container used up (SL 0,
+  // DA = the segment); another inner DA; and the UDP checksum.
+  std::string segment, outer_da, inner_da;
+  bool exhausted = false;
+  enum class Csum { kZero, kCompute, kOverOuter } csum = Csum::kZero;
   explicit Srv6(Trace& tr) : t(tr) {
     t.points = {
         {"h1-eth0.pcapng", "h1", 0}, {"s1-eth1.pcapng", "", 0}, {"h2-eth0.pcapng", "h2", 0}};
@@ -177,8 +185,24 @@ struct Srv6 {
         fix.ip6.hop_limit = static_cast<uint8_t>(s.ip6.hop_limit - 3);
         cur = fix;
       }
-      t.add(order[hop], now + static_cast<uint64_t>(hop) * 2 * kUs, wire::encode_frame(cur));
+      t.add(order[hop], now + static_cast<uint64_t>(hop) * 2 * kUs, encode(cur));
     }
+  }
+  std::vector<std::byte> encode(const wire::FrameSpec& s) const {
+    wire::EncodeOptions eo;
+    if (csum == Csum::kCompute) eo.udp_checksum = wire::UdpChecksumPolicy::kCompute;
+    std::vector<std::byte> b = wire::encode_frame(s, eo);
+    if (csum == Csum::kOverOuter && s.roce && s.bth.opcode != 0xDC) {
+      // The mistake of §11.3: the pseudo-header taken from the outer header.
+      wire::DecodedFrame d;
+      EXPECT_TRUE(wire::decode_frame(wire::as_bytes(b), d));
+      d.has_inner_ip6 = false;
+      d.has_srh = false;
+      const uint16_t c = wire::compute_udp_checksum(d).value_or(0);
+      b[d.off_udp + 6] = std::byte(c >> 8);
+      b[d.off_udp + 7] = std::byte(c & 0xFF);
+    }
+    return b;
   }
   void message() {
     const uint32_t wev = 3 + psn % 5;
@@ -194,6 +218,16 @@ struct Srv6 {
     d.reth = {0x100000 + 8192ull * msn, 0xabc001, 64};
     static const std::vector<std::byte> pay(64, std::byte{7});
     d.payload = wire::as_bytes(pay);
+    if (!inner_da.empty()) d.inner_ip6.dst = a(inner_da.c_str());
+    if (!outer_da.empty()) d.ip6.dst = a(outer_da.c_str());
+    if (!segment.empty()) {
+      d.has_srh = true;
+      d.srh.segments[0] = a(segment.c_str());
+      if (exhausted) {
+        d.srh.segments_left = 0;
+        d.ip6.dst = d.srh.segments[0];
+      }
+    }
     emit(d, true);
     now += 7 * kUs;
     wire::FrameSpec k = spec(false, 0x9001, 46);
@@ -529,6 +563,54 @@ std::vector<Scenario> scenarios() {
     t.profile = srv6_profile("fcbc::");
     Srv6 x(t);
     for (int i = 0; i < 3; ++i) x.message();
+  });
+  // SRH: a fresh one (DA in the locator, SL 1) and one whose container is used up (SL 0, DA
+  // loaded from Segment List[0], another block); UDP checksums computed as §11.3 says.
+  add("srv6-srh-and-checksums", "", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    x.csum = Srv6::Csum::kCompute;
+    x.segment = "fcbc:0:501:601::";
+    x.message();
+    x.message();
+    x.exhausted = true;
+    x.message();
+    x.message();
+  });
+  // An SRH with Segments Left 1 (nothing loaded from the list yet) and a DA of another block.
+  add("srv6-srh-locator", "MRC-FRM-009", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    x.segment = "fcbc:0:501:601::";
+    x.message();
+    x.outer_da = "fcbc:0:101:201:301:e02::";
+    x.message();
+    x.outer_da.clear();
+    x.message();
+  });
+  // Data to one of h2's port addresses instead of its GID.
+  add("srv6-inner-da", "MRC-FRM-012", [](Trace& t) {
+    t.profile = fixtures::profile(
+        R"({"srv6_locator": "fcbb::", "captures": null, "nodes": [
+             {"name": "h1", "addrs": ["fd00::1", "fd01::1"]},
+             {"name": "h2", "addrs": ["fd00::2", "fd01::2"]}]})",
+        R"({"ev_format": "srv6", "evs": null, "timeout": null})");
+    Srv6 x(t);
+    x.message();
+    x.inner_da = "fd01::2";
+    x.message();
+    x.inner_da.clear();
+    x.message();
+  });
+  // A UDP checksum over the outer header: it verifies nowhere (§11.3).
+  add("srv6-udp-checksum", "MRC-FRM-013", [](Trace& t) {
+    t.profile = srv6_profile("fcbb::");
+    Srv6 x(t);
+    x.message();
+    x.csum = Srv6::Csum::kOverOuter;
+    x.message();
+    x.csum = Srv6::Csum::kCompute;
+    x.message();
   });
   add("srv6-shift", "MRC-FRM-010", [](Trace& t) {
     t.profile = srv6_profile("fcbb::");
@@ -1283,6 +1365,60 @@ TEST(RuleCoverage, CleanTraceJudgesMostRules) {
     if (rr.status == Status::kNotApplicable)
       na += std::string(rr.rule->id) + " (" + rr.reason + ") ";
   EXPECT_GE(pass.size(), 45u) << "not applicable: " << na;
+}
+
+// MRC-FRM-012 and -013 beyond their scenarios: an inner DA inside the locator, evidence that
+// names the outer-header checksum, and zero checksums refused when the profile says so.
+TEST(Srv6Framing, InnerDaAndChecksumDetails) {
+  Trace in_loc;
+  in_loc.profile = srv6_profile("fcbb::");
+  {
+    Srv6 x(in_loc);
+    x.inner_da = "fcbb:0:101:201:301:e02::";
+    x.message();
+  }
+  const Report a = fixtures::run(in_loc);
+  ASSERT_EQ(a.result("MRC-FRM-012")->status, Status::kFail);
+  EXPECT_NE(a.result("MRC-FRM-012")->evidence[0].message.find("inside the SRv6 locator"),
+            std::string::npos);
+
+  Trace outer;
+  outer.profile = srv6_profile("fcbb::");
+  {
+    Srv6 x(outer);
+    x.csum = Srv6::Csum::kOverOuter;
+    x.message();
+  }
+  const Report b = fixtures::run(outer);
+  ASSERT_EQ(b.result("MRC-FRM-013")->status, Status::kFail);
+  EXPECT_NE(b.result("MRC-FRM-013")->evidence[0].message.find("checksum over the outer header"),
+            std::string::npos)
+      << b.result("MRC-FRM-013")->evidence[0].message;
+
+  Trace zero;
+  auto prof = nlohmann::json::parse(srv6_profile("fcbb::"));
+  prof["udp_zero_checksum"] = false;
+  zero.profile = prof.dump();
+  {
+    Srv6 x(zero);
+    x.message();
+  }
+  const Report c = fixtures::run(zero);
+  ASSERT_EQ(c.result("MRC-FRM-013")->status, Status::kFail);
+  EXPECT_NE(c.result("MRC-FRM-013")->evidence[0].message.find("udp_zero_checksum false"),
+            std::string::npos);
+  // The SRH with its container used up judges the locator (pass), not skips it.
+  Trace srh;
+  srh.profile = srv6_profile("fcbb::");
+  {
+    Srv6 x(srh);
+    x.segment = "fcbc:0:501:601::";
+    x.exhausted = true;
+    x.message();
+  }
+  const Report d = fixtures::run(srh);
+  EXPECT_EQ(d.result("MRC-FRM-009")->status, Status::kPass);
+  EXPECT_GT(d.result("MRC-FRM-009")->checked, 0u);
 }
 
 TEST(RuleSelection, DeselectedRulesReportNotRun) {

@@ -214,6 +214,18 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     error = "no capture files given";
     return false;
   }
+  Tolerances preset = preset_tolerances(opts.tolerances);
+  std::string derivation;
+  if (opts.tolerances == TolerancePreset::kAuto) {
+    for (const auto& c : opts.captures)
+      if (!detail::regular_file(c.path)) {
+        error = "--tolerances auto reads the captures twice, and " + c.path +
+                " is not a regular file (a pipe or device); write it to a file first";
+        return false;
+      }
+    if (!derive_tolerances(opts, prof, preset, derivation, error)) return false;
+  }
+  detail::apply_preset(preset, prof);
   for (const auto& id : opts.rules.only)
     if (!find_rule(id) &&
         std::none_of(rule_catalogue().begin(), rule_catalogue().end(),
@@ -335,6 +347,11 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
           "<node>-<iface>.pcap with the node in the profile, or pass path@node)");
   }
   report.decision_logs = opts.decision_logs;
+  report.fail_on_warn = opts.fail_on_warn;
+  report.tolerances.preset = std::string(tolerance_preset_name(opts.tolerances));
+  report.tolerances.values = prof.tol;
+  report.tolerances.from_profile = prof.tolerances_set;
+  report.tolerances.derivation = derivation;
   return true;
 }
 
@@ -441,7 +458,7 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   }
   if (!check_files(opts, r, error)) {
     err << "mrct check: " << error << "\n";
-    return 2;
+    return kExitUsage;
   }
   if (!opts.json_out.empty() && !write_to(opts.json_out, out, err, write_json, r)) return 2;
   if (!opts.junit_out.empty() && !write_to(opts.junit_out, out, err, write_junit, r)) return 2;
@@ -457,7 +474,7 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   }
   for (const auto& n : r.notes) err << "mrct check: note: " << n << "\n";
   if (!opts.quiet && opts.json_out != "-") write_human(r, out);
-  return r.exit_code(opts.fail_on_warn);
+  return r.exit_code();
 }
 
 }  // namespace mrc::check

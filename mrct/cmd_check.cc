@@ -10,6 +10,7 @@ namespace mrct {
 Run add_check(CLI::App& app) {
   struct Args {
     std::vector<std::string> captures;
+    std::string tolerances = "software";
     mrc::check::CheckOptions opts;
   };
   auto a = std::make_shared<Args>();
@@ -27,13 +28,27 @@ Run add_check(CLI::App& app) {
                  "write a pcapng with a comment on each violating frame");
   app.add_option("--only", a->opts.rules.only, "judge only these rule ids or prefixes");
   app.add_option("--skip", a->opts.rules.skip, "do not judge these rule ids or prefixes");
+  app.add_option("--tolerances", a->tolerances,
+                 "time allowances: software (the default: software endpoints and fabrics, "
+                 "reactions in tens of us), hardware (NICs reacting within us, short traces), "
+                 "auto (derived from the RTTs and reaction times in the captures); tolerances "
+                 "the profile sets win")
+      ->check(CLI::IsMember({"software", "hardware", "auto"}));
   app.add_flag("--fail-on-warn", a->opts.fail_on_warn, "exit 1 on warnings too");
   app.add_flag("-q,--quiet", a->opts.quiet, "no human summary");
   app.add_option("--max-evidence", a->opts.max_evidence, "evidence items kept per rule");
+  app.footer(
+      "Exit codes: 0 CONFORMING, 1 NOT CONFORMING (a rule failed; a warning too with "
+      "--fail-on-warn), 2 usage or input error, 3 INCONCLUSIVE: no frame was recognised as MRC "
+      "(the report lists the frames that were not, and why: UDP port, P_Key, opcode, length), "
+      "or something the run asked for had nothing to judge (an --only rule or family, a QP "
+      "listed in the profile). A capture with no MRC frame is INCONCLUSIVE even when framing "
+      "rules failed on it.");
   return [a] {
     a->opts.captures.clear();
     for (const std::string& c : a->captures)
       a->opts.captures.push_back(mrc::check::parse_capture_arg(c));
+    a->opts.tolerances = *mrc::check::parse_tolerance_preset(a->tolerances);
     return mrc::check::run_check(a->opts, std::cout, std::cerr);
   };
 }

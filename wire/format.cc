@@ -71,6 +71,26 @@ std::string_view opcode_name(const DecodedFrame& f) {
   return f.op ? f.op->name : "UNKNOWN";
 }
 
+// Reserved fields are shown only when non-zero (a conforming frame has none): " reserved<name>
+// 0x.." in the field tree, "<hdr>.reserved<name>" in JSON.
+void reserved(std::string& out, const char* name, uint32_t v) {
+  if (v) appendf(out, " reserved%s 0x%x", name, v);
+}
+
+template <size_t N>
+bool any_set(const std::array<uint8_t, N>& a) {
+  for (uint8_t b : a)
+    if (b) return true;
+  return false;
+}
+
+template <size_t N>
+std::string hex_bytes(const std::array<uint8_t, N>& a) {
+  std::string s;
+  for (uint8_t b : a) appendf(s, "%02x", b);
+  return s;
+}
+
 // JSON writer for one flat object; keys are fixed ASCII, strings are escaped.
 class Json {
  public:
@@ -182,14 +202,17 @@ void append_field_tree(std::string& out, const DecodedFrame& f) {
     appendf(out, "  Ethernet: dst %s src %s type 0x%04x\n", mac(f.eth.dst).c_str(),
             mac(f.eth.src).c_str(), f.eth.ethertype);
     if (f.eth.has_vlan)
-      appendf(out, "  VLAN: pcp %u vid %u\n", f.eth.vlan_tci >> 13, f.eth.vlan_tci & 0xFFF);
+      appendf(out, "  VLAN: pcp %u dei %u vid %u\n", f.eth.vlan_tci >> 13,
+              (f.eth.vlan_tci >> 12) & 1, f.eth.vlan_tci & 0xFFF);
   }
   if (f.l3 == 4) {
     const Ipv4Header& h = f.ip4;
     appendf(out,
-            "  IPv4: %s > %s dscp %u ecn %u len %u id %u flags 0x%x ttl %u proto %u csum 0x%04x\n",
-            format_ipv4(h.src).c_str(), format_ipv4(h.dst).c_str(), h.dscp, h.ecn, h.total_length,
-            h.id, h.flags_frag >> 13, h.ttl, h.protocol, h.checksum);
+            "  IPv4: %s > %s ihl %u dscp %u ecn %u len %u id %u flags 0x%x frag_offset %u ttl %u "
+            "proto %u csum 0x%04x options %zu\n",
+            format_ipv4(h.src).c_str(), format_ipv4(h.dst).c_str(), h.ihl, h.dscp, h.ecn,
+            h.total_length, h.id, h.flags_frag >> 13, h.flags_frag & 0x1FFF, h.ttl, h.protocol,
+            h.checksum, h.options.size());
   }
   auto v6 = [&out](const char* name, const Ipv6Header& h) {
     appendf(out, "  %s: %s > %s dscp %u ecn %u flow_label 0x%05x plen %u nh %u hlim %u\n", name,
@@ -206,6 +229,7 @@ void append_field_tree(std::string& out, const DecodedFrame& f) {
         s.tag);
     for (unsigned i = 0; i < s.segment_count; ++i)
       appendf(out, "    segment[%u]: %s\n", i, format_ipv6(s.segments[i]).c_str());
+    if (!s.tlvs.empty()) appendf(out, "    tlvs: %zu bytes\n", s.tlvs.size());
   }
   if (f.has_inner_ip6) v6("inner IPv6", f.inner_ip6);
   if (f.has_udp)
@@ -214,14 +238,20 @@ void append_field_tree(std::string& out, const DecodedFrame& f) {
   if (f.roce) {
     const Bth& b = f.bth;
     appendf(out,
-            "  BTH: opcode 0x%02x (%s) se %u m %u pad %u tver %u pkey 0x%04x dest_qp 0x%06x a %u "
-            "rtx %u ts %u psn %u\n",
+            "  BTH: opcode 0x%02x (%s) se %u m %u pad %u tver %u pkey 0x%04x variant 0x%02x "
+            "dest_qp 0x%06x a %u rtx %u ts %u psn %u",
             b.opcode, std::string(opcode_name(f)).c_str(), b.se, b.mig_req, b.pad_count, b.tver,
-            b.pkey, b.dest_qp, b.ack_req, b.rtx, b.ts, b.psn);
+            b.pkey, b.variant, b.dest_qp, b.ack_req, b.rtx, b.ts, b.psn);
+    reserved(out, "b8_6", b.rsvd_b8_6);
+    reserved(out, "b8_lo", b.rsvd_b8_lo);
+    out += '\n';
   }
   if (f.has(kHdrMeth)) appendf(out, "  METH: rqmsn %u msn %u\n", f.meth.rqmsn, f.meth.msn);
-  if (f.has(kHdrTseth))
-    appendf(out, "  TSETH: ts16 %u tsr %u ftype %u\n", f.tseth.ts16, f.tseth.tsr, f.tseth.ftype);
+  if (f.has(kHdrTseth)) {
+    appendf(out, "  TSETH: ts16 %u tsr %u ftype %u", f.tseth.ts16, f.tseth.tsr, f.tseth.ftype);
+    reserved(out, "", f.tseth.reserved);
+    out += '\n';
+  }
   if (f.has(kHdrReth))
     appendf(out, "  RETH: va 0x%016" PRIx64 " rkey 0x%08x dma_len %u\n", f.reth.va, f.reth.rkey,
             f.reth.dma_len);
@@ -233,40 +263,66 @@ void append_field_tree(std::string& out, const DecodedFrame& f) {
     appendf(out,
             "  SETH: m %u pr %u ack_psn_offset %d entropy 0x%08x spdcid %u dpdcid %u port_status "
             "0x%02x "
-            "cack_psn %u cc_type %u psv %u sva %u mpr %u sack_offset %d sack_bitmap 0x%016" PRIx64
-            "\n",
+            "cack_psn %u cc_type %u psv %u sva %u mpr %u sack_offset %d sack_bitmap 0x%016" PRIx64,
             s.m, s.pr, s.ack_psn_offset, s.entropy, s.spdcid, s.dpdcid, s.port_status, s.cack_psn,
             s.cc_type, s.psv, s.sva, s.mpr, s.sack_offset, s.sack_bitmap);
+    reserved(out, "byte0", s.byte0);
+    reserved(out, "b1", s.rsvd_b1);
+    reserved(out, "cc_flags", s.cc_flags_rsvd);
+    out += '\n';
   }
   if (f.has(kHdrCcState)) {
     const CcState& c = f.cc_state;
-    appendf(out, "  CC_STATE: ts_echo %u ooo_count %u rc %u rcv_cwnd_pen %u rcvd_bytes %u\n",
+    appendf(out, "  CC_STATE: ts_echo %u ooo_count %u rc %u rcv_cwnd_pen %u rcvd_bytes %u",
             c.ts_echo, c.ooo_count, c.rc, c.rcv_cwnd_pen, c.rcvd_bytes);
+    reserved(out, "", c.rsvd_bit);
+    out += '\n';
   }
   if (f.has(kHdrNeth)) {
     const Neth& n = f.neth;
     appendf(out,
-            "  NETH: code 0x%02x (%s) vendor %u entropy 0x%08x spdcid %u dpdcid %u nack_psn %u m "
-            "%u ts_echo %u\n",
+            "  NETH: code 0x%02x (%s) vendor %u entropy 0x%08x spdcid %u dpdcid %u nack_psn %u "
+            "cc_type %u psv %u sva %u m %u ts_echo %u",
             n.nack_code, std::string(nack_code_name(n.nack_code)).c_str(), n.vendor_code, n.entropy,
-            n.spdcid, n.dpdcid, n.nack_psn, n.m, n.ts_echo);
+            n.spdcid, n.dpdcid, n.nack_psn, n.cc_type, n.psv, n.sva, n.m, n.ts_echo);
+    reserved(out, "0", n.reserved0);
+    reserved(out, "12", n.reserved12);
+    reserved(out, "cc_flags", n.cc_flags_rsvd);
+    reserved(out, "17", n.reserved17);
+    out += '\n';
   }
   if (f.has(kHdrPeth)) {
     const Peth& p = f.peth;
-    appendf(out, "  PETH: probe_id %u spdcid %u dpdcid %u ts16 %u ftype %u\n", p.probe_id, p.spdcid,
-            p.dpdcid, p.ts16, p.ftype);
+    appendf(out, "  PETH: vendor %u probe_id %u spdcid %u dpdcid %u ts16 %u tsr %u ftype %u",
+            p.vendor, p.probe_id, p.spdcid, p.dpdcid, p.ts16, p.tsr, p.ftype);
+    reserved(out, "0",
+             static_cast<uint32_t>(p.reserved0[0] << 16 | p.reserved0[1] << 8 | p.reserved0[2]));
+    reserved(out, "6", p.reserved6);
+    reserved(out, "tsr", p.reserved_tsr);
+    out += '\n';
   }
   if (f.has(kHdrErth)) {
     const Erth& e = f.erth;
-    appendf(out, "  ERTH: op %u port_status_mask 0x%08x ts16 %u ftype %u\n", e.op,
-            e.port_status_mask, e.ts16, e.ftype);
+    appendf(out, "  ERTH: op %u vendor %u port_status_mask 0x%08x ts16 %u tsr %u ftype %u", e.op,
+            e.vendor, e.port_status_mask, e.ts16, e.tsr, e.ftype);
+    reserved(out, "0", e.reserved0);
+    reserved(out, "b1", e.rsvd_b1);
+    reserved(out, "2", e.reserved2);
+    reserved(out, "8", e.reserved8);
+    reserved(out, "tsr", e.reserved_tsr);
+    out += '\n';
   }
   if (f.has(kHdrEeth)) {
     const Eeth& e = f.eeth;
     appendf(out,
-            "  EETH: op %u sva %u status %u entropy 0x%08x port_status_mask 0x%08x ts_echo %u "
-            "svc_time %u\n",
-            e.op, e.sva, e.status, e.entropy, e.port_status_mask, e.ts_echo, e.svc_time);
+            "  EETH: op %u sva %u status %u vendor %u entropy 0x%08x port_status_mask 0x%08x "
+            "ts_echo %u svc_time %u",
+            e.op, e.sva, e.status, e.vendor, e.entropy, e.port_status_mask, e.ts_echo, e.svc_time);
+    reserved(out, "0", e.reserved0);
+    reserved(out, "b1", e.rsvd_b1);
+    if (any_set(e.reserved12)) out += " reserved12 " + hex_bytes(e.reserved12);
+    reserved(out, "32", e.reserved32);
+    out += '\n';
   }
   if (f.has(kHdrAtomicEth))
     appendf(out,
@@ -296,7 +352,11 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.str("eth.src", mac(f.eth.src));
     j.str("eth.dst", mac(f.eth.dst));
     j.num("eth.type", f.eth.ethertype);
-    if (f.eth.has_vlan) j.num("vlan.id", f.eth.vlan_tci & 0xFFF);
+    if (f.eth.has_vlan) {
+      j.num("vlan.id", f.eth.vlan_tci & 0xFFF);
+      j.num("vlan.pcp", f.eth.vlan_tci >> 13);
+      j.num("vlan.dei", (f.eth.vlan_tci >> 12) & 1);
+    }
   }
   if (f.l3) {
     j.num("l3", f.l3);
@@ -305,12 +365,33 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("dscp", f.dscp());
     j.num("ecn", f.ecn());
     j.num("flow_label", f.flow_label());
-    if (f.l3 == 4) j.num("ttl", f.ip4.ttl);
-    if (f.l3 == 6) j.num("hop_limit", f.ip6.hop_limit);
+    if (f.l3 == 4) {
+      const Ipv4Header& h = f.ip4;
+      j.num("ttl", h.ttl);
+      j.num("ip4.ihl", h.ihl);
+      j.num("ip4.total_length", h.total_length);
+      j.num("ip4.id", h.id);
+      j.num("ip4.flags", h.flags_frag >> 13);
+      j.num("ip4.frag_offset", h.flags_frag & 0x1FFF);
+      j.num("ip4.protocol", h.protocol);
+      j.num("ip4.checksum", h.checksum);
+      if (!h.options.empty()) j.num("ip4.options_len", h.options.size());
+    }
+    if (f.l3 == 6) {
+      j.num("hop_limit", f.ip6.hop_limit);
+      j.num("ip6.payload_length", f.ip6.payload_length);
+      j.num("ip6.next_header", f.ip6.next_header);
+    }
   }
   if (f.has_srh) {
+    j.num("srh.next_header", f.srh.next_header);
+    j.num("srh.hdr_ext_len", f.srh.hdr_ext_len);
+    j.num("srh.routing_type", f.srh.routing_type);
     j.num("srh.segments_left", f.srh.segments_left);
     j.num("srh.last_entry", f.srh.last_entry);
+    j.num("srh.flags", f.srh.flags);
+    j.num("srh.tag", f.srh.tag);
+    if (!f.srh.tlvs.empty()) j.num("srh.tlvs_len", f.srh.tlvs.size());
     std::string segs = "[";
     for (unsigned i = 0; i < f.srh.segment_count; ++i) {
       if (i) segs += ',';
@@ -325,6 +406,9 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("inner.flow_label", f.inner_ip6.flow_label);
     j.num("inner.dscp", f.inner_ip6.dscp);
     j.num("inner.ecn", f.inner_ip6.ecn);
+    j.num("inner.payload_length", f.inner_ip6.payload_length);
+    j.num("inner.next_header", f.inner_ip6.next_header);
+    j.num("inner.hop_limit", f.inner_ip6.hop_limit);
   }
   if (f.has_udp) {
     j.num("sport", f.udp.sport);
@@ -346,6 +430,9 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.boolean("ack_req", b.ack_req);
     j.boolean("rtx", b.rtx);
     j.boolean("ts", b.ts);
+    j.num("bth.variant", b.variant);
+    if (b.rsvd_b8_6) j.num("bth.reserved_b8_6", 1);
+    if (b.rsvd_b8_lo) j.num("bth.reserved_b8_lo", b.rsvd_b8_lo);
     const EvFormat fmt = f.ev_format();
     j.str("ev_format", ev_format_name(fmt));
     j.num("wev", wev_from_carriage(fmt, mrp0().ev_stripe(), f.udp.sport,
@@ -359,6 +446,7 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("tseth.ts16", f.tseth.ts16);
     j.num("tseth.tsr", f.tseth.tsr);
     j.num("tseth.ftype", f.tseth.ftype);
+    if (f.tseth.reserved) j.num("tseth.reserved", f.tseth.reserved);
   }
   if (f.has(kHdrReth)) {
     j.num("reth.va", f.reth.va);
@@ -386,6 +474,9 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("seth.mpr", s.mpr);
     j.snum("seth.sack_offset", s.sack_offset);
     j.num("seth.sack_bitmap", s.sack_bitmap);
+    if (s.byte0) j.num("seth.reserved_byte0", s.byte0);
+    if (s.rsvd_b1) j.num("seth.reserved_b1", s.rsvd_b1);
+    if (s.cc_flags_rsvd) j.num("seth.reserved_cc_flags", s.cc_flags_rsvd);
   }
   if (f.has(kHdrCcState)) {
     const CcState& c = f.cc_state;
@@ -394,6 +485,7 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.boolean("cc.rc", c.rc);
     j.num("cc.rcv_cwnd_pen", c.rcv_cwnd_pen);
     j.num("cc.rcvd_bytes", c.rcvd_bytes);
+    if (c.rsvd_bit) j.num("cc.reserved", 1);
   }
   if (f.has(kHdrNeth)) {
     const Neth& n = f.neth;
@@ -404,9 +496,15 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("neth.spdcid", n.spdcid);
     j.num("neth.dpdcid", n.dpdcid);
     j.num("neth.nack_psn", n.nack_psn);
+    j.num("neth.cc_type", n.cc_type);
+    j.boolean("neth.psv", n.psv);
     j.num("neth.m", n.m);
     j.boolean("neth.sva", n.sva);
     j.num("neth.ts_echo", n.ts_echo);
+    if (n.reserved0) j.num("neth.reserved0", n.reserved0);
+    if (n.reserved12) j.num("neth.reserved12", n.reserved12);
+    if (n.cc_flags_rsvd) j.num("neth.reserved_cc_flags", n.cc_flags_rsvd);
+    if (n.reserved17) j.num("neth.reserved17", n.reserved17);
   }
   if (f.has(kHdrPeth)) {
     const Peth& p = f.peth;
@@ -414,14 +512,28 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("peth.spdcid", p.spdcid);
     j.num("peth.dpdcid", p.dpdcid);
     j.num("peth.ts16", p.ts16);
+    j.boolean("peth.tsr", p.tsr);
     j.num("peth.ftype", p.ftype);
+    j.num("peth.vendor", p.vendor);
+    const uint32_t r0 =
+        static_cast<uint32_t>(p.reserved0[0] << 16 | p.reserved0[1] << 8 | p.reserved0[2]);
+    if (r0) j.num("peth.reserved0", r0);
+    if (p.reserved6) j.num("peth.reserved6", p.reserved6);
+    if (p.reserved_tsr) j.num("peth.reserved_tsr", p.reserved_tsr);
   }
   if (f.has(kHdrErth)) {
     const Erth& e = f.erth;
     j.num("erth.op", e.op);
     j.num("erth.port_status_mask", e.port_status_mask);
     j.num("erth.ts16", e.ts16);
+    j.boolean("erth.tsr", e.tsr);
     j.num("erth.ftype", e.ftype);
+    j.num("erth.vendor", e.vendor);
+    if (e.reserved0) j.num("erth.reserved0", e.reserved0);
+    if (e.rsvd_b1) j.num("erth.reserved_b1", e.rsvd_b1);
+    if (e.reserved2) j.num("erth.reserved2", e.reserved2);
+    if (e.reserved8) j.num("erth.reserved8", e.reserved8);
+    if (e.reserved_tsr) j.num("erth.reserved_tsr", e.reserved_tsr);
   }
   if (f.has(kHdrEeth)) {
     const Eeth& e = f.eeth;
@@ -432,6 +544,11 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("eeth.port_status_mask", e.port_status_mask);
     j.num("eeth.ts_echo", e.ts_echo);
     j.num("eeth.svc_time", e.svc_time);
+    j.num("eeth.vendor", e.vendor);
+    if (e.reserved0) j.num("eeth.reserved0", e.reserved0);
+    if (e.rsvd_b1) j.num("eeth.reserved_b1", e.rsvd_b1);
+    if (any_set(e.reserved12)) j.str("eeth.reserved12", hex_bytes(e.reserved12));
+    if (e.reserved32) j.num("eeth.reserved32", e.reserved32);
   }
   if (f.has(kHdrAtomicEth)) {
     j.num("atomic.va", f.atomic_eth.va);
@@ -443,6 +560,7 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
   if (f.has(kHdrIeth)) j.num("ieth.rkey", f.ieth);
   if (f.roce) {
     j.num("payload_len", f.payload.size());
+    j.num("pad_bytes", f.pad_bytes);
     j.boolean("trimmed", f.trimmed);
     if (f.has_icrc) {
       j.num("icrc", f.icrc);

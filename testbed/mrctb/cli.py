@@ -10,8 +10,8 @@ RUN_HELP = """Run one scenario end to end (root): build the fabric, start the en
 fault injector, the captures and the fault schedule, stop, tear down, check, report.
 
 Prints the verdict, the seed (replay with --seed) and the artifacts directory.
-Exit codes: 0 pass (or unsupported by the DUT), 1 fail / incomplete / error, 2 usage or input
-error (bad scenario, not root, no mrct binary), 130 interrupted."""
+Exit codes: 0 pass (or unsupported by the DUT), 1 fail / incomplete / inconclusive / error, 2
+usage or input error (bad scenario, not root, no mrct binary), 130 interrupted."""
 
 SUITE_HELP = """Run every scenario under DIR (or the given files) against an implementation
 (the reference endpoint, or --dut PROFILE). Prints a scenario x verdict matrix and writes

@@ -162,6 +162,7 @@ def goodput_svg(series: dict, title: str, markers: list | None = None,
 # ------------------------------------------------------------------------------------------------
 STATUS_MARK = {"pass": "✅ pass", "fail": "❌ fail", "not-run": "⏸ not-run",
                "unsupported": "➖ unsupported", "incomplete": "⚠️ incomplete",
+               "inconclusive": "❔ inconclusive",
                "error": "💥 error", "interrupted": "⏹ interrupted"}
 
 
@@ -241,13 +242,23 @@ def summary_markdown(result: dict) -> str:
                                                              key=lambda kv: str(kv[0])))
             lines += [f"Verdict: **{chk.get('verdict', '?')}** (exit {chk.get('rc')}); "
                       f"rules: {counts}", ""]
+            for why in chk.get("inconclusive") or []:
+                lines.append(f"- ❔ inconclusive: {_md_cell(why)}")
+            for u in chk.get("unrecognised") or []:
+                lines.append(f"- not MRC: {u.get('frames')} frame(s): {_md_cell(u.get('reason'))}")
             if chk.get("tolerances"):
                 lines += ["Tolerances (software fabric defaults and the scenario's): "
                           + ", ".join(f"`{k} = {v}`" for k, v in
                                       sorted(chk["tolerances"].items())), ""]
             for rule in chk.get("failed", [])[:20]:
                 lines.append(f"- ❌ {rule['id']}: {_md_cell(rule.get('statement', ''))} "
-                             f"({rule.get('violations', '?')} violation(s))")
+                             f"({rule.get('violations', '?')} violation(s))"
+                             + (f"; first: {_md_cell(rule['first'])}" if rule.get("first") else ""))
+            # Warnings name their rule and margin: the first evidence says by how much.
+            for rule in chk.get("warned", [])[:20]:
+                lines.append(f"- ⚠️ warning {rule['id']}: {_md_cell(rule.get('statement', ''))} "
+                             f"({rule.get('violations', '?')} violation(s))"
+                             + (f"; first: {_md_cell(rule['first'])}" if rule.get("first") else ""))
             for rid, why in sorted((chk.get("skipped") or {}).items()):
                 lines.append(f"- skipped {rid}: {_md_cell(why)}")
             if chk.get("markdown"):
@@ -289,7 +300,7 @@ def suite_counts(results: list[dict]) -> dict:
 
 def suite_junit(results: list[dict], name: str) -> str:
     counts = suite_counts(results)
-    failures = counts.get("fail", 0) + counts.get("incomplete", 0)
+    failures = sum(counts.get(v, 0) for v in ("fail", "incomplete", "inconclusive"))
     errors = counts.get("error", 0) + counts.get("interrupted", 0)
     skipped = counts.get("unsupported", 0) + counts.get("not-run", 0)
     total_t = sum(r.get("timings", {}).get("total_s", 0) for r in results)
@@ -307,7 +318,7 @@ def suite_junit(results: list[dict], name: str) -> str:
         failed = [e for e in r.get("expectations", []) if e["status"] == "fail"]
         detail = "\n".join(f"{e['name']}: expected {e.get('expected')}, observed "
                            f"{e.get('observed')}" for e in failed)
-        if v in ("fail", "incomplete"):
+        if v in ("fail", "incomplete", "inconclusive"):
             out.append(f'      <failure message={q(reason or v)}>{sax.escape(detail)}</failure>')
         elif v in ("error", "interrupted"):
             out.append(f'      <error message={q(reason or v)}/>')

@@ -1361,10 +1361,7 @@ class _Run:
         elif chk.get("status") == "not-run":
             add("checker verdict", ex.verdict, chk.get("reason", "not run"), "not-run")
         elif chk:
-            failed_ids = [f["id"] for f in chk.get("failed", [])]
-            add("checker verdict", ex.verdict, chk.get("verdict", "?")
-                + (f" ({', '.join(failed_ids)})" if failed_ids else ""),
-                "pass" if chk.get("verdict") == ex.verdict else "fail")
+            add("checker verdict", ex.verdict, *checker_expectation(ex.verdict, chk))
             statuses = {r["id"]: r.get("status") for r in chk.get("rules", [])}
             for rid in ex.must_fail:
                 st = _rule_status(statuses, rid)
@@ -1397,6 +1394,11 @@ class _Run:
             self.result.update(verdict="fail", reason="; ".join(
                 f"{e['name']}: expected {e['expected']}, observed {e['observed']}"
                 for e in exps if e["status"] == "fail")[:600])
+        elif "inconclusive" in statuses:
+            # Not a pass: the checker had nothing (or not everything asked for) to judge.
+            self.result.update(verdict="inconclusive", reason="; ".join(
+                f"{e['name']}: {e['observed']}" for e in exps
+                if e["status"] == "inconclusive")[:600])
         elif "not-run" in statuses:
             self.result.update(verdict="incomplete", reason="not run: " + "; ".join(
                 f"{e['name']} ({e['observed']})" for e in exps if e["status"] == "not-run"))
@@ -1583,7 +1585,8 @@ class _Run:
         chk.update(rc=proc.returncode, command=dutlib.describe_command(argv),
                    skipped={k: v for k, v in skip.items()},
                    tolerances=profile.get("tolerances", {}))
-        if proc.returncode not in (0, 1):
+        verdict = CHECK_VERDICTS.get(proc.returncode)
+        if verdict is None:
             chk.update(status="not-run", reason=f"mrct check exited {proc.returncode}: "
                        f"{proc.stderr.strip()[-400:]}")
             self.log(f"checker: {chk['reason']}")
@@ -1592,20 +1595,13 @@ class _Run:
         with contextlib.suppress(OSError, json.JSONDecodeError):
             with open(outs["json"]) as f:
                 report = json.load(f)
-        rules = report.get("results") or report.get("rules") or []
-        chk.update(status="ran", verdict="pass" if proc.returncode == 0 else "fail",
-                   report_verdict=report.get("verdict"),
-                   markdown=outs["markdown"], json=outs["json"], junit=outs["junit"],
-                   counts=_count_statuses(rules),
-                   rules=[{"id": r.get("id"), "status": r.get("status"),
-                           "violations": r.get("violations"), "reason": r.get("reason", "")}
-                          for r in rules],
-                   failed=[{"id": r.get("id"), "statement": r.get("statement", ""),
-                            "violations": r.get("violations")}
-                           for r in rules if r.get("status") == "fail"])
+        chk.update(checker_outcome(proc.returncode, report),
+                   markdown=outs["markdown"], json=outs["json"], junit=outs["junit"])
         self.log(f"checker: {chk['verdict']} {chk['counts']}"
                  + (" failed: " + ", ".join(r["id"] for r in chk["failed"]) if chk["failed"]
-                    else ""))
+                    else "")
+                 + (" inconclusive: " + "; ".join(chk["inconclusive"])
+                    if chk["inconclusive"] else ""))
 
     def _checker_caps(self) -> dict:
         """Checker capabilities of the QPs: a QP's responder is the server, its requester the
@@ -1664,6 +1660,51 @@ class _Run:
             tol["reaction_ns"] = LINK_SIDE_REACTION_NS
         profile["tolerances"] = {**tol, **sc.expect.tolerances}
         return profile
+
+
+# `mrct check` exit codes -> the checker verdict a scenario expects ("pass" / "fail") or
+# "inconclusive" (exit 3: nothing recognised as MRC, or nothing to judge for a rule family the run
+# asked for). Any other exit is a checker that did not run.
+CHECK_VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}
+
+
+def checker_outcome(rc: int, report: dict) -> dict:
+    """What result.json keeps of a `mrct check` run: its verdict from the exit code and, from the
+    JSON report, the rule statuses, the failed and warned rules (with their first evidence, which
+    names the margin: "23.08 ms ... limit 22.62 ms") and why a run was inconclusive."""
+    rules = report.get("results") or report.get("rules") or []
+
+    def first(r):
+        ev = r.get("evidence") or []
+        return ev[0].get("message", "") if ev else ""
+
+    return {"status": "ran", "rc": rc, "verdict": CHECK_VERDICTS[rc],
+            "report_verdict": report.get("verdict"),
+            "inconclusive": list(report.get("verdict_reasons") or []),
+            "unrecognised": [{"reason": u.get("reason"), "frames": u.get("frames")}
+                             for u in (report.get("unrecognised") or [])][:10],
+            "counts": _count_statuses(rules),
+            "rules": [{"id": r.get("id"), "status": r.get("status"),
+                       "violations": r.get("violations"), "reason": r.get("reason", "")}
+                      for r in rules],
+            "failed": [{"id": r.get("id"), "statement": r.get("statement", ""),
+                        "violations": r.get("violations"), "first": first(r)}
+                       for r in rules if r.get("status") == "fail"],
+            "warned": [{"id": r.get("id"), "statement": r.get("statement", ""),
+                        "violations": r.get("violations"), "first": first(r)}
+                       for r in rules if r.get("status") == "warn"]}
+
+
+def checker_expectation(expected: str, chk: dict) -> tuple[str, str]:
+    """(observed, status) of the "checker verdict" expectation. An inconclusive checker is never
+    a pass, whatever the scenario expected: its status is "inconclusive"."""
+    failed_ids = [f["id"] for f in chk.get("failed", [])]
+    verdict = chk.get("verdict", "?")
+    if verdict == "inconclusive":
+        return ("inconclusive: " + "; ".join(chk.get("inconclusive") or ["no reason given"]),
+                "inconclusive")
+    observed = verdict + (f" ({', '.join(failed_ids)})" if failed_ids else "")
+    return observed, "pass" if verdict == expected else "fail"
 
 
 def _nscc_numbers(path: str) -> dict | None:

@@ -24,7 +24,7 @@ from . import scenario as sclib
 from . import tools
 
 SUITE_SCHEMA = "mrctb-suite/1"
-FAILING = ("fail", "error", "incomplete", "interrupted")
+FAILING = ("fail", "error", "incomplete", "inconclusive", "interrupted")
 
 
 @dataclasses.dataclass

@@ -499,6 +499,61 @@ class Reports(unittest.TestCase):
         self.assertIn("Not run: no checker", summary)
 
 
+class CheckerVerdicts(unittest.TestCase):
+    """`mrct check` exit codes and JSON reports as a scenario sees them: exit 3 (INCONCLUSIVE) is
+    never a pass."""
+
+    REPORT = {"verdict": "INCONCLUSIVE", "verdict_reasons": ["no frame was recognised as MRC"],
+              "unrecognised": [{"reason": "UDP to port 4971, not the profile's RoCE port 4791",
+                                "frames": 12, "examples": []}],
+              "rules": [{"id": "MRC-FRM-002", "status": "fail", "violations": 12,
+                         "statement": "port", "evidence": [{"message": "to port 4971"}]},
+                        {"id": "MRC-PRB-007", "status": "warn", "violations": 1,
+                         "statement": "reverse probes",
+                         "evidence": [{"message": "no EV probe for 23.08 ms (since t=+0.1 s), "
+                                                  "limit 22.62 ms"}]}]}
+
+    def test_exit_codes_map_to_verdicts(self):
+        from mrctb import run as runlib
+        self.assertEqual(runlib.CHECK_VERDICTS, {0: "pass", 1: "fail", 3: "inconclusive"})
+        chk = runlib.checker_outcome(3, self.REPORT)
+        self.assertEqual(chk["verdict"], "inconclusive")
+        self.assertEqual(chk["inconclusive"], ["no frame was recognised as MRC"])
+        self.assertEqual(chk["unrecognised"][0]["frames"], 12)
+        self.assertEqual([r["id"] for r in chk["warned"]], ["MRC-PRB-007"])
+        observed, status = runlib.checker_expectation("pass", chk)
+        self.assertEqual(status, "inconclusive")
+        self.assertIn("no frame was recognised as MRC", observed)
+        # Expecting "fail" does not make an inconclusive run meet it either.
+        self.assertEqual(runlib.checker_expectation("fail", chk)[1], "inconclusive")
+        self.assertEqual(runlib.checker_expectation("pass", runlib.checker_outcome(0, {})),
+                         ("pass", "pass"))
+        self.assertEqual(runlib.checker_expectation("pass", runlib.checker_outcome(1, {}))[1],
+                         "fail")
+
+    def test_inconclusive_fails_a_suite(self):
+        from mrctb import suite as suitelib
+        res = [{"scenario": "x", "verdict": "inconclusive", "reason": "checker verdict: "
+                "inconclusive: no frame was recognised as MRC", "timings": {}}]
+        self.assertEqual(suitelib.exit_code(res, strict=False), 1)
+        root = ET.fromstring(reportlib.suite_junit(res, "lib"))
+        self.assertEqual(root.get("failures"), "1")
+        self.assertIn("no frame was recognised as MRC",
+                      root.find(".//testcase/failure").get("message"))
+
+    def test_summary_names_warnings_and_their_margin(self):
+        from mrctb import run as runlib
+        chk = runlib.checker_outcome(3, self.REPORT)
+        summary = reportlib.summary_markdown({
+            "scenario": "a", "verdict": "inconclusive", "file": "a.toml", "seed": 3,
+            "timings": {"total_s": 2}, "reason": "x", "expectations": [], "checker": chk})
+        self.assertIn("# a: ❔ inconclusive", summary)
+        self.assertIn("❔ inconclusive: no frame was recognised as MRC", summary)
+        self.assertIn("not MRC: 12 frame(s): UDP to port 4971", summary)
+        self.assertIn("⚠️ warning MRC-PRB-007", summary)
+        self.assertIn("23.08 ms (since t=+0.1 s), limit 22.62 ms", summary)
+
+
 class Cli(unittest.TestCase):
     def test_validate(self):
         proc = _util.run_cli("validate", SCENARIOS)
