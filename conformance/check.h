@@ -5,7 +5,7 @@
 // deployment), the streaming Checker (frames in, verdicts out), and the reporters.
 //
 // Every verdict is traceable: each rule has a stable ID (MRC-<area>-<nnn>), the research rule(s)
-// it derives from (R1..R52 of the research file, Part D), a source tag, and evidence naming the
+// it derives from (R1..R52, docs/rule-sources.md), a source tag, and evidence naming the
 // capture file, the frame number (1-based, as Wireshark counts) and the time. A rule that has no
 // evaluator reports not-run, never pass.
 //

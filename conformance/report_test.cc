@@ -269,6 +269,47 @@ TEST(RunCheck, ExitCodesAndOutputs) {
   EXPECT_EQ(run_check(w, o7, e7), 1);
 }
 
+// A warning reaches GitHub's test reporters as a skipped case whose message starts with
+// WARNING and names the rule and its first evidence; the Markdown and JSON link each rule and
+// its sources to docs/.
+TEST(Report, WarningsAndDocLinks) {
+  Trace t;
+  {
+    Session s(t);
+    s.write(1024, false, [](size_t, DataPkt& p, Fate&) { p.rsvd_bit = true; });
+  }
+  const Report r = fixtures::run(t);
+  ASSERT_EQ(r.result("MRC-FRM-008")->status, Status::kWarn);
+  std::ostringstream o;
+  write_junit(r, o);
+  const std::string x = o.str();
+  const size_t at = x.find("name=\"MRC-FRM-008\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string tc = x.substr(at, x.find("</testcase>", at) - at);
+  EXPECT_NE(tc.find("<skipped message=\"WARNING: 1 violation(s) of MRC-FRM-008: "),
+            std::string::npos)
+      << tc;
+  EXPECT_NE(tc.find("First: "), std::string::npos) << tc;
+  EXPECT_NE(tc.find("<property name=\"mrc.status\" value=\"warn\"/>"), std::string::npos);
+  EXPECT_EQ(count_of(x, "<skipped "),
+            r.count(Status::kNotRun) + r.count(Status::kNotApplicable) + r.count(Status::kWarn));
+  std::ostringstream md;
+  write_markdown(r, md);
+  EXPECT_NE(md.str().find("[`MRC-FRM-008`](docs/rules.md#mrc-frm-008)"), std::string::npos)
+      << md.str().substr(0, 1500);
+  EXPECT_NE(md.str().find("[R5](docs/rule-sources.md#r5)"), std::string::npos);
+  EXPECT_NE(md.str().find("Tolerances: **software**"), std::string::npos);
+  std::ostringstream js;
+  write_json(r, js);
+  const auto j = nlohmann::json::parse(js.str());
+  for (const auto& x2 : j["rules"])
+    if (x2["id"] == "MRC-FRM-008") {
+      EXPECT_EQ(x2["doc"], "docs/rules.md#mrc-frm-008");
+      EXPECT_EQ(x2["refs_doc"][0], "docs/rule-sources.md#r5");
+    }
+  EXPECT_EQ(j["tolerances"]["values"]["reaction_ns"], r.tolerances.values.reaction_ns);
+}
+
 std::string failing_rules(const Report& r) {
   std::string s;
   for (const auto& id : fixtures::with_status(r, Status::kFail)) s += id + " ";

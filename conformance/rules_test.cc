@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -1419,6 +1420,84 @@ TEST(Srv6Framing, InnerDaAndChecksumDetails) {
   const Report d = fixtures::run(srh);
   EXPECT_EQ(d.result("MRC-FRM-009")->status, Status::kPass);
   EXPECT_GT(d.result("MRC-FRM-009")->checked, 0u);
+}
+
+// Peers that react within microseconds and a trace of a few hundred: a NACK the requester never
+// answers, 300 us before the trace ends. The software preset's 5 ms end grace leaves it
+// unjudged; the hardware preset (100 us) and the auto preset (derived from the 6 us RTTs here)
+// judge it. Tolerance keys the profile sets still win over any preset.
+TEST(TolerancePresets, HardwareJudgesWhatSoftwareLeavesOpen) {
+  Trace t;
+  {
+    Session s(t);
+    clean_base(s);
+    DataPkt p = only_pkt(s);
+    s.send(p);
+    s.received.erase(p.psn);
+    nack_soon(s, p.psn, 0x07, p.wev);
+    s.advance(s.gap);
+    tail(s);
+  }
+  t.profile = fixtures::profile(R"({"tolerances": null})");
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_presets";
+  CheckOptions o;
+  const Report sw = fixtures::run_files(t, dir, &o);
+  EXPECT_EQ(sw.tolerances.preset, "software");
+  EXPECT_EQ(sw.tolerances.values.end_grace_ns, 5'000'000u);
+  EXPECT_TRUE(fixtures::with_status(sw, Status::kFail).empty()) << failing_summary(sw);
+
+  o.tolerances = TolerancePreset::kHardware;
+  Report hw;
+  std::string e;
+  ASSERT_TRUE(check_files(o, hw, e)) << e;
+  EXPECT_EQ(hw.tolerances.preset, "hardware");
+  EXPECT_EQ(hw.tolerances.values.end_grace_ns, 100'000u);
+  EXPECT_EQ(fixtures::with_status(hw, Status::kFail), std::set<std::string>{"MRC-REQ-011"})
+      << failing_summary(hw);
+
+  o.tolerances = TolerancePreset::kAuto;
+  Report au;
+  ASSERT_TRUE(check_files(o, au, e)) << e;
+  EXPECT_EQ(au.tolerances.preset, "auto");
+  EXPECT_NE(au.tolerances.derivation.find("RTT sample(s)"), std::string::npos)
+      << au.tolerances.derivation;
+  EXPECT_LT(au.tolerances.values.reaction_ns, 20'000u);
+  EXPECT_GE(au.tolerances.values.reaction_ns, 5'000u);
+  EXPECT_EQ(fixtures::with_status(au, Status::kFail), std::set<std::string>{"MRC-REQ-011"})
+      << failing_summary(au) << au.tolerances.derivation;
+
+  auto prof = nlohmann::json::parse(t.profile);
+  prof["tolerances"] = {{"end_grace_ns", 5'000'000}};
+  std::ofstream(o.profile_path) << prof.dump();
+  o.tolerances = TolerancePreset::kHardware;
+  Report mixed;
+  ASSERT_TRUE(check_files(o, mixed, e)) << e;
+  EXPECT_EQ(mixed.tolerances.values.end_grace_ns, 5'000'000u);
+  EXPECT_EQ(mixed.tolerances.values.reaction_ns, 5'000u);
+  EXPECT_EQ(mixed.tolerances.from_profile, std::vector<std::string>{"end_grace_ns"});
+  EXPECT_TRUE(fixtures::with_status(mixed, Status::kFail).empty()) << failing_summary(mixed);
+  std::filesystem::remove_all(dir);
+}
+
+// Evidence text gives times relative to the capture start ("t=+0.000123 s"), never epoch
+// nanoseconds next to relative seconds.
+TEST(Evidence, TimesAreRelative) {
+  size_t seen = 0;
+  for (const auto& sc : scenarios()) {
+    Trace t;
+    sc.build(t);
+    const Report r = fixtures::run(t);
+    for (const auto& rr : r.results)
+      for (const auto& ev : rr.evidence) {
+        for (size_t p = ev.message.find("t="); p != std::string::npos;
+             p = ev.message.find("t=", p + 2)) {
+          ++seen;
+          EXPECT_EQ(ev.message.compare(p, 3, "t=+"), 0) << sc.name << ": " << ev.message;
+        }
+      }
+  }
+  EXPECT_GT(seen, 3u);
 }
 
 TEST(RuleSelection, DeselectedRulesReportNotRun) {

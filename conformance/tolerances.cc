@@ -148,9 +148,13 @@ bool derive_tolerances(const CheckOptions& opts, const DutProfile& prof, Toleran
         }
         case wire::PacketKind::kMrcSack: {
           // The SACK goes responder -> requester; its data went the other way.
+          // Only the first SACK to name a transmission: later ones repeat a cumulative ACK that
+          // did not move, long after.
           auto it = data_ts.find({i, dst, src, f.seth.cack_psn});
-          if (it != data_ts.end() && rec.ts_ns >= it->second && rtt.size() < kMaxSamples)
+          if (it == data_ts.end()) break;
+          if (rec.ts_ns >= it->second && rtt.size() < kMaxSamples)
             rtt.push_back(rec.ts_ns - it->second);
+          data_ts.erase(it);
           break;
         }
         case wire::PacketKind::kMrcNack:

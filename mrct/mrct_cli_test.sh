@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end test of `mrct craft` and `mrct decode`: what a user sees on the command line.
+# End-to-end test of `mrct craft`, `mrct decode` and `mrct check`: what a user sees on the command
+# line.
 set -euo pipefail
 : "${MRCT:?set MRCT to the mrct binary}"
 tmp=$(mktemp -d)
@@ -38,6 +39,95 @@ assert all(r["icrc_ok"] for r in full)
 assert any("reth.va" in r for r in roce) and any("seth.sack_bitmap" in r for r in roce)
 assert any(r.get("roce") is False for r in rows)
 PY
+
+# Every field of every header: TSR, NETH cc_type, PSV, vendor bytes, BTH byte 4; reserved bits
+# only when non-zero.
+/usr/bin/python3 - "$tmp/s.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def some(key):
+    assert any(key in r for r in rows), key
+for k in ("peth.tsr", "peth.vendor", "erth.tsr", "erth.vendor", "eeth.vendor", "neth.cc_type",
+          "neth.psv", "seth.psv", "seth.cc_type", "tseth.tsr", "bth.variant", "ip6.next_header",
+          "inner.hop_limit", "srh.routing_type", "pad_bytes"):
+    some(k)
+assert not any(k.startswith(("bth.reserved", "peth.reserved", "neth.reserved")) for r in rows
+               for k in r), "reserved fields listed while zero"
+PY
+"$MRCT" decode -V "$tmp/s.pcap" > "$tmp/tree_all.txt"
+grep -q "NETH: .* cc_type 0 psv 0 sva 0" "$tmp/tree_all.txt" || fail "-V lacks NETH cc_type/psv"
+grep -q "PETH: vendor 0 .* tsr 0" "$tmp/tree_all.txt" || fail "-V lacks PETH vendor/tsr"
+grep -q "reserved" "$tmp/tree_all.txt" && fail "-V lists zero reserved fields"
+# A reserved BTH bit set on the first IPv6 (no SRv6) RoCE frame shows in both views.
+/usr/bin/python3 - "$tmp/s.pcap" "$tmp/s.jsonl" "$tmp/rsv.pcap" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[2])]
+b = bytearray(open(sys.argv[1], "rb").read())
+off, n = 24, 0
+while off < len(b):
+    incl = int.from_bytes(b[off + 8:off + 12], "little")
+    r = rows[n]
+    if r["roce"] and r.get("l3") == 6 and "inner.src" not in r and "srh.segments" not in r:
+        b[off + 16 + 14 + 40 + 8 + 8] |= 0x40  # BTH byte 8 bit 6
+        break
+    off += 16 + incl
+    n += 1
+open(sys.argv[3], "wb").write(b)
+PY
+"$MRCT" decode --json "$tmp/rsv.pcap" | grep -q '"bth.reserved_b8_6":1' || fail "JSON hides a set reserved bit"
+"$MRCT" decode -V "$tmp/rsv.pcap" | grep -q "BTH: .* reservedb8_6 0x1" || fail "-V hides a set reserved bit"
+
+# (Skipped when this mrct was built without the checker.)
+if "$MRCT" check --help > /dev/null 2>&1; then
+# mrct check: the verdict and its exit code. The samples moved to UDP port 4971 hold nothing the
+# default profile recognises as MRC: INCONCLUSIVE, exit 3, and the report says why.
+/usr/bin/python3 - "$tmp/s.pcap" "$tmp/s.jsonl" "$tmp/p4971.pcap" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[2])]
+b = bytearray(open(sys.argv[1], "rb").read())
+off, n = 24, 0
+while off < len(b):
+    incl = int.from_bytes(b[off + 8:off + 12], "little")
+    r = rows[n]
+    if r.get("dport") == 4791:
+        rec = b[off + 16:off + 16 + incl]
+        hdr = r["sport"].to_bytes(2, "big") + (4791).to_bytes(2, "big")
+        at = rec.find(hdr)
+        assert at >= 0
+        b[off + 16 + at + 2:off + 16 + at + 4] = (4971).to_bytes(2, "big")
+    off += 16 + incl
+    n += 1
+open(sys.argv[3], "wb").write(b)
+PY
+set +e
+"$MRCT" check "$tmp/p4971.pcap" --json "$tmp/p4971.json" --junit "$tmp/p4971.xml" > "$tmp/p4971.txt" 2>&1; rc=$?
+"$MRCT" check "$tmp/s.pcap" --json "$tmp/s.json" > /dev/null 2>&1; rc_s=$?
+"$MRCT" check --tolerances bogus "$tmp/s.pcap" > /dev/null 2>&1; rc_bad=$?
+set -e
+[ $rc -eq 3 ] || fail "check of a capture with no MRC frame exited $rc, want 3: $(cat "$tmp/p4971.txt")"
+grep -q "MRC conformance: INCONCLUSIVE" "$tmp/p4971.txt" || fail "no INCONCLUSIVE line"
+grep -q "not MRC: .*UDP to port 4971, not the profile's RoCE port 4791" "$tmp/p4971.txt" \
+  || fail "the frames not recognised are not explained: $(cat "$tmp/p4971.txt")"
+grep -q 'type="inconclusive"' "$tmp/p4971.xml" || fail "JUnit has no inconclusive error"
+[ $rc_s -eq 0 ] || [ $rc_s -eq 1 ] || fail "check of the MRC samples exited $rc_s"
+[ $rc_bad -eq 2 ] || fail "--tolerances bogus exited $rc_bad, want 2"
+/usr/bin/python3 - "$tmp/p4971.json" "$tmp/s.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["verdict"] == "INCONCLUSIVE" and j["exit_code"] == 3, j["verdict"]
+assert j["trace"]["mrc_frames"] == 0
+assert j["verdict_reasons"] and "no frame was recognised as MRC" in j["verdict_reasons"][0]
+u = {x["reason"]: x for x in j["unrecognised"]}
+port = [x for r, x in u.items() if r.startswith("UDP to port 4971")]
+assert port and port[0]["examples"][0]["frame"] >= 1, u
+assert any(r.startswith("not IP (EtherType 0x0806)") for r in u), u
+s = json.load(open(sys.argv[2]))
+assert s["verdict"] in ("CONFORMING", "NOT CONFORMING") and s["trace"]["mrc_frames"] > 0
+assert s["tolerances"]["preset"] == "software"
+PY
+"$MRCT" check --help | grep -q "3 INCONCLUSIVE" || fail "check --help does not explain exit 3"
+"$MRCT" check --help | grep -q -- "--tolerances" || fail "check --help lacks --tolerances"
+fi
 
 # A flipped payload byte is caught: ICRC BAD, and --strict exits 1.
 /usr/bin/python3 - "$tmp/s.pcap" "$tmp/bad.pcap" <<'PY'
