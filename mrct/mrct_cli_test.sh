@@ -74,8 +74,10 @@ while off < len(b):
     n += 1
 open(sys.argv[3], "wb").write(b)
 PY
-"$MRCT" decode --json "$tmp/rsv.pcap" | grep -q '"bth.reserved_b8_6":1' || fail "JSON hides a set reserved bit"
-"$MRCT" decode -V "$tmp/rsv.pcap" | grep -q "BTH: .* reservedb8_6 0x1" || fail "-V hides a set reserved bit"
+"$MRCT" decode --json "$tmp/rsv.pcap" > "$tmp/rsv.jsonl"
+"$MRCT" decode -V "$tmp/rsv.pcap" > "$tmp/rsv.txt"
+grep -q '"bth.reserved_b8_6":1' "$tmp/rsv.jsonl" || fail "JSON hides a set reserved bit"
+grep -q "BTH: .* reservedb8_6 0x1" "$tmp/rsv.txt" || fail "-V hides a set reserved bit"
 
 # (Skipped when this mrct was built without the checker.)
 if "$MRCT" check --help > /dev/null 2>&1; then
@@ -125,8 +127,9 @@ s = json.load(open(sys.argv[2]))
 assert s["verdict"] in ("CONFORMING", "NOT CONFORMING") and s["trace"]["mrc_frames"] > 0
 assert s["tolerances"]["preset"] == "software"
 PY
-"$MRCT" check --help | grep -q "3 INCONCLUSIVE" || fail "check --help does not explain exit 3"
-"$MRCT" check --help | grep -q -- "--tolerances" || fail "check --help lacks --tolerances"
+"$MRCT" check --help > "$tmp/check_help.txt"
+grep -q "3 INCONCLUSIVE" "$tmp/check_help.txt" || fail "check --help does not explain exit 3"
+grep -q -- "--tolerances" "$tmp/check_help.txt" || fail "check --help lacks --tolerances"
 fi
 
 # A flipped payload byte is caught: ICRC BAD, and --strict exits 1.
