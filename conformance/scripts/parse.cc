@@ -75,6 +75,10 @@ class LineParser {
   bool duration(std::string_view s, uint32_t column, uint64_t& ns) {
     static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
         {"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000}};
+    if (s == "0") {  // zero needs no unit
+      ns = 0;
+      return true;
+    }
     for (const auto& [unit, mult] : kUnits) {
       if (s.size() > unit.size() && s.ends_with(unit)) {
         const std::string_view num = s.substr(0, s.size() - unit.size());

@@ -91,11 +91,6 @@ class ReferenceTarget : public Target {
                                 engine::kAccessLocalWrite | engine::kAccessRemoteWrite, mr_),
                "register_mr"))
       return false;
-    for (uint32_t i = 0; i < s.recv_wqes; ++i) {
-      engine::RecvWr rw;
-      rw.wr_id = 1000 + i;
-      if (!check(ep_->post_recv(qpn_, rw), "post_recv")) return false;
-    }
     engine::QpAttr at;
     engine::MrcQpAttr m;
     at.qp_state = engine::QpState::kInit;
@@ -107,6 +102,11 @@ class ReferenceTarget : public Target {
                                   engine::kMrcHint),
                "modify_qp INIT"))
       return false;
+    for (uint32_t i = 0; i < s.recv_wqes; ++i) {
+      engine::RecvWr rw;
+      rw.wr_id = 1000 + i;
+      if (!check(ep_->post_recv(qpn_, rw), "post_recv")) return false;
+    }
     at.qp_state = engine::QpState::kRtr;
     at.dgid = b.tester_gid;
     at.dest_qp_num = s.tester_qpn;
