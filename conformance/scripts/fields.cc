@@ -27,11 +27,12 @@ std::optional<uint64_t> opt(bool present, uint64_t v) {
   return present ? std::optional<uint64_t>(v) : std::nullopt;
 }
 
-#define G(expr) [](const DecodedFrame& f, const FrameCtx& c) -> std::optional<uint64_t> { \
-  (void)c;                                                                               \
-  (void)f;                                                                               \
-  return expr;                                                                           \
-}
+#define G(expr)                                                             \
+  [](const DecodedFrame& f, const FrameCtx& c) -> std::optional<uint64_t> { \
+    (void)c;                                                                \
+    (void)f;                                                                \
+    return expr;                                                            \
+  }
 #define S(stmt) [](DecodedFrame& f, uint64_t v) { stmt; }
 
 const FieldDef kFields[] = {
@@ -42,10 +43,9 @@ const FieldDef kFields[] = {
     {"ecn", G(opt(f.l3 != 0, f.ecn())), S(f.ip6.ecn = static_cast<uint8_t>(v & 3))},
     {"sport", G(opt(f.has_udp, f.udp.sport)), nullptr},
     {"flow_label", G(opt(f.l3 == 6, f.ip6.flow_label)), nullptr},
-    {"hop_limit", G(opt(f.l3 == 6, f.ip6.hop_limit)),
-     S(f.ip6.hop_limit = static_cast<uint8_t>(v))},
+    {"hop_limit", G(opt(f.l3 == 6, f.ip6.hop_limit)), S(f.ip6.hop_limit = static_cast<uint8_t>(v))},
     {"len", G(opt(f.roce, f.payload.size())), nullptr},
-    {"icrc_ok", G(opt(f.roce, f.has_icrc && wire::verify_icrc(f) ? 1 : 0)), nullptr},
+    {"icrc_ok", G(opt(f.roce, f.has_icrc&& wire::verify_icrc(f) ? 1 : 0)), nullptr},
     {"trimmed", G(opt(f.roce, f.trimmed ? 1 : 0)), nullptr},
     // BTH
     {"opcode", G(opt(f.roce, f.bth.opcode)), nullptr},
@@ -73,8 +73,7 @@ const FieldDef kFields[] = {
      S(f.tseth.tsr = f.peth.tsr = f.erth.tsr = v != 0)},
     // RETH, ImmDt, AETH
     {"va", G(opt(f.has(wire::kHdrReth), f.reth.va)), S(f.reth.va = v)},
-    {"rkey", G(opt(f.has(wire::kHdrReth), f.reth.rkey)),
-     S(f.reth.rkey = static_cast<uint32_t>(v))},
+    {"rkey", G(opt(f.has(wire::kHdrReth), f.reth.rkey)), S(f.reth.rkey = static_cast<uint32_t>(v))},
     {"dmalen", G(opt(f.has(wire::kHdrReth), f.reth.dma_len)),
      S(f.reth.dma_len = static_cast<uint32_t>(v))},
     {"imm", G(opt(f.has(wire::kHdrImm), f.immdt.imm)), S(f.immdt.imm = static_cast<uint32_t>(v))},
@@ -113,7 +112,8 @@ const FieldDef kFields[] = {
      S(f.seth.port_status = static_cast<uint8_t>(v))},
     {"cack", G(opt(f.has(wire::kHdrSeth), f.seth.cack_psn)),
      S(f.seth.cack_psn = static_cast<uint32_t>(v) & wire::kPsnMask), true},
-    {"psv", G(f.has(wire::kHdrSeth) ? opt(true, f.seth.psv) : opt(f.has(wire::kHdrNeth), f.neth.psv)),
+    {"psv",
+     G(f.has(wire::kHdrSeth) ? opt(true, f.seth.psv) : opt(f.has(wire::kHdrNeth), f.neth.psv)),
      S(f.seth.psv = f.neth.psv = v != 0)},
     {"sva",
      G(f.has(wire::kHdrSeth)   ? opt(true, f.seth.sva)
@@ -163,7 +163,7 @@ const FieldDef* find_def(std::string_view name) {
 
 // Fields build_frame handles itself (not plain header setters).
 constexpr std::string_view kSendExtra[] = {"ev", "plane", "len", "cut"};
-constexpr std::string_view kCompletionFields[] = {"wr_id", "status", "opcode", "len",
+constexpr std::string_view kCompletionFields[] = {"wr_id", "status",   "opcode", "len",
                                                   "imm",   "with_imm", "qpn"};
 constexpr std::string_view kMemoryFields[] = {"at", "len", "fill", "hex"};
 constexpr std::string_view kPostFields[] = {"wr_id", "len", "imm", "va", "rkey", "fill"};
@@ -239,7 +239,8 @@ std::string opcode_names_hint() {
 }
 
 std::string header_keys_hint() {
-  return "role, rules, tags, mutants, description, format, planes, mtu, mr_bytes, mr_fill, tester_qpn, "
+  return "role, rules, tags, mutants, description, format, planes, mtu, mr_bytes, mr_fill, "
+         "tester_qpn, "
          "tester_psn, dut_psn, tester_va, tester_rkey, mpr, dynamic_mpr, max_wimm, ack_trigger, "
          "ack_min_add, timeout, retry, recv_wqes, svc_time, trim_nack, reverse_probe, window, "
          "bound, ignore";
@@ -354,8 +355,9 @@ bool eval(const Expr& e, const std::map<std::string, uint64_t>& vars, bool psn, 
     if (t.is_var) {
       auto it = vars.find(t.var);
       if (it == vars.end()) {
-        error = "variable $" + t.var + " is not bound here (bind it by an earlier expectation "
-                                       "or use a setup variable)";
+        error = "variable $" + t.var +
+                " is not bound here (bind it by an earlier expectation "
+                "or use a setup variable)";
         return false;
       }
       x = it->second;
@@ -394,7 +396,8 @@ bool build_frame(const Statement& st, const SendValues& v, const Setup& setup, c
   s.roce = true;
   s.bth.opcode = opcode;
   s.op = info;
-  const bool data = info->kind == wire::PacketKind::kMrcData || info->kind == wire::PacketKind::kRcData;
+  const bool data =
+      info->kind == wire::PacketKind::kMrcData || info->kind == wire::PacketKind::kRcData;
   const bool last = info->position == wire::MessagePosition::kLast ||
                     info->position == wire::MessagePosition::kOnly;
   auto var = [&](const char* n) {

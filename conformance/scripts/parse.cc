@@ -66,8 +66,8 @@ class LineParser {
     }
     auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), v, base);
     if (d.empty() || ec != std::errc() || p != d.data() + d.size())
-      return fail(column, "expected a number (decimal, 0x hex or 0b binary), got '" +
-                              std::string(s) + "'");
+      return fail(column,
+                  "expected a number (decimal, 0x hex or 0b binary), got '" + std::string(s) + "'");
     return true;
   }
 
@@ -87,14 +87,14 @@ class LineParser {
         double v = 0;
         auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
         if (ec != std::errc() || p != num.data() + num.size() || v < 0)
-          return fail(column, "expected a duration such as 500us, 2ms or 1s, got '" +
-                                  std::string(s) + "'");
+          return fail(column,
+                      "expected a duration such as 500us, 2ms or 1s, got '" + std::string(s) + "'");
         ns = static_cast<uint64_t>(v * static_cast<double>(mult) + 0.5);
         return true;
       }
     }
-    return fail(column, "expected a duration with a unit (ns, us, ms, s), got '" +
-                            std::string(s) + "'");
+    return fail(column,
+                "expected a duration with a unit (ns, us, ms, s), got '" + std::string(s) + "'");
   }
 
   // Expression: term (('+'|'-') term)*; term = number | $var | named constant.
@@ -130,16 +130,16 @@ class LineParser {
       } else if (auto c = named_constant(t)) {
         term.value = *c;
       } else {
-        return fail(col, "expected a number, $variable or constant name (" +
-                             constant_names_hint() + "), got '" + std::string(t) + "'");
+        return fail(col, "expected a number, $variable or constant name (" + constant_names_hint() +
+                             "), got '" + std::string(t) + "'");
       }
       out.terms.push_back(std::move(term));
       if (j >= s.size()) break;
       negative = s[j] == '-';
       i = j + 1;
-      if (i >= s.size()) return fail(column + static_cast<uint32_t>(j), "expected a term after '" +
-                                                                            std::string(1, s[j]) +
-                                                                            "'");
+      if (i >= s.size())
+        return fail(column + static_cast<uint32_t>(j),
+                    "expected a term after '" + std::string(1, s[j]) + "'");
     }
     return true;
   }
@@ -175,8 +175,7 @@ class LineParser {
       return true;
     }
     if (!duration(s.substr(0, dots), t.column + 1, st.window_lo_ns)) return false;
-    if (!duration(s.substr(dots + 2), t.column + 3 + static_cast<uint32_t>(dots),
-                  st.window_hi_ns))
+    if (!duration(s.substr(dots + 2), t.column + 3 + static_cast<uint32_t>(dots), st.window_hi_ns))
       return false;
     if (st.window_hi_ns < st.window_lo_ns)
       return fail(t.column, "expected a window +LO..HI with LO <= HI");
@@ -202,7 +201,8 @@ class LineParser {
       f.text = std::string(t.text.substr(eq + 1));
       const uint32_t vcol = t.column + static_cast<uint32_t>(eq + 1);
       if (!known_field(st.verb, f.name))
-        return fail(t.column, "unknown field '" + f.name + "' for " + std::string(verb_name(st.verb)) +
+        return fail(t.column, "unknown field '" + f.name + "' for " +
+                                  std::string(verb_name(st.verb)) +
                                   "; expected one of: " + fields_hint(st.verb));
       if (text_field(f.name)) {
         if (f.text.empty()) return fail(vcol, "expected a value after '" + f.name + "='");
@@ -239,11 +239,12 @@ class LineParser {
       const Token& op = toks[i + 1];
       st.opcode = std::string(op.text);
       if (st.opcode != "raw" && !opcode_by_name(st.opcode))
-        return fail(op.column, "expected an opcode name (" + opcode_names_hint() + ") or 'raw', got '" +
-                                   st.opcode + "'");
+        return fail(op.column, "expected an opcode name (" + opcode_names_hint() +
+                                   ") or 'raw', got '" + st.opcode + "'");
       if (st.opcode == "raw") {
         if (toks.size() != i + 3 || !toks[i + 2].text.starts_with("hex="))
-          return fail(op.column + 4, "expected 'send raw hex=HEXBYTES' (one token, the whole frame)");
+          return fail(op.column + 4,
+                      "expected 'send raw hex=HEXBYTES' (one token, the whole frame)");
         FieldArg f;
         f.name = "hex";
         f.pos = at(toks[i + 2].column);
@@ -260,15 +261,16 @@ class LineParser {
       st.verb = Verb::kWait;
       if (st.has_window) return fail(toks[0].column, "'wait' takes no timing window");
       if (!need(i + 1, "a duration after 'wait' (e.g. wait 2ms)")) return false;
-      if (toks.size() > i + 2) return fail(toks[i + 2].column, "expected end of line after 'wait T'");
+      if (toks.size() > i + 2)
+        return fail(toks[i + 2].column, "expected end of line after 'wait T'");
       return duration(toks[i + 1].text, toks[i + 1].column, st.duration_ns);
     }
     if (v.text == "post") {
       st.verb = Verb::kPostWrite;
       if (!need(i + 1, "'write' after 'post'")) return false;
       if (toks[i + 1].text != "write")
-        return fail(toks[i + 1].column, "expected 'write' after 'post', got '" +
-                                            std::string(toks[i + 1].text) + "'");
+        return fail(toks[i + 1].column,
+                    "expected 'write' after 'post', got '" + std::string(toks[i + 1].text) + "'");
       if (!fields(toks, i + 2, st, false)) return false;
       if (!has_field(st, "len")) return fail(v.column, "expected 'len=N' in 'post write'");
       return true;
@@ -331,8 +333,8 @@ class LineParser {
     const std::string_view k = toks[0].text;
     auto one = [&](std::string_view what) -> const Token* {
       if (toks.size() != 2) {
-        const uint32_t col = toks.size() < 2 ? toks[0].column + static_cast<uint32_t>(k.size())
-                                             : toks[2].column;
+        const uint32_t col =
+            toks.size() < 2 ? toks[0].column + static_cast<uint32_t>(k.size()) : toks[2].column;
         fail(col, "expected one value after '" + std::string(k) + "': " + std::string(what));
         return nullptr;
       }
@@ -355,9 +357,10 @@ class LineParser {
       else if (t->text == "requester")
         s.role = Role::kRequester;
       else
-        return fail(t->column, "expected 'responder' or 'requester' (the role of the "
-                               "implementation under test), got '" +
-                                   std::string(t->text) + "'");
+        return fail(t->column,
+                    "expected 'responder' or 'requester' (the role of the "
+                    "implementation under test), got '" +
+                        std::string(t->text) + "'");
       return true;
     }
     if (k == "rules" || k == "tags" || k == "ignore" || k == "mutants") {
@@ -372,10 +375,10 @@ class LineParser {
           return fail(toks[i].column, "expected an opcode name to ignore (" + opcode_names_hint() +
                                           "), got '" + t + "'");
         if (k == "mutants" && !runtime::parse_mutant(t))
-          return fail(toks[i].column, "expected a mutant name (mrct endpoint --list-mutants), got '" +
-                                          t + "'");
-        (k == "rules"  ? s.rules
-         : k == "tags" ? s.tags
+          return fail(toks[i].column,
+                      "expected a mutant name (mrct endpoint --list-mutants), got '" + t + "'");
+        (k == "rules"    ? s.rules
+         : k == "tags"   ? s.tags
          : k == "ignore" ? s.ignore
                          : s.mutants)
             .push_back(t);
@@ -396,9 +399,10 @@ class LineParser {
       else if (t->text == "stev")
         s.format = wire::EvFormat::kStev;
       else
-        return fail(t->column, "expected 'udp' or 'stev' (scripts play on one link: no SRv6), "
-                               "got '" +
-                                   std::string(t->text) + "'");
+        return fail(t->column,
+                    "expected 'udp' or 'stev' (scripts play on one link: no SRv6), "
+                    "got '" +
+                        std::string(t->text) + "'");
       return true;
     }
     if (k == "planes") return num(1, 4, v) && (s.planes = static_cast<uint8_t>(v), true);
@@ -409,7 +413,8 @@ class LineParser {
       s.mtu = static_cast<uint32_t>(v);
       return true;
     }
-    if (k == "mr_bytes") return num(64, 1u << 26, v) && (s.mr_bytes = static_cast<uint32_t>(v), true);
+    if (k == "mr_bytes")
+      return num(64, 1u << 26, v) && (s.mr_bytes = static_cast<uint32_t>(v), true);
     if (k == "mr_fill") return num(0, 255, v) && (s.mr_fill = static_cast<uint8_t>(v), true);
     if (k == "tester_qpn")
       return num(3, 0xFFFFFF, v) && (s.tester_qpn = static_cast<uint32_t>(v), true);
@@ -564,7 +569,8 @@ bool parse_script(std::string_view text, std::string_view path, Script& out, Par
     if (!statement_word) {
       if (!lp.header(toks, out.setup, handled)) return false;
       if (handled && in_body) {
-        err = {std::string(path), {line_no, toks[0].column},
+        err = {std::string(path),
+               {line_no, toks[0].column},
                "expected a statement: header keys ('" + std::string(toks[0].text) +
                    "') come before the first statement"};
         return false;
@@ -587,13 +593,16 @@ bool parse_script(std::string_view text, std::string_view path, Script& out, Par
     if (nl == text.size()) break;
   }
   if (out.statements.empty()) {
-    err = {std::string(path), {line_no == 0 ? 1 : line_no, 1},
+    err = {std::string(path),
+           {line_no == 0 ? 1 : line_no, 1},
            "expected at least one statement (send, expect, wait, post)"};
     return false;
   }
   if (out.setup.rules.empty()) {
-    err = {std::string(path), {1, 1}, "expected a 'rules MRC-...' header line (every script "
-                                      "is traced to the rules it tests)"};
+    err = {std::string(path),
+           {1, 1},
+           "expected a 'rules MRC-...' header line (every script "
+           "is traced to the rules it tests)"};
     return false;
   }
   return true;

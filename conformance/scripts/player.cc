@@ -42,11 +42,13 @@ class Player {
   void run() {
     const auto wall0 = std::chrono::steady_clock::now();
     res_.statements.resize(script_.statements.size());
-    for (size_t i = 0; i < script_.statements.size(); ++i)
+    for (size_t i = 0; i < script_.statements.size(); ++i) {
       res_.statements[i].st = &script_.statements[i];
+      res_.statements[i].line = script_.statements[i].pos.line;
+      res_.statements[i].text = script_.statements[i].text;
+    }
     std::string err;
-    if (!opts_.pcap_path.empty() &&
-        !pcap_.open(opts_.pcap_path, wire::CaptureFormat::kPcapng)) {
+    if (!opts_.pcap_path.empty() && !pcap_.open(opts_.pcap_path, wire::CaptureFormat::kPcapng)) {
       res_.outcome = Outcome::kFail;
       res_.error = opts_.pcap_path + ": " + pcap_.error();
       return;
@@ -76,8 +78,9 @@ class Player {
         sr.outcome = Outcome::kFail;
         sr.detail = why;
         res_.outcome = Outcome::kFail;
-        res_.error = script_.path + ":" + std::to_string(st.pos.line) + ":" +
-                     std::to_string(st.pos.column) + ": " + why;
+        const uint32_t col = fail_column_ != 0 ? fail_column_ : st.pos.column;
+        res_.error = script_.path + ":" + std::to_string(st.pos.line) + ":" + std::to_string(col) +
+                     ": " + why;
         break;
       }
       sr.outcome = Outcome::kPass;
@@ -100,8 +103,9 @@ class Player {
 
   void record(const TargetFrame& f, bool from_tester) {
     if (opts_.pcap_path.empty()) return;
-    const std::string comment = std::string(from_tester ? "tester -> implementation" : "implementation -> tester") +
-                                ", plane " + std::to_string(f.plane);
+    const std::string comment =
+        std::string(from_tester ? "tester -> implementation" : "implementation -> tester") +
+        ", plane " + std::to_string(f.plane);
     pcap_.write(f.t_ns, wire::as_bytes(f.bytes), 0, comment);
   }
 
@@ -148,8 +152,8 @@ class Player {
     wire::DecodeOptions o;
     o.verify_icrc = true;
     wire::decode_frame(wire::as_bytes(f.bytes), d, o);
-    std::string s = fmt_us(static_cast<int64_t>(f.t_ns - t0_)) + " plane " +
-                    std::to_string(f.plane) + ": ";
+    std::string s =
+        fmt_us(static_cast<int64_t>(f.t_ns - t0_)) + " plane " + std::to_string(f.plane) + ": ";
     wire::append_summary(s, d);
     return s;
   }
@@ -186,9 +190,10 @@ class Player {
         return false;
       case Matcher::Kind::kRange: {
         if (!eval_field(a, m.lo, psn, lo, why) || !eval_field(a, m.hi, psn, hi, why)) return false;
-        const bool in = psn ? wire::psn_le(static_cast<uint32_t>(lo), static_cast<uint32_t>(value)) &&
-                                  wire::psn_le(static_cast<uint32_t>(value), static_cast<uint32_t>(hi))
-                            : lo <= value && value <= hi;
+        const bool in =
+            psn ? wire::psn_le(static_cast<uint32_t>(lo), static_cast<uint32_t>(value)) &&
+                      wire::psn_le(static_cast<uint32_t>(value), static_cast<uint32_t>(hi))
+                : lo <= value && value <= hi;
         if (in) return true;
         why = a.name + " is " + std::to_string(value) + " (" + hex_of(value) + "), expected " +
               a.text + " = " + std::to_string(lo) + ".." + std::to_string(hi);
@@ -321,6 +326,7 @@ class Player {
         return true;
       }
       if (!judge(a, *v, psn_field(a.name), why)) {
+        fail_column_ = a.pos.column;
         why += " in " + summary(f);
         return true;
       }
@@ -346,8 +352,8 @@ class Player {
     const Completion c = completions_.front();
     completions_.pop_front();
     sr.frames.push_back("completion wr_id " + std::to_string(c.wr_id) + " status " +
-                        std::to_string(c.status) + " opcode " + std::to_string(c.opcode) +
-                        " len " + std::to_string(c.byte_len) + " imm " + std::to_string(c.imm));
+                        std::to_string(c.status) + " opcode " + std::to_string(c.opcode) + " len " +
+                        std::to_string(c.byte_len) + " imm " + std::to_string(c.imm));
     for (const FieldArg& a : st.fields) {
       uint64_t v = 0;
       if (a.name == "wr_id") v = c.wr_id;
@@ -419,8 +425,8 @@ class Player {
       if (a.name == "rkey") rkey = x;
       if (a.name == "imm") imm = static_cast<uint32_t>(x);
     }
-    if (!target_.post_write(wr_id, static_cast<uint32_t>(len), imm, va,
-                            static_cast<uint32_t>(rkey), seed, why)) {
+    if (!target_.post_write(wr_id, static_cast<uint32_t>(len), imm, va, static_cast<uint32_t>(rkey),
+                            seed, why)) {
       why = "post write: " + why;
       return true;
     }
@@ -436,6 +442,7 @@ class Player {
   std::map<std::string, uint64_t> vars_;
   uint64_t t0_ = 0, prev_ = 0;
   uint64_t wr_seq_ = 0;
+  uint32_t fail_column_ = 0;  // the field that failed, for file:line:column
   std::deque<TargetFrame> pending_;
   std::deque<Completion> completions_;
   wire::CaptureWriter pcap_;

@@ -98,8 +98,7 @@ class ReferenceTarget : public Target {
     m.ev_profile_id = 1;
     m.cc_profile_id = 1;
     if (!check(ep_->modify_qp(qpn_, at, engine::kQpState | engine::kQpAccessFlags, m,
-                              engine::kMrcEvProfileId | engine::kMrcCcProfileId |
-                                  engine::kMrcHint),
+                              engine::kMrcEvProfileId | engine::kMrcCcProfileId | engine::kMrcHint),
                "modify_qp INIT"))
       return false;
     for (uint32_t i = 0; i < s.recv_wqes; ++i) {

@@ -36,7 +36,8 @@ std::string xml_escape(std::string_view s) {
 
 std::string md_cell(std::string_view s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  for (char c : s)
+    out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
   return out;
 }
 
@@ -64,8 +65,8 @@ std::string report_json(const std::vector<ScriptResult>& results) {
     nlohmann::json sts = nlohmann::json::array();
     for (const StatementResult& s : r.statements) {
       nlohmann::json e;
-      e["line"] = s.st->pos.line;
-      e["statement"] = s.st->text;
+      e["line"] = s.line;
+      e["statement"] = s.text;
       e["status"] = std::string(outcome_name(s.outcome));
       e["t_ns"] = s.t_ns;
       if (!s.detail.empty()) e["detail"] = s.detail;
@@ -100,7 +101,7 @@ std::string report_junit(const std::vector<ScriptResult>& results) {
       std::string detail;
       for (const StatementResult& s : r.statements) {
         if (s.outcome != Outcome::kFail) continue;
-        detail += "line " + std::to_string(s.st->pos.line) + ": " + s.st->text + "\n" + s.detail;
+        detail += "line " + std::to_string(s.line) + ": " + s.text + "\n" + s.detail;
         for (const std::string& f : s.frames) detail += "\n  " + f;
       }
       out += "      <failure message=\"" + xml_escape(r.error) + "\">" + xml_escape(detail) +

@@ -58,7 +58,7 @@ struct Matcher {
 struct FieldArg {
   std::string name;
   SourcePos pos;
-  Matcher m;        // expect
+  Matcher m;         // expect
   std::string text;  // raw value text (fill=, payload=, hex=)
 };
 
@@ -133,7 +133,7 @@ struct Script {
 struct ParseError {
   std::string file;
   SourcePos pos;
-  std::string message;  // says what was expected
+  std::string message;         // says what was expected
   std::string format() const;  // "file:line:column: message"
 };
 
@@ -201,10 +201,12 @@ enum class Outcome : uint8_t { kPass, kFail, kNotRun };
 std::string_view outcome_name(Outcome o);
 
 struct StatementResult {
-  const Statement* st = nullptr;
+  const Statement* st = nullptr;  // valid while the Script lives
+  uint32_t line = 0;              // copies for reports that outlive the Script
+  std::string text;
   Outcome outcome = Outcome::kNotRun;
-  uint64_t t_ns = 0;           // relative to the script start
-  std::string detail;          // why it failed, or what matched
+  uint64_t t_ns = 0;                // relative to the script start
+  std::string detail;               // why it failed, or what matched
   std::vector<std::string> frames;  // summaries of the frames involved
 };
 

@@ -56,8 +56,8 @@ constexpr MutantInfo kTable[] = {
      true},
     {Mutant::kSackBitmapExtra, "sack-bitmap-extra", "MRC-RSP-003",
      "SACK bitmaps also claim the last PSN of their 64-PSN window", "", true},
-    {Mutant::kProbeIdOff, "probe-id-off", "MRC-PRB-002",
-     "probe SACKs (PR=1) answer probe_id + 1", "reliability probes", true},
+    {Mutant::kProbeIdOff, "probe-id-off", "MRC-PRB-002", "probe SACKs (PR=1) answer probe_id + 1",
+     "reliability probes", true},
     {Mutant::kEpWrongEntropy, "ep-wrong-entropy", "MRC-PRB-008",
      "endpoint responses echo the request's WEV XOR 0x5a5a", "endpoint requests", true},
     {Mutant::kAckWrongSyndrome, "ack-wrong-syndrome", "MRC-RSP-010",
@@ -66,6 +66,9 @@ constexpr MutantInfo kTable[] = {
      "SACKs, NACKs and transport ACKs leave with DSCP TRIMMABLE", "", true},
     {Mutant::kTsEchoOff, "ts-echo-off", "MRC-CC-002",
      "SACK / NACK ts_echo one 128 ns tick late (RTT and delay read wrong)", "", true},
+    {Mutant::kIgnoreUnexpEvent, "ignore-unexp-event", "MRC-REQ-012",
+     "the requester reads NACK UNEXP_EVENT as NO_RESOURCE and retransmits instead of stopping",
+     "NACK UNEXP_EVENT (script)"},
 };
 
 constexpr MutantInfo kNoneInfo{Mutant::kNone, "none", "", "no mutation", ""};
@@ -415,6 +418,12 @@ std::span<const std::byte> Mutator::rx_rewrite(std::span<const std::byte> frame,
       if (f.op->kind != wire::PacketKind::kMrcData || !f.bth.ack_req || f.trimmed) return frame;
       s.bth.ack_req = false;
       break;
+    case Mutant::kIgnoreUnexpEvent:
+      if (f.op->kind != wire::PacketKind::kMrcNack ||
+          f.neth.nack_code != static_cast<uint8_t>(wire::NackCode::kUnexpEvent))
+        return frame;
+      s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kNoResource);
+      break;
     default:
       return frame;
   }
@@ -432,7 +441,7 @@ std::span<const std::byte> Mutator::rx_rewrite(std::span<const std::byte> frame,
 std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
                                           std::vector<std::byte>& scratch) {
   if (mutant_ == Mutant::kAcceptBadIcrc || mutant_ == Mutant::kAcceptForeignOpcode ||
-      mutant_ == Mutant::kIgnoreAckReq)
+      mutant_ == Mutant::kIgnoreAckReq || mutant_ == Mutant::kIgnoreUnexpEvent)
     return rx_rewrite(frame, scratch);
   if (mutant_ != Mutant::kIgnoreEcn) return frame;
   wire::DecodedFrame f;

@@ -107,6 +107,8 @@ enum class Mutant : uint8_t {
   kAckWrongSyndrome,     // transport ACKs carry syndrome 0x00, NAKs 0x1F (MRC-RSP-010)
   kCtrlDscpData,         // SACK/NACK/transport ACK leave with DSCP TRIMMABLE (MRC-RSP-011)
   kTsEchoOff,            // SACK/NACK ts_echo one tick late (MRC-CC-002's delay input)
+  kIgnoreUnexpEvent,     // requester: received NACK UNEXP_EVENT read as NO_RESOURCE, so the
+                         // QP retries instead of stopping (MRC-REQ-012)
 };
 
 struct MutantInfo {
