@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace mrc::scripts {
 namespace {
@@ -267,6 +269,59 @@ TEST(ScriptCli, AParseErrorExitsTwoBeforeAnythingRuns) {
   EXPECT_EQ(cli({"run", dir, "--tolerance", "5"}), 2);
   EXPECT_EQ(cli({"run", dir + "/nope"}), 2);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mrc::scripts
+
+namespace mrc::scripts {
+namespace {
+
+// Not a libFuzzer target (that is still to do): seeded byte mutations of every library script.
+// The parser must never crash, and every refusal must name a line and column inside the text.
+TEST(ScriptParse, SurvivesMutatedLibraryScripts) {
+  std::vector<std::string> texts;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(MRC_SOURCE_DIR) + "/scenarios/scripts")) {
+    std::ifstream in(e.path(), std::ios::binary);
+    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GE(texts.size(), 60u);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto rnd = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  static constexpr char kBytes[] = "=.+-$_#\n\t 0x9zZ*!:";
+  size_t refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string t = texts[rnd() % texts.size()];
+    for (int k = 0, n = 1 + static_cast<int>(rnd() % 4); k < n && !t.empty(); ++k) {
+      const size_t at = rnd() % t.size();
+      switch (rnd() % 3) {
+        case 0:
+          t[at] = kBytes[rnd() % (sizeof kBytes - 1)];
+          break;
+        case 1:
+          t.erase(at, 1 + rnd() % 8);
+          break;
+        default:
+          t.insert(at, 1, static_cast<char>(rnd() & 0xFF));
+      }
+    }
+    Script s;
+    ParseError e;
+    if (!parse_script(t, "m.mrcs", s, e)) {
+      ++refused;
+      const size_t lines = static_cast<size_t>(std::count(t.begin(), t.end(), '\n')) + 1;
+      EXPECT_GE(e.pos.line, 1u) << e.format();
+      EXPECT_LE(e.pos.line, lines) << e.format();
+      EXPECT_FALSE(e.message.empty());
+    }
+  }
+  EXPECT_GT(refused, 100u);
 }
 
 }  // namespace
