@@ -9,6 +9,9 @@
 #ifdef MRCT_HAVE_RUNTIME
 #include "reference-impl/runtime/runtime.h"
 #endif
+#ifdef MRCT_HAVE_SCRIPTS
+#include "conformance/scripts/scripts.h"
+#endif
 #ifdef MRCT_HAVE_GUI
 #include "gui/view_main.h"
 #endif
@@ -39,6 +42,12 @@ int main(int argc, char** argv) {
   add("endpoint", "Reference MRC endpoint on real sockets (perftest-style server/client)",
       [](CLI::App& sub) {
         return mrct::add_passthrough(sub, mrc::runtime::endpoint_main, "mrct endpoint");
+      });
+#endif
+#ifdef MRCT_HAVE_SCRIPTS
+  add("script", "Exact-packet conformance scripts (*.mrcs) against the reference or a DUT",
+      [](CLI::App& sub) {
+        return mrct::add_passthrough(sub, mrc::scripts::script_main, "mrct script");
       });
 #endif
 #ifdef MRCT_HAVE_GUI

@@ -42,6 +42,33 @@ constexpr MutantInfo kTable[] = {
      "data packets leave with DSCP CONTROL", ""},
     {Mutant::kWrongPort, "wrong-port", "MRC-EV-005",
      "data packets leave on the next port instead of their EV's port", "two or more planes"},
+    {Mutant::kAcceptBadIcrc, "accept-bad-icrc", "MRC-FRM-001",
+     "received packets with a bad ICRC are repaired and taken as good", "a bad ICRC (script)",
+     true},
+    {Mutant::kAcceptForeignOpcode, "accept-foreign-opcode", "MRC-FRM-004",
+     "received RC WRITE / READ requests are taken as MRC WRITE_ONLY", "RC opcodes (script)", true},
+    {Mutant::kIgnoreAckReq, "ignore-ack-req", "MRC-RSP-009",
+     "received data packets have BTH.A cleared, so A=1 triggers no SACK", "", true},
+    {Mutant::kNackWrongPsn, "nack-wrong-psn", "MRC-RSP-012",
+     "NACKs carry nack_psn one above the PSN they refer to", "NACKs", true},
+    {Mutant::kWrongNackCode, "wrong-nack-code", "MRC-RSP-013",
+     "NACK codes swapped: TRIMMED <-> TRIMMED_LASTHOP, PSN_OOR_WINDOW -> NO_PKT_BUFFER", "NACKs",
+     true},
+    {Mutant::kSackBitmapExtra, "sack-bitmap-extra", "MRC-RSP-003",
+     "SACK bitmaps also claim the last PSN of their 64-PSN window", "", true},
+    {Mutant::kProbeIdOff, "probe-id-off", "MRC-PRB-002", "probe SACKs (PR=1) answer probe_id + 1",
+     "reliability probes", true},
+    {Mutant::kEpWrongEntropy, "ep-wrong-entropy", "MRC-PRB-008",
+     "endpoint responses echo the request's WEV XOR 0x5a5a", "endpoint requests", true},
+    {Mutant::kAckWrongSyndrome, "ack-wrong-syndrome", "MRC-RSP-010",
+     "transport ACKs carry AETH syndrome 0x00 and NAKs 0x1F", "", true},
+    {Mutant::kCtrlDscpData, "ctrl-dscp-data", "MRC-RSP-011",
+     "SACKs, NACKs and transport ACKs leave with DSCP TRIMMABLE", "", true},
+    {Mutant::kTsEchoOff, "ts-echo-off", "MRC-CC-002",
+     "SACK / NACK ts_echo one 128 ns tick late (RTT and delay read wrong)", "", true},
+    {Mutant::kIgnoreUnexpEvent, "ignore-unexp-event", "MRC-REQ-012",
+     "the requester reads NACK UNEXP_EVENT as NO_RESOURCE and retransmits instead of stopping",
+     "NACK UNEXP_EVENT (script)"},
 };
 
 constexpr MutantInfo kNoneInfo{Mutant::kNone, "none", "", "no mutation", ""};
@@ -294,14 +321,128 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
         ++changed_;
       }
       return true;
+    case Mutant::kNackWrongPsn:
+      if (kind == wire::PacketKind::kMrcNack) {
+        wire::DecodedFrame s = f;
+        s.neth.nack_psn = wire::psn_add(f.neth.nack_psn, 1);
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kWrongNackCode:
+      if (kind == wire::PacketKind::kMrcNack) {
+        wire::DecodedFrame s = f;
+        const auto code = static_cast<wire::NackCode>(f.neth.nack_code);
+        if (code == wire::NackCode::kTrimmed)
+          s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kTrimmedLastHop);
+        else if (code == wire::NackCode::kTrimmedLastHop)
+          s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kTrimmed);
+        else if (code == wire::NackCode::kPsnOorWindow)
+          s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kNoPktBuffer);
+        else
+          return true;
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kSackBitmapExtra:
+      if (kind == wire::PacketKind::kMrcSack && !f.seth.pr) {
+        wire::DecodedFrame s = f;
+        s.seth.sack_bitmap |= uint64_t{1} << 63;
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kProbeIdOff:
+      if (kind == wire::PacketKind::kMrcSack && f.seth.pr) {
+        wire::DecodedFrame s = f;
+        s.seth.ack_psn_offset = static_cast<int16_t>(f.seth.ack_psn_offset + 1);
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kEpWrongEntropy:
+      if (kind == wire::PacketKind::kMrcEndpointResponse) {
+        wire::DecodedFrame s = f;
+        s.eeth.entropy ^= 0x5A5Au;
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kAckWrongSyndrome:
+      if (kind == wire::PacketKind::kMrcTransportAck) {
+        wire::DecodedFrame s = f;
+        s.aeth.syndrome = f.aeth.syndrome == 0x1F ? 0x00 : 0x1F;
+        reencode(pkt, s);
+      }
+      return true;
+    case Mutant::kCtrlDscpData:
+      if (kind == wire::PacketKind::kMrcSack || kind == wire::PacketKind::kMrcNack ||
+          kind == wire::PacketKind::kMrcTransportAck) {
+        if (wire::rewrite_dscp_ecn({pkt.frame.data(), pkt.frame.size()}, f,
+                                   profile_->dscp().trimmable, std::nullopt))
+          ++changed_;
+      }
+      return true;
+    case Mutant::kTsEchoOff:
+      if (kind == wire::PacketKind::kMrcSack || kind == wire::PacketKind::kMrcNack) {
+        wire::DecodedFrame s = f;
+        s.cc_state.ts_echo = static_cast<uint16_t>(f.cc_state.ts_echo + 1);
+        s.neth.ts_echo = static_cast<uint16_t>(f.neth.ts_echo + 1);
+        reencode(pkt, s);
+      }
+      return true;
     default:
       return true;
   }
 }
 
+std::span<const std::byte> Mutator::rx_rewrite(std::span<const std::byte> frame,
+                                               std::vector<std::byte>& scratch) {
+  wire::DecodedFrame f;
+  if (!wire::decode_frame(frame, f, {}, *profile_) || !f.roce || f.op == nullptr) return frame;
+  wire::DecodedFrame s = f;
+  switch (mutant_) {
+    case Mutant::kAcceptBadIcrc:
+      // Re-encoding writes a fresh ICRC: the bad one is never seen.
+      if (!f.has_icrc || wire::verify_icrc(f)) return frame;
+      break;
+    case Mutant::kAcceptForeignOpcode: {
+      const auto op = static_cast<wire::Opcode>(f.bth.opcode);
+      if (op != wire::Opcode::kRcWriteOnly && op != wire::Opcode::kRcReadRequest) return frame;
+      s.bth.opcode = static_cast<uint8_t>(wire::Opcode::kWriteOnly);
+      s.op = profile_->opcode_info(s.bth.opcode);
+      if (s.op == nullptr) return frame;
+      s.headers = 0;
+      s.bth.ts = true;
+      s.bth.ack_req = true;
+      if (op == wire::Opcode::kRcReadRequest) s.reth.dma_len = 0;
+      break;
+    }
+    case Mutant::kIgnoreAckReq:
+      if (f.op->kind != wire::PacketKind::kMrcData || !f.bth.ack_req || f.trimmed) return frame;
+      s.bth.ack_req = false;
+      break;
+    case Mutant::kIgnoreUnexpEvent:
+      if (f.op->kind != wire::PacketKind::kMrcNack ||
+          f.neth.nack_code != static_cast<uint8_t>(wire::NackCode::kUnexpEvent))
+        return frame;
+      s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kNoResource);
+      break;
+    default:
+      return frame;
+  }
+  wire::EncodeOptions opts;
+  opts.udp_checksum =
+      f.udp.checksum != 0 ? wire::UdpChecksumPolicy::kCompute : wire::UdpChecksumPolicy::kZero;
+  scratch.resize(wire::encoded_size(s, opts, *profile_));
+  const size_t n = wire::encode_frame(s, {scratch.data(), scratch.size()}, opts, *profile_);
+  if (n == 0) return frame;
+  scratch.resize(n);
+  ++changed_;
+  return scratch;
+}
+
 std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
                                           std::vector<std::byte>& scratch) {
-  (void)scratch;
+  if (mutant_ == Mutant::kAcceptBadIcrc || mutant_ == Mutant::kAcceptForeignOpcode ||
+      mutant_ == Mutant::kIgnoreAckReq || mutant_ == Mutant::kIgnoreUnexpEvent)
+    return rx_rewrite(frame, scratch);
   if (mutant_ != Mutant::kIgnoreEcn) return frame;
   wire::DecodedFrame f;
   if (!wire::decode_frame(frame, f, {}, *profile_) || !f.roce || f.op == nullptr) return frame;

@@ -92,6 +92,23 @@ enum class Mutant : uint8_t {
   kReuseRetiredEv,   // data keeps going out on EVs the wire shows lost (MRC-EV-009)
   kControlDscpData,  // data packets leave with DSCP CONTROL (MRC-REQ-007)
   kWrongPort,        // data packets leave on the next port, not their EV's (MRC-EV-005)
+  // Responder mutants for the exact-packet scripts (conformance/scripts): what a responder
+  // takes in or answers with, one rule each.
+  kAcceptBadIcrc,        // received packets with a bad ICRC are taken as good (MRC-FRM-001)
+  kAcceptForeignOpcode,  // received RC WRITE/READ requests are taken as MRC WRITE_ONLY
+                         // (MRC-FRM-004)
+  kIgnoreAckReq,         // received data has BTH.A cleared: no SACK on request (MRC-RSP-009)
+  kNackWrongPsn,         // NACK nack_psn one above the PSN it refers to (MRC-RSP-012)
+  kWrongNackCode,        // NACK codes swapped: TRIMMED <-> TRIMMED_LASTHOP, PSN_OOR_WINDOW ->
+                         // NO_PKT_BUFFER (MRC-RSP-013, MRC-RSP-014)
+  kSackBitmapExtra,      // SACK bitmaps claim the last PSN of their window (MRC-RSP-003)
+  kProbeIdOff,           // probe SACKs (PR=1) answer probe_id + 1 (MRC-PRB-002)
+  kEpWrongEntropy,       // endpoint responses echo the request's WEV XOR 0x5a5a (MRC-PRB-008)
+  kAckWrongSyndrome,     // transport ACKs carry syndrome 0x00, NAKs 0x1F (MRC-RSP-010)
+  kCtrlDscpData,         // SACK/NACK/transport ACK leave with DSCP TRIMMABLE (MRC-RSP-011)
+  kTsEchoOff,            // SACK/NACK ts_echo one tick late (MRC-CC-002's delay input)
+  kIgnoreUnexpEvent,     // requester: received NACK UNEXP_EVENT read as NO_RESOURCE, so the
+                         // QP retries instead of stopping (MRC-REQ-012)
 };
 
 struct MutantInfo {
@@ -146,6 +163,9 @@ class Mutator {
 
  private:
   bool reencode(engine::TxPacket& pkt, const wire::DecodedFrame& spec);
+  // The receive-path rewrites of the responder mutants (accept-bad-icrc, ...).
+  std::span<const std::byte> rx_rewrite(std::span<const std::byte> frame,
+                                        std::vector<std::byte>& scratch);
   // kIgnoreEcn: records the port (and in SRv6 the path) of an unmodified data packet's EV.
   void learn_ev(const engine::TxPacket& pkt, const wire::DecodedFrame& f);
   // kIgnoreEcn: moves a data packet onto `wev` as the requester itself would have sent it.

@@ -1,0 +1,266 @@
+// `mrct script`: run / check scripts, run them against the reference's mutants, print the
+// mutant matrix. Every script is parsed before anything runs, so a typo in the last file of a
+// library fails the command with exit 2 before any result is written.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "conformance/scripts/internal.h"
+
+namespace mrc::scripts {
+
+namespace {
+
+bool parse_duration(const std::string& s, uint64_t& ns) {
+  static constexpr std::pair<std::string_view, uint64_t> kUnits[] = {
+      {"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000}};
+  for (const auto& [u, mult] : kUnits) {
+    if (s.size() > u.size() && s.ends_with(u)) {
+      const std::string num = s.substr(0, s.size() - u.size());
+      if (u == "s" && (num.ends_with("m") || num.ends_with("u") || num.ends_with("n"))) continue;
+      try {
+        size_t used = 0;
+        const double v = std::stod(num, &used);
+        if (used != num.size() || v < 0) return false;
+        ns = static_cast<uint64_t>(v * static_cast<double>(mult) + 0.5);
+        return true;
+      } catch (...) {
+        return false;
+      }
+    }
+  }
+  return false;
+}
+
+// Expands directories to their *.mrcs files (sorted); files are taken as given.
+bool expand(const std::vector<std::string>& args, std::vector<std::string>& out,
+            std::string& error) {
+  namespace fs = std::filesystem;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (fs::is_directory(a, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(a, ec))
+        if (e.path().extension() == ".mrcs") found.push_back(e.path().string());
+      std::sort(found.begin(), found.end());
+      if (found.empty()) {
+        error = a + ": no *.mrcs scripts in this directory";
+        return false;
+      }
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(a, ec)) {
+      out.push_back(a);
+    } else {
+      error = a + ": no such file or directory";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  if (path.empty()) return true;
+  const std::string tmp = path + ".tmp";
+  std::ofstream o(tmp, std::ios::binary);
+  o << text;
+  o.close();
+  if (!o) {
+    std::cerr << path << ": cannot write\n";
+    return false;
+  }
+  std::filesystem::rename(tmp, path);
+  return true;
+}
+
+struct Options {
+  std::vector<std::string> files;
+  std::string mutant = "none";
+  bool mutants = false;
+  bool matrix = false;
+  std::string tolerance = "0ns";
+  std::vector<std::string> tags, exclude_tags;
+  std::string json, junit, md, pcap_dir, dut;
+  bool quiet = false;
+};
+
+int run(const Options& o, bool check_only) {
+  std::vector<std::string> paths;
+  std::string error;
+  if (!expand(o.files, paths, error)) {
+    std::cerr << "mrct script: " << error << "\n";
+    return 2;
+  }
+  uint64_t tol = 0;
+  if (!parse_duration(o.tolerance, tol)) {
+    std::cerr << "mrct script: --tolerance '" << o.tolerance
+              << "': expected a duration such as 50us or 2ms\n";
+    return 2;
+  }
+  if (!o.dut.empty()) {
+    std::cerr << "mrct script: --dut: scripts run against the reference only so far (a DUT "
+                 "contract for scripts is not defined yet)\n";
+    return 2;
+  }
+  const std::optional<runtime::Mutant> mutant = runtime::parse_mutant(o.mutant);
+  if (!mutant) {
+    std::cerr << "mrct script: --mutant '" << o.mutant << "' is unknown (mrct endpoint "
+              << "--list-mutants)\n";
+    return 2;
+  }
+  std::vector<Script> scripts;
+  bool parse_failed = false;
+  for (const std::string& p : paths) {
+    Script s;
+    ParseError pe;
+    if (!load_script(p, s, pe)) {
+      std::cerr << pe.format() << "\n";
+      parse_failed = true;
+      continue;
+    }
+    auto has = [](const std::vector<std::string>& v, const std::string& x) {
+      return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    if (!o.tags.empty() && std::none_of(o.tags.begin(), o.tags.end(),
+                                        [&](const std::string& t) { return has(s.setup.tags, t); }))
+      continue;
+    if (std::any_of(o.exclude_tags.begin(), o.exclude_tags.end(),
+                    [&](const std::string& t) { return has(s.setup.tags, t); }))
+      continue;
+    scripts.push_back(std::move(s));
+  }
+  if (parse_failed) return 2;
+  if (check_only) {
+    if (!o.quiet) std::cout << scripts.size() << " script(s) parse\n";
+    return 0;
+  }
+  if (!o.pcap_dir.empty()) std::filesystem::create_directories(o.pcap_dir);
+  std::vector<ScriptResult> results;
+  bool ok = true;
+  auto play_one = [&](const Script& s, runtime::Mutant m) {
+    PlayOptions po;
+    po.tolerance_ns = tol;
+    if (!o.pcap_dir.empty()) {
+      std::string name = s.name;
+      if (m != runtime::Mutant::kNone) name += "." + std::string(runtime::mutant_info(m).name);
+      po.pcap_path = o.pcap_dir + "/" + name + ".pcapng";
+    }
+    auto target = make_reference_target(m);
+    return play(s, *target, po);
+  };
+  if (o.matrix) {
+    // Every script against every mutant: which mutants each script catches.
+    std::cout << "script";
+    for (const runtime::MutantInfo& mi : runtime::mutant_table()) std::cout << "\t" << mi.name;
+    std::cout << "\n";
+    for (const Script& s : scripts) {
+      std::cout << s.name;
+      for (const runtime::MutantInfo& mi : runtime::mutant_table()) {
+        if (mi.mutant == runtime::Mutant::kWrongPort && s.setup.planes < 2) {
+          std::cout << "\t-";
+          continue;
+        }
+        const ScriptResult r = play_one(s, mi.mutant);
+        std::cout << "\t" << (r.outcome == Outcome::kFail ? "X" : ".");
+      }
+      std::cout << "\n";
+    }
+    return 0;
+  }
+  for (const Script& s : scripts) {
+    if (o.mutants) {
+      // The script must fail against each mutant it names, and pass against the reference.
+      ScriptResult base = play_one(s, runtime::Mutant::kNone);
+      if (s.setup.mutants.empty()) {
+        base.outcome = Outcome::kFail;
+        base.error = s.path + ": names no mutant it catches (header 'mutants')";
+      }
+      for (const std::string& name : s.setup.mutants) {
+        if (base.outcome != Outcome::kPass) break;
+        const ScriptResult r = play_one(s, *runtime::parse_mutant(name));
+        if (r.outcome != Outcome::kFail) {
+          base.outcome = Outcome::kFail;
+          base.error = s.path + ": passes against mutant " + name + " (it must fail)";
+        } else if (!o.quiet) {
+          std::cout << "  " << s.name << " catches " << name << ": " << r.error << "\n";
+        }
+        base.seconds += r.seconds;
+      }
+      base.target = "reference and its mutants";
+      results.push_back(std::move(base));
+    } else {
+      results.push_back(play_one(s, *mutant));
+    }
+    const ScriptResult& r = results.back();
+    if (r.outcome != Outcome::kPass) ok = false;
+    if (!o.quiet || r.outcome != Outcome::kPass) {
+      char t[32];
+      std::snprintf(t, sizeof t, "%.3f", r.seconds);
+      std::cout << (r.outcome == Outcome::kPass ? "PASS " : "FAIL ") << r.script << "  (" << t
+                << " s)" << (r.error.empty() ? "" : "\n    " + r.error) << "\n";
+      if (r.outcome == Outcome::kFail) {
+        for (const StatementResult& st : r.statements) {
+          if (st.outcome != Outcome::kFail) continue;
+          for (const std::string& f : st.frames) std::cout << "      " << f << "\n";
+        }
+      }
+    }
+  }
+  size_t pass = 0;
+  double secs = 0;
+  for (const ScriptResult& r : results) {
+    pass += r.outcome == Outcome::kPass;
+    secs += r.seconds;
+  }
+  char line[128];
+  std::snprintf(line, sizeof line, "%zu script(s): %zu pass, %zu fail, %.2f s\n", results.size(),
+                pass, results.size() - pass, secs);
+  std::cout << line;
+  if (!write_file(o.json, report_json(results)) || !write_file(o.junit, report_junit(results)) ||
+      !write_file(o.md, report_markdown(results)))
+    return 2;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int script_main(int argc, char** argv) {
+  CLI::App app{"mrct script: exact-packet conformance scripts (*.mrcs, docs/scripts.md)"};
+  app.require_subcommand(1);
+  Options o;
+  auto add_common = [&](CLI::App* sub) {
+    sub->add_option("files", o.files, "scripts or directories of *.mrcs")->required();
+    sub->add_option("--tag", o.tags, "only scripts with one of these tags (e.g. ci-fast)");
+    sub->add_option("--exclude-tag", o.exclude_tags, "leave out scripts with these tags");
+    sub->add_flag("-q,--quiet", o.quiet, "print failures and the summary only");
+  };
+  CLI::App* run_cmd = app.add_subcommand("run", "play scripts against an implementation");
+  add_common(run_cmd);
+  run_cmd->add_option("--dut", o.dut, "DUT profile (not supported yet: the reference only)");
+  run_cmd->add_option("--mutant", o.mutant, "TEST ONLY: play against this mutant of the reference");
+  run_cmd->add_flag("--mutants", o.mutants,
+                    "each script must pass against the reference and fail against every mutant "
+                    "its header names");
+  run_cmd->add_flag("--matrix", o.matrix,
+                    "play every script against every mutant and print the matrix (X = caught)");
+  run_cmd->add_option("--tolerance", o.tolerance,
+                      "widen every timing window by this much on both sides (e.g. 200us)");
+  run_cmd->add_option("--json", o.json, "write the JSON report here");
+  run_cmd->add_option("--junit", o.junit, "write the JUnit XML report here");
+  run_cmd->add_option("--md", o.md, "write the Markdown report here");
+  run_cmd->add_option("--pcap-dir", o.pcap_dir,
+                      "write both directions of every script as DIR/SCRIPT.pcapng");
+  CLI::App* check_cmd = app.add_subcommand("check", "parse scripts only (exit 2 on errors)");
+  add_common(check_cmd);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return run(o, check_cmd->parsed());
+}
+
+}  // namespace mrc::scripts
