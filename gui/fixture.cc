@@ -71,7 +71,9 @@ eng::EvProfile ev_profile(const FixtureConfig& cfg, std::vector<EvTruth>& truth)
   }
   p.ev_count = static_cast<uint32_t>(p.explicit_evs.size());
   p.active_count = cfg.paths * cfg.planes;
-  p.ev_min_active = 1;
+  // The floor the API examples use (a quarter of the EVs): loss evidence never retires the QP
+  // down to a single path.
+  p.ev_min_active = std::max<uint32_t>(1, p.ev_count / 4);
   return p;
 }
 

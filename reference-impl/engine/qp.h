@@ -198,6 +198,8 @@ class Qp {
   void advance_cack(uint32_t cack, uint64_t& newly);
   void mark_lost(uint32_t psn, TxEntry& e, RtxCause cause);
   void gap_scan(uint64_t now_ns);
+  uint64_t reorder_window_ns() const;
+  void note_delivered(const TxEntry& e);
   void complete_acked(uint32_t ack_psn);
   void check_ack_wait(uint64_t now_ns);
   void after_cc(std::string_view reason);
@@ -229,6 +231,9 @@ class Qp {
   std::array<int, kMaxPorts + 1> reverse_ev_{};
   uint64_t srtt_ns_ = 0;
   uint64_t last_rtt_ns_ = 0;
+  // Recent largest RTT sample, decaying towards the samples: the slowest path's RTT, which
+  // bounds how long a packet on it can trail packets sent after it on faster paths.
+  uint64_t rtt_max_ns_ = 0;
   QpStats st_;
 
   // ---- send queue: WQEs are numbered; ring position = seq % capacity
@@ -264,6 +269,8 @@ class Qp {
   // packet that would have triggered the SACK was lost) are not retransmitted at T and their
   // EVs not retired.
   uint64_t tlp_deadline_ = UINT64_MAX;
+  // A hole that has the SACK-gap count but not yet the reordering time is scanned again then.
+  uint64_t gap_deadline_ = UINT64_MAX;
   bool tlp_pending_ = false;
   bool tlp_sent_ = false;
   uint16_t next_probe_id_ = 0;

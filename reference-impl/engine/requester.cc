@@ -375,7 +375,10 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
   for (uint32_t p = psn_add(cack_seen_, 1);; p = psn_add(p, 1)) {
     TxEntry& e = tx_[p & tx_mask_];
     if (e.flags & TxEntry::kLive) {
-      if (!(e.flags & TxEntry::kSacked)) newly += e.nominal;
+      if (!(e.flags & TxEntry::kSacked)) {
+        newly += e.nominal;
+        note_delivered(e);
+      }
       if (e.flags & TxEntry::kInFlight) bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
     }
     e = TxEntry{};
@@ -386,6 +389,7 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
 }
 
 void Qp::gap_scan(uint64_t now_ns) {
+  gap_deadline_ = UINT64_MAX;
   if (!have_sacked_ || !psn_lt(cack_seen_, highest_sacked_)) return;
   // A PSN is lost once `threshold` PSNs above it that were sent after it have been SACKed, per
   // plane in use: packets sprayed round robin over P planes overtake each other by P PSNs for
@@ -394,6 +398,13 @@ void Qp::gap_scan(uint64_t now_ns) {
   // Walking down from the highest SACKed PSN, keep the largest send sequence numbers seen.
   const uint32_t planes = std::max(1, std::popcount(usable_ports()));
   const uint32_t k = std::clamp<uint32_t>(ep_->cfg.sack_gap_threshold * planes, 1, kMaxGapK);
+  // The count alone is not evidence when paths differ in queueing delay: a packet behind a
+  // queue on one path is overtaken by every packet the other paths deliver meanwhile, however
+  // many. So a hole is lost only once it has also been out longer than the slowest path's RTT
+  // and a quarter of the smoothed RTT (RACK's reordering window): until then its SACK may still
+  // be on the way. Without it the viewer fixture resent 1,641 packets on SACK-gap evidence for
+  // 49 real losses and retired every EV as queues built.
+  const uint64_t reorder_ns = reorder_window_ns();
   std::array<uint64_t, kMaxGapK> top{};
   uint32_t ntop = 0;
   bool lost_any = false;
@@ -415,6 +426,18 @@ void Qp::gap_scan(uint64_t now_ns) {
       continue;
     }
     if (!(e.flags & TxEntry::kInFlight) || ntop < k || top[k - 1] <= e.tx_seq) continue;
+    // A hole whose EV delivered a packet sent after it is no sign of a failed path: a
+    // congestion drop, or a SACK lost on the reverse path (a flap that takes the responder's
+    // reverse EV loses the SACKs for packets that did arrive; the fixture then resent 45 such
+    // packets at once and retired 7 working EVs). Waiting one more window lets the repair of
+    // the holes before it advance cack over the packets that did arrive.
+    const bool ev_delivers =
+        e.ev < evs_.size() && evs_.at(e.ev).delivered_tx_seq > e.tx_seq;
+    const uint64_t wait_ns = ev_delivers ? 2 * reorder_ns : reorder_ns;
+    if (now_ns - e.last_tx_ns < wait_ns) {
+      gap_deadline_ = std::min(gap_deadline_, e.last_tx_ns + wait_ns);
+      continue;
+    }
     const uint16_t ev = e.ev;
     const bool trimmed = e.flags & TxEntry::kTrimmed;
     mark_lost(p, e, RtxCause::kSackGap);
@@ -425,6 +448,17 @@ void Qp::gap_scan(uint64_t now_ns) {
     cc_->on_loss(now_ns, 0, false);
     after_cc("loss");
   }
+}
+
+void Qp::note_delivered(const TxEntry& e) {
+  if (e.ev >= evs_.size()) return;
+  EvRecord& r = evs_.at(e.ev);
+  r.delivered_tx_seq = std::max(r.delivered_tx_seq, e.tx_seq);
+}
+
+uint64_t Qp::reorder_window_ns() const {
+  if (rtt_max_ns_ == 0) return 0;  // no RTT sample yet (no CC_STATE): the count decides alone
+  return rtt_max_ns_ + srtt_ns_ / 4;
 }
 
 void Qp::after_cc(std::string_view reason) {
@@ -513,6 +547,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       e.flags |= TxEntry::kSacked;
       newly += e.nominal;
+      note_delivered(e);
       if (e.flags & TxEntry::kInFlight) {
         bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
         e.flags &= static_cast<uint8_t>(~TxEntry::kInFlight);
@@ -584,6 +619,9 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     rtt = uint64_t{ticks} << 7;
     last_rtt_ns_ = *rtt;
     srtt_ns_ = srtt_ns_ == 0 ? *rtt : (7 * srtt_ns_ + *rtt) / 8;
+    // Follows a rise at once, a fall by 1/16 per sample: a slow path's samples are a minority
+    // of a sprayed QP's, so a plain average would forget it between two of them.
+    rtt_max_ns_ = *rtt >= rtt_max_ns_ ? *rtt : rtt_max_ns_ - (rtt_max_ns_ - *rtt) / 16;
   }
   if (s.psv) {
     // SACK port_status bit i is port i+1; ports above 8 keep what the last update said.
@@ -793,6 +831,7 @@ void Qp::requester_timer(uint64_t now_ns) {
       after_cc("timeout");
     }
   }
+  if (gap_deadline_ <= now_ns) gap_scan(now_ns);  // sets the next one, if any
   if (tlp_deadline_ <= now_ns) {
     tlp_deadline_ = UINT64_MAX;
     if (bytes_in_flight_ > 0 && !tlp_sent_) tlp_pending_ = true;
