@@ -254,7 +254,18 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
       continue;
     }
     if (!cc_allows(e->nominal)) return false;
-    const int ev = evs_.pick(usable, true, e->wev, now_ns, EvSet::Stream::kResend);
+    // A packet lost without a trim goes to another plane if one is usable: its own plane may be
+    // the one that failed, and its other EVs are not retired until their own packets are found
+    // lost, so a resend there can be lost again and hold cack back past the ACK timeout of
+    // packets that arrived.
+    int ev = -1;
+    const bool untrimmed_loss = e->cause == RtxCause::kSackGap || e->cause == RtxCause::kTimeout;
+    if (untrimmed_loss && e->ev < evs_.size()) {
+      const uint32_t other_planes = usable & ~(1u << evs_.at(e->ev).port);
+      if (other_planes != 0)
+        ev = evs_.pick(other_planes, true, e->wev, now_ns, EvSet::Stream::kResend);
+    }
+    if (ev < 0) ev = evs_.pick(usable, true, e->wev, now_ns, EvSet::Stream::kResend);
     if (ev < 0) return false;
     rtx_q_.pop();
     e->flags &= static_cast<uint8_t>(~TxEntry::kRtxQueued);
@@ -371,13 +382,17 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
   if (evs_.demote(ev, now_ns, reason)) probe_check_ns_ = std::min(probe_check_ns_, now_ns);
 }
 
-void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
+void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
   for (uint32_t p = psn_add(cack_seen_, 1);; p = psn_add(p, 1)) {
     TxEntry& e = tx_[p & tx_mask_];
     if (e.flags & TxEntry::kLive) {
       if (!(e.flags & TxEntry::kSacked)) {
         newly += e.nominal;
         note_delivered(e);
+        // Only the packet that moved cack times its path here; packets above it that were
+        // never SACKed arrived at some earlier time (their SACKs were lost).
+        if (p == psn_add(cack_seen_, 1) && e.cause == RtxCause::kNone && e.retries == 0)
+          note_rtt_sample(now_ns - e.last_tx_ns, now_ns);
       }
       if (e.flags & TxEntry::kInFlight) bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
     }
@@ -431,9 +446,19 @@ void Qp::gap_scan(uint64_t now_ns) {
     // reverse EV loses the SACKs for packets that did arrive; the fixture then resent 45 such
     // packets at once and retired 7 working EVs). Waiting one more window lets the repair of
     // the holes before it advance cack over the packets that did arrive.
-    const bool ev_delivers =
-        e.ev < evs_.size() && evs_.at(e.ev).delivered_tx_seq > e.tx_seq;
-    const uint64_t wait_ns = ev_delivers ? 2 * reorder_ns : reorder_ns;
+    // A hole on an EV that has delivered nothing yet may be on a path whose RTT no sample has
+    // shown (a QP's first packets on a slow path): it gets the tail-probe time, T/2.
+    const uint64_t delivered = e.ev < evs_.size() ? evs_.at(e.ev).delivered_tx_seq : 0;
+    uint64_t wait_ns = reorder_ns;
+    // So does the tail of the work: with nothing new to send, the few packets still arriving
+    // are what the responder's SACK coalescing waits for, so SACKs come late; the tail probe
+    // at T/2 asks for the responder's state.
+    // The extension stops at the tail-probe time: past it the ACK timer T (armed for every
+    // packet) is the better judge, and a lost packet must be found before T retires its EV.
+    const uint64_t tail_probe_ns = timer_ns(0) / 2;
+    if (delivered > e.tx_seq)
+      wait_ns = std::min(2 * reorder_ns, std::max(reorder_ns, tail_probe_ns));
+    if (delivered == 0 || seg_seq_ == sq_tail_) wait_ns = std::max(wait_ns, tail_probe_ns);
     if (now_ns - e.last_tx_ns < wait_ns) {
       gap_deadline_ = std::min(gap_deadline_, e.last_tx_ns + wait_ns);
       continue;
@@ -457,8 +482,21 @@ void Qp::note_delivered(const TxEntry& e) {
 }
 
 uint64_t Qp::reorder_window_ns() const {
-  if (rtt_max_ns_ == 0) return 0;  // no RTT sample yet (no CC_STATE): the count decides alone
-  return rtt_max_ns_ + srtt_ns_ / 4;
+  const uint64_t rtt_max = std::max(rtt_max_cur_ns_, rtt_max_prev_ns_);
+  if (rtt_max == 0) return 0;  // no RTT sample yet: the count decides alone
+  // The margin grows with the spread between the slowest path and the average: the slowest
+  // path's own delay varies the most (its queue is the one that differs).
+  return rtt_max + std::max(srtt_ns_, rtt_max > srtt_ns_ ? rtt_max - srtt_ns_ : 0) / 4;
+}
+
+void Qp::note_rtt_sample(uint64_t rtt_ns, uint64_t now_ns) {
+  const uint64_t window = std::max<uint64_t>(4 * srtt_ns_, 8'000);
+  if (now_ns - rtt_window_start_ns_ >= window) {
+    rtt_max_prev_ns_ = rtt_max_cur_ns_;
+    rtt_max_cur_ns_ = 0;
+    rtt_window_start_ns_ = now_ns;
+  }
+  rtt_max_cur_ns_ = std::max(rtt_max_cur_ns_, rtt_ns);
 }
 
 void Qp::after_cc(std::string_view reason) {
@@ -531,7 +569,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
 
   uint64_t newly = 0;
-  if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly);
+  if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly, now_ns);
   bool sacked_new = false;
   if (s.sack_offset >= 1 && s.sack_bitmap != 0) {
     const uint32_t base = psn_add(cack, s.sack_offset);
@@ -548,6 +586,11 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
       e.flags |= TxEntry::kSacked;
       newly += e.nominal;
       note_delivered(e);
+      // A first transmission's SACK times its path (an upper bound: the SACK may have waited
+      // for others); the echoed timestamp times only the packet that triggered the SACK, and
+      // on a slow path that may be none for a while.
+      if (e.cause == RtxCause::kNone && e.retries == 0)
+        note_rtt_sample(now_ns - e.last_tx_ns, now_ns);
       if (e.flags & TxEntry::kInFlight) {
         bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
         e.flags &= static_cast<uint8_t>(~TxEntry::kInFlight);
@@ -619,9 +662,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     rtt = uint64_t{ticks} << 7;
     last_rtt_ns_ = *rtt;
     srtt_ns_ = srtt_ns_ == 0 ? *rtt : (7 * srtt_ns_ + *rtt) / 8;
-    // Follows a rise at once, a fall by 1/16 per sample: a slow path's samples are a minority
-    // of a sprayed QP's, so a plain average would forget it between two of them.
-    rtt_max_ns_ = *rtt >= rtt_max_ns_ ? *rtt : rtt_max_ns_ - (rtt_max_ns_ - *rtt) / 16;
+    note_rtt_sample(*rtt, now_ns);
   }
   if (s.psv) {
     // SACK port_status bit i is port i+1; ports above 8 keep what the last update said.
@@ -752,7 +793,7 @@ void Qp::on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t no
     if (psn_lt(cack_seen_, psn)) {
       // "Received and placed" implies received: the window may advance too.
       uint64_t newly = 0;
-      advance_cack(psn, newly);
+      advance_cack(psn, newly, now_ns);
       if (cc_ && newly != 0) {
         CcAckSample sample;
         sample.now_ns = now_ns;
