@@ -332,6 +332,7 @@ FixtureResult make_fixture(const FixtureConfig& cfg) {
       const sim::LinkStats& ls = s.link_stats(l);
       res.trims += ls.trim_fault;
       res.drops_link_down += ls.drop_link_down;
+      res.max_queue_bytes = std::max(res.max_queue_bytes, ls.max_backlog_bytes);
     }
     for (const sim::Decision& d : s.decisions()) {
       if (d.action == sim::Action::kDrop) {
@@ -376,6 +377,7 @@ FixtureResult make_fixture(const FixtureConfig& cfg) {
     j["trims"] = res.trims;
     j["drops_link_down"] = res.drops_link_down;
     j["data_drops_link_down"] = res.data_drops_link_down;
+    j["max_queue_bytes"] = res.max_queue_bytes;
     j["completions"] = res.completions;
     j["end_ns"] = res.end_ns;
     nlohmann::ordered_json evs = nlohmann::ordered_json::array();
