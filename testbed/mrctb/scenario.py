@@ -377,6 +377,7 @@ class Expect:
     max_stall_ms: float | None = None
     qp_error: str = ""
     ev_retired_min: int | None = None
+    ev_retired_max: int | None = None  # 0 in every scenario without a path fault (loses_no_packet)
     retransmits_min: int | None = None
     retransmits_max: int | None = None
     injector_min: dict = dataclasses.field(default_factory=dict)  # action -> count
@@ -413,6 +414,21 @@ class Scenario:
 
     def has_faults(self) -> bool:
         return bool(self.impairs or self.faults)
+
+    def loses_no_packet(self) -> bool:
+        """No fault and no impairment that can make a packet vanish untrimmed: only ECN marks,
+        duplicates, and rate limits that trim on overflow. Congestion and marking are not path
+        failure, so a conforming requester retires no EV in such a scenario."""
+        if self.faults:
+            return False
+        for imp in self.impairs:
+            typ = imp.rule.get("type")
+            if typ in ("ecn", "dup"):
+                continue
+            if typ == "rate" and imp.rule.get("overflow") == "trim":
+                continue
+            return False
+        return True
 
     def without_faults(self) -> "Scenario":
         """The same fabric and traffic with no impairment and no fault: the goodput reference."""
@@ -478,7 +494,9 @@ class _Ctx:
         if not isinstance(v, int) or isinstance(v, bool):
             self.fail(key + (name,), f"must be an integer, got {_show(v)}")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            self.fail(key + (name,), f"must be in {lo}..{hi}, got {v}")
+            bound = (f"in {lo}..{hi}" if lo is not None and hi is not None
+                     else f">= {lo}" if lo is not None else f"<= {hi}")
+            self.fail(key + (name,), f"must be {bound}, got {v}")
         return v
 
     def num(self, t: dict, key: tuple, name: str, default, lo=None, hi=None, open_lo=False):
@@ -925,6 +943,11 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         ex.completes = False
         ex.data_verified = False
     ex.ev_retired_min = ctx.int_(t, k, "ev_retired_min", None, 0)
+    ex.ev_retired_max = ctx.int_(t, k, "ev_retired_max", None, 0)
+    if (ex.ev_retired_max is not None and ex.ev_retired_min is not None
+            and ex.ev_retired_max < ex.ev_retired_min):
+        ctx.fail(k + ("ev_retired_max",), f"{ex.ev_retired_max} is below ev_retired_min "
+                 f"({ex.ev_retired_min})")
     ex.retransmits_min = ctx.int_(t, k, "retransmits_min", None, 0)
     ex.retransmits_max = ctx.int_(t, k, "retransmits_max", None, 0)
     im = t.get("injector_min", {})

@@ -130,6 +130,21 @@ class Library(unittest.TestCase):
                     for n in tags["baseline"]}
         self.assertEqual(routings, {"srv6", "ecmp"})
 
+    def test_no_retirement_without_a_fault(self):
+        # A scenario in which no packet can be lost untrimmed (issue 17) expects no retirement;
+        # the scenarios with a path fault are not held to it.
+        lossless = []
+        for path in sclib.discover(SCENARIOS):
+            sc = sclib.load(path)
+            if sc.loses_no_packet():
+                lossless.append(sc.name)
+                self.assertEqual(sc.expect.ev_retired_max, 0, f"{path}: set ev_retired_max = 0")
+        for name in ("baseline-srv6", "baseline-ecmp", "incast", "trim-congestion", "ecn"):
+            self.assertIn(name, lossless)
+        for name in ("loss-1pct", "link-flap", "gray-failure", "reorder"):
+            self.assertFalse(sclib.load(os.path.join(SCENARIOS, f"{name}.toml"))
+                             .loses_no_packet(), name)
+
     def test_mutants_named_in_scenarios_cover_the_endpoint_list(self):
         # The endpoint's list (reference-impl/runtime/mutant.cc); each has a matching scenario.
         listed = set()
@@ -233,6 +248,9 @@ class Errors(unittest.TestCase):
          "expect.events_min.fireworks", "event kind"),
         (MINIMAL + "[expect]\ngoodput_min_pct = \"lots\"\n", 8, "expect.goodput_min_pct",
          "must be a number"),
+        (MINIMAL + "[expect]\nev_retired_min = 2\nev_retired_max = 1\n", 9,
+         "expect.ev_retired_max", "below ev_retired_min"),
+        (MINIMAL + "[expect]\nev_retired_max = -1\n", 8, "expect.ev_retired_max", ">= 0"),
         (MINIMAL + "[scenario]\nrequires = [\"teleport\"]\n", 8, "scenario.requires",
          "not one of"),
         (MINIMAL + "[bogus]\nx = 1\n", 7, "bogus", "unknown key"),
