@@ -377,7 +377,7 @@ class Expect:
     max_stall_ms: float | None = None
     qp_error: str = ""
     ev_retired_min: int | None = None
-    ev_retired_max: int | None = None  # 0 in every scenario without a path fault (loses_no_packet)
+    ev_retired_max: int | None = None  # 0 in every fault-free scenario (no impair, no fault)
     retransmits_min: int | None = None
     retransmits_max: int | None = None
     injector_min: dict = dataclasses.field(default_factory=dict)  # action -> count
@@ -414,21 +414,6 @@ class Scenario:
 
     def has_faults(self) -> bool:
         return bool(self.impairs or self.faults)
-
-    def loses_no_packet(self) -> bool:
-        """No fault and no impairment that can make a packet vanish untrimmed: only ECN marks,
-        duplicates, and rate limits that trim on overflow. Congestion and marking are not path
-        failure, so a conforming requester retires no EV in such a scenario."""
-        if self.faults:
-            return False
-        for imp in self.impairs:
-            typ = imp.rule.get("type")
-            if typ in ("ecn", "dup"):
-                continue
-            if typ == "rate" and imp.rule.get("overflow") == "trim":
-                continue
-            return False
-        return True
 
     def without_faults(self) -> "Scenario":
         """The same fabric and traffic with no impairment and no fault: the goodput reference."""
