@@ -71,7 +71,9 @@ eng::EvProfile ev_profile(const FixtureConfig& cfg, std::vector<EvTruth>& truth)
   }
   p.ev_count = static_cast<uint32_t>(p.explicit_evs.size());
   p.active_count = cfg.paths * cfg.planes;
-  p.ev_min_active = 1;
+  // The floor the API examples use (a quarter of the EVs): loss evidence never retires the QP
+  // down to a single path.
+  p.ev_min_active = std::max<uint32_t>(1, p.ev_count / 4);
   return p;
 }
 
@@ -330,6 +332,7 @@ FixtureResult make_fixture(const FixtureConfig& cfg) {
       const sim::LinkStats& ls = s.link_stats(l);
       res.trims += ls.trim_fault;
       res.drops_link_down += ls.drop_link_down;
+      res.max_queue_bytes = std::max(res.max_queue_bytes, ls.max_backlog_bytes);
     }
     for (const sim::Decision& d : s.decisions()) {
       if (d.action == sim::Action::kDrop) {
@@ -374,6 +377,7 @@ FixtureResult make_fixture(const FixtureConfig& cfg) {
     j["trims"] = res.trims;
     j["drops_link_down"] = res.drops_link_down;
     j["data_drops_link_down"] = res.data_drops_link_down;
+    j["max_queue_bytes"] = res.max_queue_bytes;
     j["completions"] = res.completions;
     j["end_ns"] = res.end_ns;
     nlohmann::ordered_json evs = nlohmann::ordered_json::array();

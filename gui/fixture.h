@@ -82,6 +82,7 @@ struct FixtureResult {
   uint64_t trims = 0;            // trim faults applied
   uint64_t drops_link_down = 0;  // frames lost to the flap (all kinds)
   uint64_t data_drops_link_down = 0;
+  uint64_t max_queue_bytes = 0;  // largest backlog any link had (the bottleneck's peak queue)
   uint64_t decisions_drop = 0, decisions_trim = 0;
   uint64_t decisions_drop_qp = 0;  // drops of packets of a QP (BTH.DestQP != 2)
   uint64_t completions = 0;

@@ -31,6 +31,9 @@ struct EvRecord {
   uint16_t probe_id = 0;
   uint64_t next_probe_ns = 0;
   uint64_t last_echo_ns = 0;  // last SACK/NACK that echoed this EV (the path delivered)
+  // Send sequence number (TxEntry::tx_seq) of the latest-sent data packet on this EV known to
+  // have arrived (SACKed or covered by cack).
+  uint64_t delivered_tx_seq = 0;
   uint64_t packets_sent = 0;
   wire::EvBytes expanded{};
 };

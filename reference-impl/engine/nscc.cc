@@ -13,6 +13,13 @@ constexpr double kFastIncreaseDelayFraction = 0.1;
 // summary does not give; this reaches max_cwnd in about four RTTs from MTU.
 constexpr double kProportionalShare = 0.25;
 constexpr double kDelayEwmaGain = 0.125;
+// Queueing delay, as a multiple of target_delay, above which the window comes down without an
+// ECN mark. UET reads high delay without ECN as congestion elsewhere and increases fairly, which
+// assumes every queue on the path marks; a NIC transmit queue, a last hop with ECN disabled (as
+// the paper runs it) or a fabric without marking never does, and the window then stayed at
+// max_cwnd with the queue it built (RTT from ~10 us to > 150 us in the viewer fixture, ~10 ms on
+// the emulated testbed). MRP0 gap: a golden-peer choice, not from the sources.
+constexpr double kUnmarkedDecreaseDelayFactor = 2.0;
 }  // namespace
 
 Nscc::Nscc(const NsccConfig& cfg, uint32_t mtu_bytes)
@@ -58,8 +65,10 @@ void Nscc::on_ack(const CcAckSample& s) {
   const double target = static_cast<double>(cfg_.target_delay);
   if (!s.ecn && delay < target) {
     proportional_increase(newly, delay);
-  } else if (!s.ecn) {
+  } else if (!s.ecn && delay < kUnmarkedDecreaseDelayFactor * target) {
     fair_increase(newly);
+  } else if (!s.ecn) {
+    multiplicative_decrease(s.now_ns);
   } else if (delay >= target) {
     multiplicative_decrease(s.now_ns);
   }  // ECN with small delay: the mark came from elsewhere in the path; hold.

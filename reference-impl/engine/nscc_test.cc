@@ -83,10 +83,21 @@ TEST(Nscc, LowDelayGrowsFasterThanDelayAboveTarget) {
   ASSERT_EQ(start, high.cwnd_bytes());
   for (int i = 1; i <= 50; ++i) {
     low.on_ack(ack(i * 2'000, 8192, 14'000, false));   // 4 us queueing < target
-    high.on_ack(ack(i * 2'000, 8192, 30'000, false));  // 20 us queueing >= target, no ECN
+    high.on_ack(ack(i * 2'000, 8192, 22'000, false));  // 12 us queueing >= target, no ECN
   }
   EXPECT_GT(high.cwnd_bytes(), start);  // fair increase still grows
   EXPECT_GT(low.cwnd_bytes(), high.cwnd_bytes());
+}
+
+TEST(Nscc, DelayFarAboveTargetDecreasesWithoutEcn) {
+  // 20 us of queueing (2.5 x target) and no ECN mark: a queue that does not mark (a NIC's own,
+  // a last hop with ECN off) still brings the window down, once per base RTT.
+  NsccConfig c = cfg();
+  c.disable_qa = 1;
+  Nscc cc(c, kMtu);
+  const uint64_t start = cc.cwnd_bytes();
+  for (int i = 1; i <= 50; ++i) cc.on_ack(ack(i * 2'000, 8192, 30'000, false));
+  EXPECT_LT(cc.cwnd_bytes(), start / 4);
 }
 
 TEST(Nscc, QuickAdaptCutsToWhatWasAchievedOnLargeDelay) {

@@ -341,7 +341,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask, const MrcQpAttr& m, uint32_t m
     bytes_in_flight_ = 0;
     wimm_outstanding_ = 0;
     tx_deadline_ = ack_wait_deadline_ = probe_check_ns_ = rev_probe_due_ = UINT64_MAX;
-    tlp_deadline_ = UINT64_MAX;
+    tlp_deadline_ = gap_deadline_ = UINT64_MAX;
     tlp_pending_ = false;
     resend_for_ack_ = false;
     st_ = QpStats();
@@ -532,7 +532,7 @@ void Qp::to_error(std::string_view reason, const SendWqe* failed, WcStatus statu
   bytes_in_flight_ = 0;
   wimm_outstanding_ = 0;
   tx_deadline_ = ack_wait_deadline_ = probe_check_ns_ = rev_probe_due_ = UINT64_MAX;
-  tlp_deadline_ = UINT64_MAX;
+  tlp_deadline_ = gap_deadline_ = UINT64_MAX;
   tlp_pending_ = false;
   resend_for_ack_ = false;
   if (async) {
@@ -546,7 +546,7 @@ void Qp::to_error(std::string_view reason, const SendWqe* failed, WcStatus statu
 uint64_t Qp::deadline() const {
   uint64_t d = UINT64_MAX;
   if (state_ == QpState::kRts) {
-    d = std::min({tx_deadline_, ack_wait_deadline_, probe_check_ns_, tlp_deadline_});
+    d = std::min({tx_deadline_, ack_wait_deadline_, probe_check_ns_, tlp_deadline_, gap_deadline_});
   }
   if (state_ == QpState::kRtr || state_ == QpState::kRts) d = std::min(d, rev_probe_due_);
   return d;

@@ -195,9 +195,12 @@ class Qp {
                   bool force_ack, uint64_t now_ns, TxPacket& out);
   bool build_probe(uint32_t ev_idx, uint16_t probe_id, bool tail, uint64_t now_ns, TxPacket& out);
   void arm_tail_probe(uint64_t now_ns);
-  void advance_cack(uint32_t cack, uint64_t& newly);
+  void advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns);
   void mark_lost(uint32_t psn, TxEntry& e, RtxCause cause);
   void gap_scan(uint64_t now_ns);
+  uint64_t reorder_window_ns() const;
+  void note_delivered(const TxEntry& e);
+  void note_rtt_sample(uint64_t rtt_ns, uint64_t now_ns);
   void complete_acked(uint32_t ack_psn);
   void check_ack_wait(uint64_t now_ns);
   void after_cc(std::string_view reason);
@@ -229,6 +232,12 @@ class Qp {
   std::array<int, kMaxPorts + 1> reverse_ev_{};
   uint64_t srtt_ns_ = 0;
   uint64_t last_rtt_ns_ = 0;
+  // Largest RTT sample of the current and the previous window (each ~4 smoothed RTTs): the
+  // slowest path's RTT, which bounds how long a packet on it can trail packets sent after it on
+  // faster paths. Fed by the SACK's ts_echo and by every first transmission a SACK reports.
+  uint64_t rtt_max_cur_ns_ = 0;
+  uint64_t rtt_max_prev_ns_ = 0;
+  uint64_t rtt_window_start_ns_ = 0;
   QpStats st_;
 
   // ---- send queue: WQEs are numbered; ring position = seq % capacity
@@ -264,6 +273,8 @@ class Qp {
   // packet that would have triggered the SACK was lost) are not retransmitted at T and their
   // EVs not retired.
   uint64_t tlp_deadline_ = UINT64_MAX;
+  // A hole that has the SACK-gap count but not yet the reordering time is scanned again then.
+  uint64_t gap_deadline_ = UINT64_MAX;
   bool tlp_pending_ = false;
   bool tlp_sent_ = false;
   uint16_t next_probe_id_ = 0;

@@ -254,7 +254,18 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
       continue;
     }
     if (!cc_allows(e->nominal)) return false;
-    const int ev = evs_.pick(usable, true, e->wev, now_ns, EvSet::Stream::kResend);
+    // A packet lost without a trim goes to another plane if one is usable: its own plane may be
+    // the one that failed, and its other EVs are not retired until their own packets are found
+    // lost, so a resend there can be lost again and hold cack back past the ACK timeout of
+    // packets that arrived.
+    int ev = -1;
+    const bool untrimmed_loss = e->cause == RtxCause::kSackGap || e->cause == RtxCause::kTimeout;
+    if (untrimmed_loss && e->ev < evs_.size()) {
+      const uint32_t other_planes = usable & ~(1u << evs_.at(e->ev).port);
+      if (other_planes != 0)
+        ev = evs_.pick(other_planes, true, e->wev, now_ns, EvSet::Stream::kResend);
+    }
+    if (ev < 0) ev = evs_.pick(usable, true, e->wev, now_ns, EvSet::Stream::kResend);
     if (ev < 0) return false;
     rtx_q_.pop();
     e->flags &= static_cast<uint8_t>(~TxEntry::kRtxQueued);
@@ -371,11 +382,18 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
   if (evs_.demote(ev, now_ns, reason)) probe_check_ns_ = std::min(probe_check_ns_, now_ns);
 }
 
-void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
+void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
   for (uint32_t p = psn_add(cack_seen_, 1);; p = psn_add(p, 1)) {
     TxEntry& e = tx_[p & tx_mask_];
     if (e.flags & TxEntry::kLive) {
-      if (!(e.flags & TxEntry::kSacked)) newly += e.nominal;
+      if (!(e.flags & TxEntry::kSacked)) {
+        newly += e.nominal;
+        note_delivered(e);
+        // Only the packet that moved cack times its path here; packets above it that were
+        // never SACKed arrived at some earlier time (their SACKs were lost).
+        if (p == psn_add(cack_seen_, 1) && e.cause == RtxCause::kNone && e.retries == 0)
+          note_rtt_sample(now_ns - e.last_tx_ns, now_ns);
+      }
       if (e.flags & TxEntry::kInFlight) bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
     }
     e = TxEntry{};
@@ -386,6 +404,7 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly) {
 }
 
 void Qp::gap_scan(uint64_t now_ns) {
+  gap_deadline_ = UINT64_MAX;
   if (!have_sacked_ || !psn_lt(cack_seen_, highest_sacked_)) return;
   // A PSN is lost once `threshold` PSNs above it that were sent after it have been SACKed, per
   // plane in use: packets sprayed round robin over P planes overtake each other by P PSNs for
@@ -394,6 +413,13 @@ void Qp::gap_scan(uint64_t now_ns) {
   // Walking down from the highest SACKed PSN, keep the largest send sequence numbers seen.
   const uint32_t planes = std::max(1, std::popcount(usable_ports()));
   const uint32_t k = std::clamp<uint32_t>(ep_->cfg.sack_gap_threshold * planes, 1, kMaxGapK);
+  // The count alone is not evidence when paths differ in queueing delay: a packet behind a
+  // queue on one path is overtaken by every packet the other paths deliver meanwhile, however
+  // many. So a hole is lost only once it has also been out longer than the slowest path's RTT
+  // and a quarter of the smoothed RTT (RACK's reordering window): until then its SACK may still
+  // be on the way. Without it the viewer fixture resent 1,641 packets on SACK-gap evidence for
+  // 49 real losses and retired every EV as queues built.
+  const uint64_t reorder_ns = reorder_window_ns();
   std::array<uint64_t, kMaxGapK> top{};
   uint32_t ntop = 0;
   bool lost_any = false;
@@ -415,6 +441,28 @@ void Qp::gap_scan(uint64_t now_ns) {
       continue;
     }
     if (!(e.flags & TxEntry::kInFlight) || ntop < k || top[k - 1] <= e.tx_seq) continue;
+    // A hole whose EV delivered a packet sent after it is no sign of a failed path: a
+    // congestion drop, or a SACK lost on the reverse path (a flap that takes the responder's
+    // reverse EV loses the SACKs for packets that did arrive; the fixture then resent 45 such
+    // packets at once and retired 7 working EVs). Waiting one more window lets the repair of
+    // the holes before it advance cack over the packets that did arrive.
+    // A hole on an EV that has delivered nothing yet may be on a path whose RTT no sample has
+    // shown (a QP's first packets on a slow path): it gets the tail-probe time, T/2.
+    const uint64_t delivered = e.ev < evs_.size() ? evs_.at(e.ev).delivered_tx_seq : 0;
+    uint64_t wait_ns = reorder_ns;
+    // So does the tail of the work: with nothing new to send, the few packets still arriving
+    // are what the responder's SACK coalescing waits for, so SACKs come late; the tail probe
+    // at T/2 asks for the responder's state.
+    // The extension stops at the tail-probe time: past it the ACK timer T (armed for every
+    // packet) is the better judge, and a lost packet must be found before T retires its EV.
+    const uint64_t tail_probe_ns = timer_ns(0) / 2;
+    if (delivered > e.tx_seq)
+      wait_ns = std::min(2 * reorder_ns, std::max(reorder_ns, tail_probe_ns));
+    if (delivered == 0 || seg_seq_ == sq_tail_) wait_ns = std::max(wait_ns, tail_probe_ns);
+    if (now_ns - e.last_tx_ns < wait_ns) {
+      gap_deadline_ = std::min(gap_deadline_, e.last_tx_ns + wait_ns);
+      continue;
+    }
     const uint16_t ev = e.ev;
     const bool trimmed = e.flags & TxEntry::kTrimmed;
     mark_lost(p, e, RtxCause::kSackGap);
@@ -425,6 +473,30 @@ void Qp::gap_scan(uint64_t now_ns) {
     cc_->on_loss(now_ns, 0, false);
     after_cc("loss");
   }
+}
+
+void Qp::note_delivered(const TxEntry& e) {
+  if (e.ev >= evs_.size()) return;
+  EvRecord& r = evs_.at(e.ev);
+  r.delivered_tx_seq = std::max(r.delivered_tx_seq, e.tx_seq);
+}
+
+uint64_t Qp::reorder_window_ns() const {
+  const uint64_t rtt_max = std::max(rtt_max_cur_ns_, rtt_max_prev_ns_);
+  if (rtt_max == 0) return 0;  // no RTT sample yet: the count decides alone
+  // The margin grows with the spread between the slowest path and the average: the slowest
+  // path's own delay varies the most (its queue is the one that differs).
+  return rtt_max + std::max(srtt_ns_, rtt_max > srtt_ns_ ? rtt_max - srtt_ns_ : 0) / 4;
+}
+
+void Qp::note_rtt_sample(uint64_t rtt_ns, uint64_t now_ns) {
+  const uint64_t window = std::max<uint64_t>(4 * srtt_ns_, 8'000);
+  if (now_ns - rtt_window_start_ns_ >= window) {
+    rtt_max_prev_ns_ = rtt_max_cur_ns_;
+    rtt_max_cur_ns_ = 0;
+    rtt_window_start_ns_ = now_ns;
+  }
+  rtt_max_cur_ns_ = std::max(rtt_max_cur_ns_, rtt_ns);
 }
 
 void Qp::after_cc(std::string_view reason) {
@@ -497,7 +569,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
 
   uint64_t newly = 0;
-  if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly);
+  if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly, now_ns);
   bool sacked_new = false;
   if (s.sack_offset >= 1 && s.sack_bitmap != 0) {
     const uint32_t base = psn_add(cack, s.sack_offset);
@@ -513,6 +585,12 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       e.flags |= TxEntry::kSacked;
       newly += e.nominal;
+      note_delivered(e);
+      // A first transmission's SACK times its path (an upper bound: the SACK may have waited
+      // for others); the echoed timestamp times only the packet that triggered the SACK, and
+      // on a slow path that may be none for a while.
+      if (e.cause == RtxCause::kNone && e.retries == 0)
+        note_rtt_sample(now_ns - e.last_tx_ns, now_ns);
       if (e.flags & TxEntry::kInFlight) {
         bytes_in_flight_ = sub_floor(bytes_in_flight_, e.nominal);
         e.flags &= static_cast<uint8_t>(~TxEntry::kInFlight);
@@ -584,6 +662,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     rtt = uint64_t{ticks} << 7;
     last_rtt_ns_ = *rtt;
     srtt_ns_ = srtt_ns_ == 0 ? *rtt : (7 * srtt_ns_ + *rtt) / 8;
+    note_rtt_sample(*rtt, now_ns);
   }
   if (s.psv) {
     // SACK port_status bit i is port i+1; ports above 8 keep what the last update said.
@@ -714,7 +793,7 @@ void Qp::on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t no
     if (psn_lt(cack_seen_, psn)) {
       // "Received and placed" implies received: the window may advance too.
       uint64_t newly = 0;
-      advance_cack(psn, newly);
+      advance_cack(psn, newly, now_ns);
       if (cc_ && newly != 0) {
         CcAckSample sample;
         sample.now_ns = now_ns;
@@ -793,6 +872,7 @@ void Qp::requester_timer(uint64_t now_ns) {
       after_cc("timeout");
     }
   }
+  if (gap_deadline_ <= now_ns) gap_scan(now_ns);  // sets the next one, if any
   if (tlp_deadline_ <= now_ns) {
     tlp_deadline_ = UINT64_MAX;
     if (bytes_in_flight_ > 0 && !tlp_sent_) tlp_pending_ = true;

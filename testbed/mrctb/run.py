@@ -1313,13 +1313,16 @@ class _Run:
             else:
                 add("max stall", f"<= {ex.max_stall_ms:g} ms", f"{stall:.1f} ms",
                     "pass" if stall <= ex.max_stall_ms else "fail")
-        if ex.ev_retired_min is not None:
+        for lim, cmp in ((ex.ev_retired_min, "min"), (ex.ev_retired_max, "max")):
+            if lim is None:
+                continue
+            want = f"{'>=' if cmp == 'min' else '<='} {lim}"
             vals = [((c.result or {}).get("ev") or {}).get("retired") for c in clients]
             if any(v is None for v in vals):
-                add("EVs retired", f">= {ex.ev_retired_min}", "not reported", "not-run")
+                add("EVs retired", want, "not reported", "not-run")
             else:
-                add("EVs retired", f">= {ex.ev_retired_min}", str(sum(vals)),
-                    "pass" if sum(vals) >= ex.ev_retired_min else "fail")
+                good = sum(vals) >= lim if cmp == "min" else sum(vals) <= lim
+                add("EVs retired", want, str(sum(vals)), "pass" if good else "fail")
         for name, lim, cmp in (("retransmissions", ex.retransmits_min, "min"),
                                ("retransmissions", ex.retransmits_max, "max")):
             if lim is None:

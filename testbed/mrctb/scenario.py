@@ -377,6 +377,7 @@ class Expect:
     max_stall_ms: float | None = None
     qp_error: str = ""
     ev_retired_min: int | None = None
+    ev_retired_max: int | None = None  # 0 in every fault-free scenario (no impair, no fault)
     retransmits_min: int | None = None
     retransmits_max: int | None = None
     injector_min: dict = dataclasses.field(default_factory=dict)  # action -> count
@@ -478,7 +479,9 @@ class _Ctx:
         if not isinstance(v, int) or isinstance(v, bool):
             self.fail(key + (name,), f"must be an integer, got {_show(v)}")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            self.fail(key + (name,), f"must be in {lo}..{hi}, got {v}")
+            bound = (f"in {lo}..{hi}" if lo is not None and hi is not None
+                     else f">= {lo}" if lo is not None else f"<= {hi}")
+            self.fail(key + (name,), f"must be {bound}, got {v}")
         return v
 
     def num(self, t: dict, key: tuple, name: str, default, lo=None, hi=None, open_lo=False):
@@ -925,6 +928,11 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         ex.completes = False
         ex.data_verified = False
     ex.ev_retired_min = ctx.int_(t, k, "ev_retired_min", None, 0)
+    ex.ev_retired_max = ctx.int_(t, k, "ev_retired_max", None, 0)
+    if (ex.ev_retired_max is not None and ex.ev_retired_min is not None
+            and ex.ev_retired_max < ex.ev_retired_min):
+        ctx.fail(k + ("ev_retired_max",), f"{ex.ev_retired_max} is below ev_retired_min "
+                 f"({ex.ev_retired_min})")
     ex.retransmits_min = ctx.int_(t, k, "retransmits_min", None, 0)
     ex.retransmits_max = ctx.int_(t, k, "retransmits_max", None, 0)
     im = t.get("injector_min", {})

@@ -130,6 +130,18 @@ class Library(unittest.TestCase):
                     for n in tags["baseline"]}
         self.assertEqual(routings, {"srv6", "ecmp"})
 
+    def test_no_retirement_without_a_fault(self):
+        # Without an impairment or a fault nothing is lost, so a conforming requester retires
+        # no EV (issue 17: congestion and reordering are not path failure).
+        fault_free = []
+        for path in sclib.discover(SCENARIOS):
+            sc = sclib.load(path)
+            if not sc.has_faults():
+                fault_free.append(sc.name)
+                self.assertEqual(sc.expect.ev_retired_max, 0, f"{path}: set ev_retired_max = 0")
+        self.assertIn("baseline-srv6", fault_free)
+        self.assertIn("baseline-ecmp", fault_free)
+
     def test_mutants_named_in_scenarios_cover_the_endpoint_list(self):
         # The endpoint's list (reference-impl/runtime/mutant.cc); each has a matching scenario.
         listed = set()
@@ -233,6 +245,9 @@ class Errors(unittest.TestCase):
          "expect.events_min.fireworks", "event kind"),
         (MINIMAL + "[expect]\ngoodput_min_pct = \"lots\"\n", 8, "expect.goodput_min_pct",
          "must be a number"),
+        (MINIMAL + "[expect]\nev_retired_min = 2\nev_retired_max = 1\n", 9,
+         "expect.ev_retired_max", "below ev_retired_min"),
+        (MINIMAL + "[expect]\nev_retired_max = -1\n", 8, "expect.ev_retired_max", ">= 0"),
         (MINIMAL + "[scenario]\nrequires = [\"teleport\"]\n", 8, "scenario.requires",
          "not one of"),
         (MINIMAL + "[bogus]\nx = 1\n", 7, "bogus", "unknown key"),
