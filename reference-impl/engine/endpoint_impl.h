@@ -98,7 +98,10 @@ struct Endpoint::Impl {
   const MemoryRegion* mr_for_lkey(uint32_t lkey) const;
   static uint16_t ts16(uint64_t t) { return static_cast<uint16_t>((t >> 7) & 0xFFFF); }
   Qp* find_qp(uint32_t qpn);
-  void set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask, std::string_view source);
+  // `arrival_port`: the plane the report came in on, which must be up in `mask` (0: local).
+  void set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask, uint8_t arrival_port,
+                      std::string_view source);
+  bool has_qp_to(const wire::Ipv6Addr& peer) const;
 
   // ---- frames (frame.cc)
   wire::FrameSpec& begin_frame(const Route& r, const wire::Ipv6Addr& dst, uint8_t dscp, uint8_t ecn,

@@ -99,7 +99,7 @@ void Endpoint::Impl::on_ep_request(const wire::DecodedFrame& f, uint8_t port, ui
   c.status = kEpStatusOk;
   if (f.erth.op == static_cast<uint8_t>(wire::EndpointOp::kPortStatusUpdate)) {
     // The sender's planes: stop (or resume) using them toward that node on every QP.
-    set_peer_ports(src, f.erth.port_status_mask, "port_status_update");
+    set_peer_ports(src, f.erth.port_status_mask, port, "port_status_update");
   } else if (f.erth.op != static_cast<uint8_t>(wire::EndpointOp::kEvProbe)) {
     c.status = kEpStatusUnknownOp;
   }
@@ -167,7 +167,7 @@ void Endpoint::Impl::on_ep_response(const wire::DecodedFrame& f, uint8_t port, u
   r.entropy = f.eeth.entropy;
   r.port_status_mask = f.eeth.port_status_mask;
   r.from = src;
-  set_peer_ports(src, f.eeth.port_status_mask, "ep_response");
+  set_peer_ports(src, f.eeth.port_status_mask, port, "ep_response");
   if (p.owner_qpn != 0) {
     if (Qp* qp = find_qp(p.owner_qpn)) qp->on_ep_probe_response(p.req.port, p.ev_idx, r.rtt_ns);
   }

@@ -109,6 +109,12 @@ struct EndpointConfig {
   uint64_t reverse_ev_probe_interval_ns = 0;
   uint64_t ep_request_timeout_ns = 2'000'000;  // endpoint requests the engine sends itself
   uint32_t ctrl_queue_capacity = 8192;         // pending SACK/NACK/ACK/responses
+  // A QP in ERR answers its peer's data packets and probes with a NAK (remote operational
+  // error) so that the peer's requester fails at once instead of retrying until its stall
+  // timeout. The answers come from a token bucket: `error_nak_burst` at once, then one per
+  // `error_nak_interval_ns`, so that spoofed traffic to a dead QP cannot be amplified.
+  uint32_t error_nak_burst = 4;
+  uint64_t error_nak_interval_ns = 100'000;
   bool use_trimming = true;  // data DSCP TRIMMABLE(_RETX) when true, NO_TRIM otherwise
 };
 
@@ -487,6 +493,12 @@ struct EndpointStats {
   uint64_t ctrl_queue_drops = 0;
   uint64_t ep_requests_rx = 0;
   uint64_t ep_responses_rx = 0;
+  // Port status (PORT_STATUS_UPDATE, endpoint response or SACK PSV) that said the plane it
+  // arrived on is down: contradicted by its own arrival, so not applied.
+  uint64_t port_status_rejected = 0;
+  // Port status from a node this endpoint has no QP with: not stored, so that spoofed sources
+  // cannot grow per-peer state (a peer's entry goes with its last QP).
+  uint64_t port_status_unknown_peer = 0;
 };
 
 struct QpStats {
@@ -504,6 +516,9 @@ struct QpStats {
   uint64_t probes_sent = 0;
   uint64_t probe_sacks_rx = 0;
   uint64_t stale_rx = 0;  // SACK/NACK/ACK that referred to PSNs never sent
+  // Of stale_rx: NACK UNEXP_EVENT and AETH NAKs that matched no outstanding transmission or work
+  // request, so did not move the QP to ERR (a spoofed or very late fatal report).
+  uint64_t fatal_rejected = 0;
   uint64_t cwnd_bytes = 0;
   uint64_t bytes_in_flight = 0;
   uint32_t mpr_eff_psns = 0;
@@ -523,6 +538,8 @@ struct QpStats {
   uint64_t sacks_sent = 0;
   uint64_t nacks_sent = 0;
   uint64_t acks_sent = 0;
+  uint64_t error_naks_sent = 0;     // NAKs a QP in ERR sent to its peer's data and probes
+  uint64_t error_naks_limited = 0;  // ... and those the token bucket held back
   uint32_t rcv_cack = 0;
   uint32_t ooo_count = 0;
   uint64_t rcvd_bytes = 0;  // nominal bytes of distinct data packets received

@@ -273,6 +273,24 @@ void Qp::on_probe(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, ui
   queue_sack(port, rcv_cack_, wev, m, true, f.peth.ts16, now_ns, true, f.peth.probe_id);
 }
 
+void Qp::on_rx_in_error(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, uint32_t wev) {
+  // Verbs RC would drop silently and let the peer retry until its retry budget (or, with
+  // unlimited retries, its application's stall timeout) runs out: ~190,000 probes in 30 s.
+  // A NAK (remote operational error) at the packet's PSN ends the peer's work request at once
+  // with IBV_WC_REM_OP_ERR; the peer accepts it only for a PSN of a work request it has
+  // outstanding. A probe has no PSN: the NAK names the first PSN this QP has not received.
+  ++ep_->stats.rx_wrong_state;
+  if (rx_.empty()) return;  // never reached RTR: no peer state to report against
+  if (!error_naks_.take(now_ns)) {
+    ++st_.error_naks_limited;
+    return;
+  }
+  const bool probe = f.op->kind == wire::PacketKind::kMrcProbe;
+  const uint32_t psn = probe ? psn_add(rcv_cack_, 1) : f.bth.psn;
+  queue_nak(port, psn, wev, kAethNakRemoteOp, now_ns);
+  ++st_.error_naks_sent;
+}
+
 void Qp::begin_ctrl_frame(const CtrlPkt& c, uint8_t opcode, uint8_t dscp) {
   const EvRecord* ev = control_ev(c.port);
   Route r;
