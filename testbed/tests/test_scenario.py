@@ -131,6 +131,31 @@ class Library(unittest.TestCase):
                     for n in tags["baseline"]}
         self.assertEqual(routings, {"srv6", "ecmp"})
 
+    def test_no_verdict_depends_on_machine_speed(self):
+        """A fault or impairment timed in milliseconds from the start must fall inside the
+        transfer on any machine: then the transfer is sized in time (duration_s), at least
+        twice the schedule. A transfer sized in messages ends as early as the machine is fast,
+        so its faults must be triggered by the transfer itself (after = { data_bytes = ... })."""
+        for path in sclib.discover(SCENARIOS):
+            sc = sclib.load(path)
+            ends = []
+            for f in sc.faults:
+                if f.trigger.at_ms is None:
+                    continue
+                end = f.trigger.at_ms + (f.repeat - 1) * (f.period_ms or 0) + (f.for_ms or 0)
+                ends.append((f.name, end))
+            for imp in sc.impairs:
+                for t in (imp.start_ms, imp.stop_ms):
+                    if t is not None:
+                        ends.append((imp.name, t))
+            for name, end in ends:
+                with self.subTest(scenario=sc.name, event=name):
+                    self.assertGreaterEqual(
+                        sc.traffic.duration_s * 1000, 2 * end,
+                        f"{path}: {name} is timed up to {end:g} ms from the start but the "
+                        "transfer is not sized to outlast it (duration_s), so the verdict "
+                        "depends on the machine's speed")
+
     def test_mutants_named_in_scenarios_cover_the_endpoint_list(self):
         # The endpoint's list (reference-impl/runtime/mutant.cc); each has a matching scenario.
         listed = set()
