@@ -158,6 +158,19 @@ void Endpoint::Impl::push_async(const AsyncEvent& a) {
   emit(e);
 }
 
+void Endpoint::Impl::emit_drop(const Event& e) {
+  if (!drop_events.take(now_ns)) {
+    ++drops_suppressed;
+    ++stats.drop_events_suppressed;
+    return;
+  }
+  if (drops_suppressed == 0 || e.nfields >= kMaxEventFields) return sink(e);
+  Event with = e;
+  with.u("suppressed", drops_suppressed);
+  drops_suppressed = 0;
+  sink(with);
+}
+
 bool Endpoint::Impl::enqueue_ctrl(const CtrlPkt& c) {
   if (ctrl.size() >= cfg.ctrl_queue_capacity) {
     ++stats.ctrl_queue_drops;
@@ -416,7 +429,10 @@ Status Endpoint::destroy_qp(uint32_t qpn) {
     return Status::Error(EINVAL, "destroy_qp: no QP " + std::to_string(qpn));
   const wire::Ipv6Addr peer = it->second->peer_gid();
   impl_->qps.erase(it);
-  if (!impl_->has_qp_to(peer)) impl_->peer_port_mask.erase(peer);  // per-peer state goes too
+  if (!impl_->has_qp_to(peer)) {  // per-peer state goes with the peer's last QP
+    impl_->peer_port_mask.erase(peer);
+    impl_->ep_reply_peer.erase(peer);
+  }
   return Status::Ok();
 }
 

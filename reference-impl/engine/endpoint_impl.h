@@ -83,9 +83,19 @@ struct Endpoint::Impl {
     e.qpn = qpn;
     return e;
   }
-  void emit(const Event& e) const {
-    if (sink) sink(e);
+  void emit(const Event& e) {
+    if (!sink) return;
+    if (e.kind == EventKind::kDrop) return emit_drop(e);
+    sink(e);
   }
+  void emit_drop(const Event& e);
+  TokenBucket drop_events;  // sampling of kDrop events
+  // Endpoint responses: one bucket per node this endpoint has a QP with (bounded by the QPs,
+  // erased with the peer's last QP), one shared by every other source.
+  std::map<wire::Ipv6Addr, TokenBucket> ep_reply_peer;
+  TokenBucket ep_reply_stranger;
+  bool ep_reply_allowed(const wire::Ipv6Addr& src, uint64_t now);
+  uint64_t drops_suppressed = 0;  // since the last drop event emitted
   bool logging() const { return static_cast<bool>(sink); }
   void touch(uint64_t t) {
     if (t > now_ns) now_ns = t;

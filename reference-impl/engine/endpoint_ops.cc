@@ -82,6 +82,19 @@ bool Endpoint::Impl::build_ep_request(uint16_t req_id, uint64_t now, TxPacket& o
   return true;
 }
 
+bool Endpoint::Impl::ep_reply_allowed(const wire::Ipv6Addr& src, uint64_t now) {
+  TokenBucket* b = &ep_reply_stranger;
+  if (auto it = ep_reply_peer.find(src); it != ep_reply_peer.end()) {
+    b = &it->second;
+  } else if (has_qp_to(src)) {
+    b = &ep_reply_peer[src];
+    b->configure(cfg.ep_reply_burst, cfg.ep_reply_interval_ns);
+  }
+  if (b->take(now)) return true;
+  ++stats.ep_responses_limited;
+  return false;
+}
+
 void Endpoint::Impl::on_ep_request(const wire::DecodedFrame& f, uint8_t port, uint64_t now,
                                    uint32_t wev) {
   ++stats.ep_requests_rx;
@@ -103,7 +116,8 @@ void Endpoint::Impl::on_ep_request(const wire::DecodedFrame& f, uint8_t port, ui
   } else if (f.erth.op != static_cast<uint8_t>(wire::EndpointOp::kEvProbe)) {
     c.status = kEpStatusUnknownOp;
   }
-  enqueue_ctrl(c);  // exactly one response per request
+  // One response per request (MRP0), as far as the source's token bucket allows.
+  if (ep_reply_allowed(src, now)) enqueue_ctrl(c);
 }
 
 Route Endpoint::Impl::route_to_peer(const wire::Ipv6Addr& peer, uint8_t port,

@@ -322,6 +322,8 @@ class Qp {
   uint64_t data_rx_since_rev_probe_ = 0;
   uint64_t rev_probe_due_ = UINT64_MAX;
   TokenBucket error_naks_;  // NAKs answering the peer while in ERR
+  TokenBucket replies_;     // replies to duplicates, out-of-window PSNs and probes
+  bool reply_allowed(uint64_t now_ns);
 };
 
 }  // namespace mrc::engine

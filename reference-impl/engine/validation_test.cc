@@ -315,6 +315,109 @@ TEST(Validation, AQpInErrorAnswersAFloodWithABoundedNumberOfNaks) {
   EXPECT_EQ(st.error_naks_sent + st.error_naks_limited, 10'000u);
 }
 
+// A flood of bad frames must not fill the disk through the event log: drop events are
+// sampled, and the ones written say how many were left out, so the counts stay exact.
+TEST(Flood, DropEventsAreSampledWithCountsSoTheEventLogStaysSmall) {
+  Pair p(2, 29);
+  Buffer src(*p.a.ep, 4 * 4096, 17);
+  Buffer dst(*p.b.ep, 4 * 4096, 18);
+  auto wcs = write_with_injection(p, src, dst, 4096, [](const wire::DecodedFrame&) {});
+  ASSERT_EQ(wcs.size(), 1u);
+  std::vector<std::byte> bad;
+  for (const Frame& f : p.log)
+    if (f.a_to_b && is_kind(f, PacketKind::kMrcData)) bad = f.bytes;
+  ASSERT_FALSE(bad.empty());
+  bad[bad.size() - 10] ^= std::byte{0xFF};  // payload byte: the ICRC no longer matches
+  const size_t events0 = p.b.events.size();
+  const size_t log0 = p.b.jsonl.size();
+  const EndpointConfig& cfg = p.b.ep->config();
+  // 100,000 frames over 10 s (10k/s): the log may hold the burst plus one per interval.
+  constexpr uint64_t kFrames = 100'000;
+  uint64_t t = p.now + 1000;
+  const uint64_t t0 = t;
+  for (uint64_t i = 0; i < kFrames; ++i) {
+    t += 100'000;
+    p.b.ep->on_packet(bad, 1, t);
+  }
+  EXPECT_EQ(p.b.ep->stats().rx_bad_icrc, kFrames);
+  uint64_t logged = 0, suppressed_in_log = 0;
+  for (size_t i = events0; i < p.b.events.size(); ++i) {
+    const Event& e = p.b.events[i];
+    if (e.kind != EventKind::kDrop) continue;
+    ++logged;
+    if (const EventField* f = e.find("suppressed")) suppressed_in_log += f->u;
+  }
+  const uint64_t bound = cfg.drop_event_burst + (t - t0) / cfg.drop_event_interval_ns + 1;
+  EXPECT_LE(logged, bound);
+  EXPECT_GE(logged, bound / 2);  // sampled, not silenced
+  EXPECT_EQ(logged + p.b.ep->stats().drop_events_suppressed, kFrames);
+  // Every suppressed drop but those after the last event written is accounted for in the log.
+  EXPECT_LE(suppressed_in_log, p.b.ep->stats().drop_events_suppressed);
+  EXPECT_GE(suppressed_in_log + 10'000 / 100, p.b.ep->stats().drop_events_suppressed);
+  EXPECT_LT(p.b.jsonl.size() - log0, 200'000u) << "event log bytes for 100k bad frames";
+}
+
+// Duplicates of a placed PSN and EV-probe requests need nothing secret to forge: a flood of
+// them gets a bounded number of replies, per QP and per source node.
+TEST(Flood, RepliesToDuplicatesAndEndpointRequestsAreRateLimited) {
+  Pair p(2, 30);
+  Buffer src(*p.a.ep, 4 * 4096, 19);
+  Buffer dst(*p.b.ep, 4 * 4096, 20);
+  auto wcs = write_with_injection(p, src, dst, 4096, [](const wire::DecodedFrame&) {});
+  ASSERT_EQ(wcs.size(), 1u);
+  std::vector<std::byte> dup;
+  for (const Frame& f : p.log)
+    if (f.a_to_b && is_kind(f, PacketKind::kMrcData)) dup = f.bytes;
+  ASSERT_FALSE(dup.empty());
+  const EndpointConfig& cfg = p.b.ep->config();
+  TxPacket out;
+  constexpr uint64_t kFrames = 10'000;
+  auto flood = [&](const std::vector<std::byte>& fr) {
+    uint64_t replies = 0;
+    const uint64_t t0 = p.now + 1'000'000;
+    uint64_t t = t0;
+    for (uint64_t i = 0; i < kFrames; ++i) {
+      t += 1'000;  // 1 M frames/s for 10 ms
+      p.b.ep->on_packet(fr, 1, t);
+      while (p.b.ep->poll_tx(t, out)) ++replies;
+    }
+    p.now = t;
+    return std::make_pair(replies, t - t0);
+  };
+  // 1. Duplicates of a placed PSN: one SACK (and a transport ACK) per allowed reply.
+  const auto [dup_replies, dup_ns] = flood(dup);
+  const QpStats st = stats_of(p.b);
+  const uint64_t qp_bound = cfg.reply_burst + dup_ns / cfg.reply_interval_ns + 1;
+  EXPECT_GE(st.duplicates_rx, kFrames);
+  EXPECT_GE(st.replies_limited, kFrames - qp_bound);
+  EXPECT_LE(dup_replies, 2 * qp_bound);
+  EXPECT_GE(dup_replies, qp_bound / 2);  // limited, not silenced
+  // 2. EV-probe requests from a stranger, then from the QP's peer: separate buckets.
+  wire::DecodedFrame d;
+  ASSERT_TRUE(wire::decode_frame(wire::as_bytes(dup), d));
+  auto ev_probe = [&](const wire::Ipv6Addr& from) {
+    return forge(d, [&](wire::FrameSpec& f) {
+      f.bth.opcode = 0xD8;
+      f.bth.dest_qp = wire::kEndpointOpQpn;
+      f.bth.psn = 7;
+      f.ip6.src = from;
+      f.erth.op = static_cast<uint8_t>(wire::EndpointOp::kEvProbe);
+      f.payload = {};
+    });
+  };
+  wire::Ipv6Addr stranger = gid_of(77);
+  const EndpointStats e0 = p.b.ep->stats();
+  const auto [stranger_replies, s_ns] = flood(ev_probe(stranger));
+  EXPECT_EQ(p.b.ep->stats().ep_requests_rx, e0.ep_requests_rx + kFrames);
+  EXPECT_LE(stranger_replies, cfg.ep_reply_burst + s_ns / cfg.ep_reply_stranger_interval_ns + 1);
+  EXPECT_GE(stranger_replies, 1u);
+  const auto [peer_replies, p_ns] = flood(ev_probe(p.a.ep->config().gid));
+  EXPECT_LE(peer_replies, cfg.ep_reply_burst + p_ns / cfg.ep_reply_interval_ns + 1);
+  EXPECT_GT(peer_replies, stranger_replies);  // the peer's own bucket, not the strangers'
+  EXPECT_EQ(p.b.ep->stats().ep_responses_limited,
+            e0.ep_responses_limited + 2 * kFrames - stranger_replies - peer_replies);
+}
+
 TEST(TokenBucket, BurstThenOnePerInterval) {
   TokenBucket b;
   b.configure(3, 1000);
