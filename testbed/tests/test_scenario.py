@@ -429,6 +429,43 @@ class Dut(unittest.TestCase):
                 self.assertIn("d.toml:", proc.stderr)
                 self.assertNotIn("Traceback", proc.stderr)
 
+    def test_judge_reads_sh_127_as_an_error_and_69_as_unsupported(self):
+        """The verdict a run gets from its DUT endpoints' exit codes (no fabric needed: the
+        judge returns before looking at anything else)."""
+        import io
+        from mrctb import run as runlib
+
+        def judge(rc, stderr, result=None):
+            with _util.TempDir() as d:
+                err = os.path.join(d, "h1-client.stderr")
+                with open(err, "w") as f:
+                    f.write(stderr)
+                ep = runlib.Endpoint(pair="h1-h2", role="client", node="h1", peer="h2", env={},
+                                     argv=["/bin/sh", "-c", "x"], is_dut=True, stdout_path="",
+                                     stderr_path=err, result_path="", events_path="")
+                ep.rc, ep.result = rc, result
+                r = object.__new__(runlib._Run)
+                r.sc = sclib.load(os.path.join(SCENARIOS, "baseline-srv6.toml"))
+                r.endpoints = [ep]
+                r.opts = runlib.RunOptions(dut=dutlib.Dut(name="acme", commands={"client": "x"},
+                                                          role="client"))
+                r.result = {"verdict": "", "reason": "", "expectations": []}
+                r.log = runlib.Log(None, io.StringIO())
+                r._judge()
+                return r.result
+
+        res = judge(127, "sh: 1: /opt/acme/bin/dut: not found\n")
+        self.assertEqual(res["verdict"], "error")
+        self.assertIn("/opt/acme/bin/dut: not found", res["reason"])
+        self.assertIn("sh exit 127", res["reason"])
+        self.assertEqual(judge(126, "sh: 1: ./dut: Permission denied\n")["verdict"], "error")
+        res = judge(69, "no SRv6 here\n")
+        self.assertEqual(res["verdict"], "unsupported")
+        self.assertIn("exit code 69", res["reason"])
+        res = judge(3, "", {"unsupported": "no WRITE_WITH_IMM"})
+        self.assertEqual(res["verdict"], "unsupported")
+        self.assertIn("no WRITE_WITH_IMM", res["reason"])
+
     def test_unsupported_only_from_an_explicit_signal(self):
         self.assertEqual(dutlib.unsupported_signal(dutlib.EXIT_UNSUPPORTED, None),
                          f"exit code {dutlib.EXIT_UNSUPPORTED}")
