@@ -124,7 +124,7 @@ constexpr RuleInfo kRules[] = {
    "TP", V::kError, S::kRequester, kBothEnds, "", "R36", Y,
    "judged at trace end; NACKs younger than tolerances.end_grace_ns are not judged"},
   {"MRC-REQ-012", "After NACK UNEXP_EVENT or a transport NAK reaches the requester, it sends no more data on that QP.",
-   "TP", V::kError, S::kRequester, kBothEnds, "", "R37", Y, "data sent within tolerances.reaction_ns is allowed"},
+   "TP", V::kError, S::kRequester, kBothEnds, "", "R37", Y, "data sent within tolerances.reaction_ns is allowed; only a NACK / NAK about a PSN the requester sent (and, for a NACK, not yet cumulatively acknowledged, on the EV of its latest transmission) counts: others are stale or spoofed, and ignoring them is right (docs/wire-format.md 8.7)"},
   {"MRC-REQ-013", "A retransmission by timeout comes no earlier than T = 1.024 us x 2^timeout after the previous transmission of that PSN.",
    "TP PROP", V::kError, S::kRequester, kReqSide, "timeout (profile)", "R44", Y,
    "only retransmissions with no NACK, SACK or probe answer since the previous transmission, both seen on the requester's own interface (not a \"side\": \"link\" capture); tolerance timer_tolerance and timer_slack_ns; a NACK that reached the requester up to reaction_ns before the previous transmission counts as since it (it may have been read after that copy left)"},

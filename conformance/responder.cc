@@ -7,6 +7,19 @@
 #include "conformance/internal.h"
 
 namespace mrc::check::detail {
+
+namespace {
+// An UNEXP_EVENT NACK ends the QP only if it names a PSN the requester sent, not yet covered by
+// an acknowledgement, on the EV of its latest transmission (what a requester can check; a QPN
+// and peer GID are easy to learn, so anything else may be spoofed: docs/wire-format.md 8.7).
+bool names_outstanding(const PsnRec* r, uint32_t entropy) {
+  if (r == nullptr || !r->seen || r->acked) return false;
+  const Tx* last = nullptr;
+  for (const Tx& t : r->txs())
+    if (t.valid && (last == nullptr || t.ts >= last->ts)) last = &t;
+  return last == nullptr || last->wev == entropy;
+}
+}  // namespace
 namespace {
 
 std::string psn_str(int64_t p) {
@@ -383,7 +396,7 @@ void Engine::on_nack(const Obs& o, Flow& fl) {
       it->second.code = c;
     }
     if (c == 0x01) ev_signal(o, fl, n.entropy, EvMode::kSkip, "NACK TRIMMED");
-  } else if (c == 0x19 && fl.fatal_ts == kNoTime) {
+  } else if (c == 0x19 && fl.fatal_ts == kNoTime && names_outstanding(fl.rec(p), n.entropy)) {
     fl.fatal_ts = o.ts;
     fl.nack_retx.clear();
     fl.drop_retx.clear();
@@ -443,7 +456,10 @@ void Engine::on_tack(const Obs& o, Flow& fl) {
     if (!fl.last_src_tack_ext || s > *fl.last_src_tack_ext) fl.last_src_tack_ext = s;
   }
   const bool nak = (syn & 0x60) == 0x60;
-  if (nak && arrival_at_req(fl, o) && !ctl_dropped(fl, o) && fl.fatal_ts == kNoTime) {
+  // A NAK about a PSN never sent is stale or spoofed: a requester rightly ignores it.
+  const PsnRec* nr = fl.rec(s);
+  if (nak && arrival_at_req(fl, o) && !ctl_dropped(fl, o) && fl.fatal_ts == kNoTime && nr &&
+      nr->seen) {
     fl.fatal_ts = o.ts;
     fl.nack_retx.clear();
     fl.drop_retx.clear();

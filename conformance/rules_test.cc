@@ -836,6 +836,19 @@ std::vector<Scenario> scenarios() {
     s.advance(40 * kUs);
     s.write(1024);
   });
+  // A NACK UNEXP_EVENT and a NAK about PSNs never sent (stale or spoofed: a QPN and peer GID
+  // are easy to learn) end nothing: a requester that checks them keeps sending, and conforms.
+  add("fatal-nack-for-a-psn-never-sent", "", [](Trace& t) {
+    Session s(t);
+    clean_base(s);
+    const uint32_t never = s.next_psn + 1000;
+    s.nack(never, 0x19, 0x1234);
+    s.advance(5 * kUs);
+    s.tack(never + 1, 0x63);
+    s.advance(s.one_way + 5 * kUs);
+    s.write(2048);
+    tail(s);
+  });
   add("early-timeout", "MRC-REQ-013", [](Trace& t) {
     Session s(t);
     clean_base(s);

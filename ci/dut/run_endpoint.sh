@@ -3,17 +3,18 @@
 # (ci/dut/README.md) into `mrct endpoint` options. A vendor writes the same kind of script for
 # their own implementation; reference.toml plugs this one in as the "DUT".
 #
-# Exit codes are the contract's: 0 transfer completed and verified, 127 scenario not supported,
-# anything else a failure.
+# Exit codes are the contract's: 0 transfer completed and verified, 69 scenario not supported,
+# anything else a failure (127 is /bin/sh's "command not found": a broken set-up, never
+# "unsupported").
 set -eu
 
 role=${MRC_ROLE:?MRC_ROLE not set (client or server)}
 mrct=${MRCT:-mrct}
 
-# What this adapter cannot do: say so with 127 instead of failing.
+# What this adapter cannot do: say so with 69 (the contract's "unsupported") instead of failing.
 case "$MRC_EV_FORMAT" in
   srv6|stev|udp) ;;
-  *) echo "run_endpoint.sh: EV format $MRC_EV_FORMAT not supported" >&2; exit 127 ;;
+  *) echo "run_endpoint.sh: EV format $MRC_EV_FORMAT not supported" >&2; exit 69 ;;
 esac
 
 set -- endpoint "$role" --json --ifaces "$MRC_IFACES" --gid "$MRC_GID" --port "$MRC_CTL_PORT" \

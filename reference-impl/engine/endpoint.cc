@@ -158,6 +158,19 @@ void Endpoint::Impl::push_async(const AsyncEvent& a) {
   emit(e);
 }
 
+void Endpoint::Impl::emit_drop(const Event& e) {
+  if (!drop_events.take(now_ns)) {
+    ++drops_suppressed;
+    ++stats.drop_events_suppressed;
+    return;
+  }
+  if (drops_suppressed == 0 || e.nfields >= kMaxEventFields) return sink(e);
+  Event with = e;
+  with.u("suppressed", drops_suppressed);
+  drops_suppressed = 0;
+  sink(with);
+}
+
 bool Endpoint::Impl::enqueue_ctrl(const CtrlPkt& c) {
   if (ctrl.size() >= cfg.ctrl_queue_capacity) {
     ++stats.ctrl_queue_drops;
@@ -189,9 +202,24 @@ Qp* Endpoint::Impl::find_qp(uint32_t qpn) {
   return it == qps.end() ? nullptr : it->second.get();
 }
 
-void Endpoint::Impl::set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask,
+bool Endpoint::Impl::has_qp_to(const wire::Ipv6Addr& peer) const {
+  return std::any_of(qps.begin(), qps.end(), [&](const auto& q) {
+    return q.second->state() != QpState::kReset && q.second->state() != QpState::kInit &&
+           q.second->peer_gid() == peer;
+  });
+}
+
+void Endpoint::Impl::set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask, uint8_t arrival_port,
                                     std::string_view source) {
   mask &= ~1u;  // bit 0 is reserved
+  if (arrival_port != 0 && ((mask >> arrival_port) & 1u) == 0) {
+    ++stats.port_status_rejected;  // says the plane it came in on is down: not believed
+    return;
+  }
+  if (!has_qp_to(peer)) {
+    ++stats.port_status_unknown_peer;
+    return;
+  }
   auto it = peer_port_mask.find(peer);
   const uint32_t old = it == peer_port_mask.end() ? 0xFFFFFFFEu : it->second;
   peer_port_mask[peer] = mask;
@@ -396,8 +424,15 @@ Status Endpoint::query_qp(uint32_t qpn, QpAttr& attr, MrcQpAttr& mrc) const {
 }
 
 Status Endpoint::destroy_qp(uint32_t qpn) {
-  if (!impl_->qps.erase(qpn))
+  auto it = impl_->qps.find(qpn);
+  if (it == impl_->qps.end())
     return Status::Error(EINVAL, "destroy_qp: no QP " + std::to_string(qpn));
+  const wire::Ipv6Addr peer = it->second->peer_gid();
+  impl_->qps.erase(it);
+  if (!impl_->has_qp_to(peer)) {  // per-peer state goes with the peer's last QP
+    impl_->peer_port_mask.erase(peer);
+    impl_->ep_reply_peer.erase(peer);
+  }
   return Status::Ok();
 }
 
@@ -614,13 +649,19 @@ void Endpoint::on_packet(std::span<const std::byte> frame, uint8_t port, uint64_
     ++d.stats.rx_unknown_qp;
     return;
   }
-  if (qp->state() == QpState::kReset || qp->state() == QpState::kInit ||
-      qp->state() == QpState::kErr) {
+  if (qp->state() == QpState::kReset || qp->state() == QpState::kInit) {
     ++d.stats.rx_wrong_state;
     return;
   }
   if (!d.frame_src_is(f, qp->peer_gid())) {
     ++d.stats.rx_not_for_us;  // right QPN, wrong peer: not this connection
+    return;
+  }
+  if (qp->state() == QpState::kErr) {
+    if (!trimmed && (kind == wire::PacketKind::kMrcData || kind == wire::PacketKind::kMrcProbe))
+      qp->on_rx_in_error(f, port, now_ns, wev);
+    else
+      ++d.stats.rx_wrong_state;
     return;
   }
   switch (kind) {

@@ -83,9 +83,19 @@ struct Endpoint::Impl {
     e.qpn = qpn;
     return e;
   }
-  void emit(const Event& e) const {
-    if (sink) sink(e);
+  void emit(const Event& e) {
+    if (!sink) return;
+    if (e.kind == EventKind::kDrop) return emit_drop(e);
+    sink(e);
   }
+  void emit_drop(const Event& e);
+  TokenBucket drop_events;  // sampling of kDrop events
+  // Endpoint responses: one bucket per node this endpoint has a QP with (bounded by the QPs,
+  // erased with the peer's last QP), one shared by every other source.
+  std::map<wire::Ipv6Addr, TokenBucket> ep_reply_peer;
+  TokenBucket ep_reply_stranger;
+  bool ep_reply_allowed(const wire::Ipv6Addr& src, uint64_t now);
+  uint64_t drops_suppressed = 0;  // since the last drop event emitted
   bool logging() const { return static_cast<bool>(sink); }
   void touch(uint64_t t) {
     if (t > now_ns) now_ns = t;
@@ -98,7 +108,10 @@ struct Endpoint::Impl {
   const MemoryRegion* mr_for_lkey(uint32_t lkey) const;
   static uint16_t ts16(uint64_t t) { return static_cast<uint16_t>((t >> 7) & 0xFFFF); }
   Qp* find_qp(uint32_t qpn);
-  void set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask, std::string_view source);
+  // `arrival_port`: the plane the report came in on, which must be up in `mask` (0: local).
+  void set_peer_ports(const wire::Ipv6Addr& peer, uint32_t mask, uint8_t arrival_port,
+                      std::string_view source);
+  bool has_qp_to(const wire::Ipv6Addr& peer) const;
 
   // ---- frames (frame.cc)
   wire::FrameSpec& begin_frame(const Route& r, const wire::Ipv6Addr& dst, uint8_t dscp, uint8_t ecn,

@@ -82,6 +82,19 @@ bool Endpoint::Impl::build_ep_request(uint16_t req_id, uint64_t now, TxPacket& o
   return true;
 }
 
+bool Endpoint::Impl::ep_reply_allowed(const wire::Ipv6Addr& src, uint64_t now) {
+  TokenBucket* b = &ep_reply_stranger;
+  if (auto it = ep_reply_peer.find(src); it != ep_reply_peer.end()) {
+    b = &it->second;
+  } else if (has_qp_to(src)) {
+    b = &ep_reply_peer[src];
+    b->configure(cfg.ep_reply_burst, cfg.ep_reply_interval_ns);
+  }
+  if (b->take(now)) return true;
+  ++stats.ep_responses_limited;
+  return false;
+}
+
 void Endpoint::Impl::on_ep_request(const wire::DecodedFrame& f, uint8_t port, uint64_t now,
                                    uint32_t wev) {
   ++stats.ep_requests_rx;
@@ -99,11 +112,12 @@ void Endpoint::Impl::on_ep_request(const wire::DecodedFrame& f, uint8_t port, ui
   c.status = kEpStatusOk;
   if (f.erth.op == static_cast<uint8_t>(wire::EndpointOp::kPortStatusUpdate)) {
     // The sender's planes: stop (or resume) using them toward that node on every QP.
-    set_peer_ports(src, f.erth.port_status_mask, "port_status_update");
+    set_peer_ports(src, f.erth.port_status_mask, port, "port_status_update");
   } else if (f.erth.op != static_cast<uint8_t>(wire::EndpointOp::kEvProbe)) {
     c.status = kEpStatusUnknownOp;
   }
-  enqueue_ctrl(c);  // exactly one response per request
+  // One response per request (MRP0), as far as the source's token bucket allows.
+  if (ep_reply_allowed(src, now)) enqueue_ctrl(c);
 }
 
 Route Endpoint::Impl::route_to_peer(const wire::Ipv6Addr& peer, uint8_t port,
@@ -167,7 +181,7 @@ void Endpoint::Impl::on_ep_response(const wire::DecodedFrame& f, uint8_t port, u
   r.entropy = f.eeth.entropy;
   r.port_status_mask = f.eeth.port_status_mask;
   r.from = src;
-  set_peer_ports(src, f.eeth.port_status_mask, "ep_response");
+  set_peer_ports(src, f.eeth.port_status_mask, port, "ep_response");
   if (p.owner_qpn != 0) {
     if (Qp* qp = find_qp(p.owner_qpn)) qp->on_ep_probe_response(p.req.port, p.ev_idx, r.rtt_ns);
   }

@@ -109,6 +109,32 @@ struct EndpointConfig {
   uint64_t reverse_ev_probe_interval_ns = 0;
   uint64_t ep_request_timeout_ns = 2'000'000;  // endpoint requests the engine sends itself
   uint32_t ctrl_queue_capacity = 8192;         // pending SACK/NACK/ACK/responses
+  // A QP in ERR answers its peer's data packets and probes with a NAK (remote operational
+  // error) so that the peer's requester fails at once instead of retrying until its stall
+  // timeout. The answers come from a token bucket: `error_nak_burst` at once, then one per
+  // `error_nak_interval_ns`, so that spoofed traffic to a dead QP cannot be amplified.
+  uint32_t error_nak_burst = 4;
+  uint64_t error_nak_interval_ns = 100'000;
+  // Replies to input the engine cannot verify come from token buckets (burst, then one per
+  // interval; interval 0 = no limit), so that a flood is not answered one for one:
+  // - per QP: SACKs / ACKs answering duplicates, NACKs answering PSNs beyond the window, probe
+  //   SACKs (QpStats::replies_limited);
+  // - endpoint responses (EV probe, port-status update): one bucket per node this endpoint has
+  //   a QP with, and one shared by all other sources (EndpointStats::ep_responses_limited).
+  // The QP defaults leave room for the engine's own probe rate (probe_interval_ns = 16 us per
+  // ASSUMED_BAD EV); the runtime, whose probes are 1 ms apart, can tighten them.
+  uint32_t reply_burst = 256;
+  uint64_t reply_interval_ns = 2'000;
+  uint32_t ep_reply_burst = 64;
+  uint64_t ep_reply_interval_ns = 10'000;
+  uint64_t ep_reply_stranger_interval_ns = 100'000;
+  // Drop events (EventKind::kDrop) are sampled so that a flood of bad frames cannot fill the
+  // disk through the event log: `drop_event_burst` at once, then one per
+  // `drop_event_interval_ns`; the next event emitted carries `suppressed` = how many were left
+  // out since the previous one (all are counted in EndpointStats::drop_events_suppressed).
+  // 0 = every drop is logged.
+  uint32_t drop_event_burst = 100;
+  uint64_t drop_event_interval_ns = 10'000'000;
   bool use_trimming = true;  // data DSCP TRIMMABLE(_RETX) when true, NO_TRIM otherwise
 };
 
@@ -487,6 +513,14 @@ struct EndpointStats {
   uint64_t ctrl_queue_drops = 0;
   uint64_t ep_requests_rx = 0;
   uint64_t ep_responses_rx = 0;
+  // Port status (PORT_STATUS_UPDATE, endpoint response or SACK PSV) that said the plane it
+  // arrived on is down: contradicted by its own arrival, so not applied.
+  uint64_t port_status_rejected = 0;
+  // Port status from a node this endpoint has no QP with: not stored, so that spoofed sources
+  // cannot grow per-peer state (a peer's entry goes with its last QP).
+  uint64_t port_status_unknown_peer = 0;
+  uint64_t drop_events_suppressed = 0;  // drop events left out of the event log (sampling)
+  uint64_t ep_responses_limited = 0;    // endpoint requests left unanswered (token bucket)
 };
 
 struct QpStats {
@@ -504,6 +538,9 @@ struct QpStats {
   uint64_t probes_sent = 0;
   uint64_t probe_sacks_rx = 0;
   uint64_t stale_rx = 0;  // SACK/NACK/ACK that referred to PSNs never sent
+  // Of stale_rx: NACK UNEXP_EVENT and AETH NAKs that matched no outstanding transmission or work
+  // request, so did not move the QP to ERR (a spoofed or very late fatal report).
+  uint64_t fatal_rejected = 0;
   uint64_t cwnd_bytes = 0;
   uint64_t bytes_in_flight = 0;
   uint32_t mpr_eff_psns = 0;
@@ -523,6 +560,9 @@ struct QpStats {
   uint64_t sacks_sent = 0;
   uint64_t nacks_sent = 0;
   uint64_t acks_sent = 0;
+  uint64_t error_naks_sent = 0;     // NAKs a QP in ERR sent to its peer's data and probes
+  uint64_t error_naks_limited = 0;  // ... and those the token bucket held back
+  uint64_t replies_limited = 0;     // duplicate / out-of-window / probe replies held back
   uint32_t rcv_cack = 0;
   uint32_t ooo_count = 0;
   uint64_t rcvd_bytes = 0;  // nominal bytes of distinct data packets received

@@ -139,6 +139,8 @@ Endpoint::Impl::Impl(const EndpointConfig& c) : cfg(c), rng(c.seed) {
   ipv4 = is_v4_mapped(c.gid);
   if (ipv4) ip4 = v4_of(c.gid);
   for (uint8_t p = 1; p <= nports; ++p) local_port_mask |= 1u << p;
+  ep_reply_stranger.configure(c.ep_reply_burst, c.ep_reply_stranger_interval_ns);
+  drop_events.configure(c.drop_event_burst, c.drop_event_burst == 0 ? 0 : c.drop_event_interval_ns);
 }
 
 }  // namespace mrc::engine

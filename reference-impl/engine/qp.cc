@@ -161,6 +161,8 @@ std::string_view rtx_cause_name(RtxCause c) {
 Qp::Qp(Endpoint::Impl& ep, uint32_t qpn, const QpInitAttr& init)
     : ep_(&ep), qpn_(qpn), init_(init) {
   reverse_ev_.fill(-1);
+  error_naks_.configure(ep.cfg.error_nak_burst, ep.cfg.error_nak_interval_ns);
+  replies_.configure(ep.cfg.reply_burst, ep.cfg.reply_interval_ns);
 }
 
 void Qp::set_state(QpState to, std::string_view reason) {

@@ -2,6 +2,7 @@
 // responder (responder.cc). Private header.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,38 @@ class Ring {
   std::vector<T> buf_;
   size_t head_ = 0;
   size_t size_ = 0;
+};
+
+// Token bucket over the engine's clock (the caller's now_ns: the engine is sans-I/O). Holds at
+// most `burst` tokens and earns one every `interval_ns`; take() spends one if there is one.
+// Bounds replies to input the engine cannot verify, so a flood cannot be amplified.
+class TokenBucket {
+ public:
+  void configure(uint32_t burst, uint64_t interval_ns) {
+    burst_ = burst;
+    interval_ns_ = interval_ns;
+    tokens_ = burst;
+    last_ns_ = 0;
+  }
+  // interval_ns = 0: no limit.
+  bool take(uint64_t now_ns) {
+    if (interval_ns_ == 0) return true;
+    if (tokens_ < burst_ && now_ns > last_ns_) {
+      const uint64_t earned = (now_ns - last_ns_) / interval_ns_;
+      tokens_ = static_cast<uint32_t>(std::min<uint64_t>(burst_, tokens_ + earned));
+      last_ns_ += earned * interval_ns_;
+    }
+    if (tokens_ == 0) return false;
+    if (tokens_ == burst_) last_ns_ = now_ns;  // a full bucket starts earning from now
+    --tokens_;
+    return true;
+  }
+
+ private:
+  uint32_t burst_ = 0;
+  uint32_t tokens_ = 0;
+  uint64_t interval_ns_ = 0;
+  uint64_t last_ns_ = 0;
 };
 
 struct SendWqe {
@@ -173,6 +206,8 @@ class Qp {
   void on_data(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, bool trimmed,
                uint32_t wev);
   void on_probe(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, uint32_t wev);
+  // A data packet or probe from the peer reached this QP in ERR: tell the peer (rate-limited).
+  void on_rx_in_error(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, uint32_t wev);
   // Builds a queued SACK / NACK / transport ACK / NAK of this QP.
   bool build_ctrl(const CtrlPkt& c, uint64_t now_ns, TxPacket& out);
   void responder_timer(uint64_t now_ns);
@@ -297,6 +332,9 @@ class Qp {
   uint8_t rcv_cwnd_pen_ = 0;
   uint64_t data_rx_since_rev_probe_ = 0;
   uint64_t rev_probe_due_ = UINT64_MAX;
+  TokenBucket error_naks_;  // NAKs answering the peer while in ERR
+  TokenBucket replies_;     // replies to duplicates, out-of-window PSNs and probes
+  bool reply_allowed(uint64_t now_ns);
 };
 
 }  // namespace mrc::engine

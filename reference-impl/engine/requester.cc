@@ -553,7 +553,6 @@ void Qp::check_ack_wait(uint64_t now_ns) {
 }
 
 void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
-  (void)port;
   if (state_ != QpState::kRts) {
     ++ep_->stats.rx_wrong_state;
     return;
@@ -566,6 +565,12 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     return;
   }
   const int ev = evs_.find_wev(s.entropy);
+  if (ev < 0) {
+    // A SACK echoes the WEV of the data packet or probe that triggered it, always one of ours:
+    // any other carries no trustworthy window, port status, MPR or CC state.
+    ++st_.stale_rx;
+    return;
+  }
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
 
   uint64_t newly = 0;
@@ -669,7 +674,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     auto it = ep_->peer_port_mask.find(attr_.dgid);
     const uint32_t peer_old = it != ep_->peer_port_mask.end() ? it->second : 0xFFFFFFFEu;
     const uint32_t mask = (peer_old & ~0x1FEu) | (uint32_t{s.port_status} << 1);
-    ep_->set_peer_ports(attr_.dgid, mask, "sack");
+    ep_->set_peer_ports(attr_.dgid, mask, port, "sack");
   }
   if ((mrc_.cap & kCapDynamicMpr) && s.mpr != 0) {
     const uint32_t want = std::min(mpr_negotiated_, uint32_t{s.mpr} * kMprUnitPsns);
@@ -706,15 +711,31 @@ void Qp::on_nack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   const wire::Neth& n = f.neth;
   const uint32_t psn = n.nack_psn;
   ++st_.nacks_rx;
+  // Every NACK code, UNEXP_EVENT included, must name a PSN sent and not yet covered by a SACK,
+  // with the WEV of its latest transmission: anything else is stale or spoofed and changes
+  // nothing (a QPN and a peer GID are easy to learn; an outstanding PSN and its EV are not).
+  TxEntry* e = entry(psn);
+  if (e == nullptr || (e->flags & TxEntry::kSacked) || e->wev != n.entropy) {
+    ++st_.stale_rx;
+    if (n.nack_code == static_cast<uint8_t>(wire::NackCode::kUnexpEvent)) {
+      ++st_.fatal_rejected;
+      if (ep_->logging()) {
+        Event d = ep_->event(EventKind::kDrop, qpn_);
+        d.s("reason", "unexp_event_not_outstanding").u("psn", psn).u("wev", n.entropy);
+        ep_->emit(d);
+      }
+    }
+    return;
+  }
   const int ev = evs_.find_wev(n.entropy);
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
   if (ep_->logging()) {
-    Event e = ep_->event(EventKind::kNackRx, qpn_);
-    e.u("psn", psn)
+    Event rx = ep_->event(EventKind::kNackRx, qpn_);
+    rx.u("psn", psn)
         .u("code", n.nack_code)
         .s("code_name", wire::nack_code_name(n.nack_code))
         .u("wev", n.entropy);
-    ep_->emit(e);
+    ep_->emit(rx);
   }
   const auto code = static_cast<wire::NackCode>(n.nack_code);
   if (code == wire::NackCode::kUnexpEvent) {
@@ -722,10 +743,8 @@ void Qp::on_nack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     to_error("nack_unexp_event", wqe_of_psn(psn), WcStatus::kRemOpErr, std::nullopt);
     return;
   }
-  TxEntry* e = entry(psn);
-  if (e == nullptr || (e->flags & TxEntry::kSacked) || !(e->flags & TxEntry::kInFlight) ||
-      e->wev != n.entropy) {
-    ++st_.stale_rx;  // covered already, or about an earlier transmission
+  if (!(e->flags & TxEntry::kInFlight)) {
+    ++st_.stale_rx;  // already declared lost: about an earlier transmission
     return;
   }
   RtxCause cause = RtxCause::kNone;
@@ -818,9 +837,17 @@ void Qp::on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t no
       ++st_.stale_rx;  // PSN sequence error / invalid RD request do not exist in MRC
       return;
     }
-    const SendWqe* w = wqe_of_psn(psn);
+    // Only a PSN already sent, of a work request not yet completed: a NAK about anything else
+    // is stale or spoofed and must not fail the QP.
+    const SendWqe* w = psn_lt(psn, snd_nxt_) ? wqe_of_psn(psn) : nullptr;
     if (w == nullptr) {
       ++st_.stale_rx;
+      ++st_.fatal_rejected;
+      if (ep_->logging()) {
+        Event d = ep_->event(EventKind::kDrop, qpn_);
+        d.s("reason", "nak_not_outstanding").u("psn", psn).u("syndrome", syndrome);
+        ep_->emit(d);
+      }
       return;
     }
     to_error(

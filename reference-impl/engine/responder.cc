@@ -135,12 +135,14 @@ void Qp::on_data(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, boo
   if (psn_le(psn, rcv_cack_)) {
     // Already placed: answer so that a requester that lost our ACKs learns the state again.
     ++st_.duplicates_rx;
+    if (!reply_allowed(now_ns)) return;
     queue_sack(port, psn, wev, m, has_ts, ts, now_ns, false, 0);
     if (any_msg_completed_) queue_transport_ack(port, wev, now_ns);
     return;
   }
   if (psn_diff(psn, rcv_cack_) > rcv_window_) {
     ++st_.out_of_window_rx;
+    if (!reply_allowed(now_ns)) return;
     queue_nack(port, psn, wev, static_cast<uint8_t>(wire::NackCode::kPsnOorWindow), m, has_ts, ts,
                now_ns);
     return;
@@ -148,7 +150,7 @@ void Qp::on_data(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, boo
   RxSlot& slot = rx_[psn & rx_mask_];
   if (slot.flags & RxSlot::kReceived) {
     ++st_.duplicates_rx;
-    queue_sack(port, psn, wev, m, has_ts, ts, now_ns, false, 0);
+    if (reply_allowed(now_ns)) queue_sack(port, psn, wev, m, has_ts, ts, now_ns, false, 0);
     return;
   }
 
@@ -268,9 +270,36 @@ void Qp::on_probe(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, ui
     ++ep_->stats.rx_wrong_state;
     return;
   }
+  if (!reply_allowed(now_ns)) return;
   const bool ce = f.ecn() == kEcnCe;
   const uint8_t m = static_cast<uint8_t>(ce ? wire::SackM::kSkipOnce : wire::SackM::kNone);
   queue_sack(port, rcv_cack_, wev, m, true, f.peth.ts16, now_ns, true, f.peth.probe_id);
+}
+
+bool Qp::reply_allowed(uint64_t now_ns) {
+  // Duplicates, PSNs beyond the window and probes need no state to forge (a QPN, the peer GID
+  // and any PSN): answering each one would turn a flood into an equal flood of replies.
+  if (replies_.take(now_ns)) return true;
+  ++st_.replies_limited;
+  return false;
+}
+
+void Qp::on_rx_in_error(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, uint32_t wev) {
+  // Verbs RC would drop silently and let the peer retry until its retry budget (or, with
+  // unlimited retries, its application's stall timeout) runs out: ~190,000 probes in 30 s.
+  // A NAK (remote operational error) at the packet's PSN ends the peer's work request at once
+  // with IBV_WC_REM_OP_ERR; the peer accepts it only for a PSN of a work request it has
+  // outstanding. A probe has no PSN: the NAK names the first PSN this QP has not received.
+  ++ep_->stats.rx_wrong_state;
+  if (rx_.empty()) return;  // never reached RTR: no peer state to report against
+  if (!error_naks_.take(now_ns)) {
+    ++st_.error_naks_limited;
+    return;
+  }
+  const bool probe = f.op->kind == wire::PacketKind::kMrcProbe;
+  const uint32_t psn = probe ? psn_add(rcv_cack_, 1) : f.bth.psn;
+  queue_nak(port, psn, wev, kAethNakRemoteOp, now_ns);
+  ++st_.error_naks_sent;
 }
 
 void Qp::begin_ctrl_frame(const CtrlPkt& c, uint8_t opcode, uint8_t dscp) {

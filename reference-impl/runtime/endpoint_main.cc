@@ -7,14 +7,19 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +75,7 @@ struct Options {
   std::string pcap;
   std::string mutant = "none";
   uint64_t seed = 1;
+  std::string seed_text = "1";  // a number or "random"
   bool busy_poll = false;
   std::string buffer_limit = "2G";
   double ctl_timeout_s = 10;
@@ -199,6 +205,24 @@ Status choose_slots(Plan& plan, uint64_t limit) {
 }
 
 int prepare(const std::string& prog, const Options& o, Setup& s) {
+  // Times: finite and in range (NaN passes every `x <= 0` test; inf overflows the ns casts).
+  const struct {
+    const char* name;
+    double v;
+    bool zero_ok;
+    double max;
+  } times[] = {{"--duration", o.duration_s, true, 1e6},
+               {"--stall", o.stall_s, false, 1e6},
+               {"--ctl-timeout", o.ctl_timeout_s, false, 1e6},
+               {"--accept-timeout", o.accept_timeout_s, true, 1e6},
+               {"--probe-interval-us", o.probe_interval_us, false, 1e9},
+               {"--ep-timeout-us", o.ep_timeout_us, false, 1e9}};
+  for (const auto& t : times) {
+    if (!std::isfinite(t.v) || t.v < 0 || (!t.zero_ok && t.v == 0) || t.v > t.max)
+      return usage_error(prog, std::string(t.name) + " " + std::to_string(t.v) +
+                                   ": must be a finite number " + (t.zero_ok ? ">= 0" : "> 0") +
+                                   " and at most " + std::to_string(static_cast<uint64_t>(t.max)));
+  }
   if (!parse_size(o.size, s.plan.size) || s.plan.size == 0 || s.plan.size > 0xFFFFFFFFull)
     return usage_error(
         prog, "--size '" + o.size + "': give bytes with an optional K/M/G suffix, 1..4G-1");
@@ -413,6 +437,7 @@ struct Report {
 json report_json(const Report& r) {
   json j;
   j["role"] = r.role;
+  j["seed"] = r.plan.seed;
   j["mutant"] = r.mutant;
   j["ev_format"] = r.ev_format;
   j["planes"] = r.planes;
@@ -445,6 +470,14 @@ json report_json(const Report& r) {
                   {"sacks_rx", r.qp.sacks_rx},           {"nacks_sent", r.qp.nacks_sent},
                   {"nacks_rx", r.qp.nacks_rx},           {"probes_sent", r.qp.probes_sent},
                   {"trimmed_rx", r.qp.trimmed_rx},       {"ce_rx", r.qp.ce_rx}};
+  j["refused"] = {{"stale_rx", r.qp.stale_rx},
+                  {"fatal_rejected", r.qp.fatal_rejected},
+                  {"out_of_window_rx", r.qp.out_of_window_rx},
+                  {"remote_access_errors", r.qp.remote_access_errors},
+                  {"invalid_requests", r.qp.invalid_requests},
+                  {"error_naks_sent", r.qp.error_naks_sent},
+                  {"error_naks_limited", r.qp.error_naks_limited},
+                  {"replies_limited", r.qp.replies_limited}};
   if (r.have_rt) {
     j["ev"] = {{"retired", r.rt.ev_to_assumed_bad},
                {"skipped", r.rt.ev_to_skip},
@@ -464,12 +497,25 @@ json report_json(const Report& r) {
                         {"carrier_lost", p.carrier_lost},
                         {"tx_port_down", p.tx_port_down}});
     j["ports"] = planes;
-    j["engine"] = {{"rx_frames", r.rt.endpoint.rx_frames},
-                   {"rx_bad_icrc", r.rt.endpoint.rx_bad_icrc},
-                   {"rx_decode_errors", r.rt.endpoint.rx_decode_errors},
-                   {"rx_not_for_us", r.rt.endpoint.rx_not_for_us},
-                   {"rx_unexpected", r.rt.endpoint.rx_unexpected},
-                   {"tx_frames", r.rt.endpoint.tx_frames}};
+    // Every drop reason the engine counts (docs/wire-format.md 8.7 says what each refuses).
+    const engine::EndpointStats& es = r.rt.endpoint;
+    j["engine"] = {{"rx_frames", es.rx_frames},
+                   {"rx_bad_icrc", es.rx_bad_icrc},
+                   {"rx_decode_errors", es.rx_decode_errors},
+                   {"rx_not_roce", es.rx_not_roce},
+                   {"rx_not_for_us", es.rx_not_for_us},
+                   {"rx_unknown_qp", es.rx_unknown_qp},
+                   {"rx_wrong_state", es.rx_wrong_state},
+                   {"rx_unexpected", es.rx_unexpected},
+                   {"rx_bad_port", es.rx_bad_port},
+                   {"ctrl_queue_drops", es.ctrl_queue_drops},
+                   {"ep_requests_rx", es.ep_requests_rx},
+                   {"ep_responses_rx", es.ep_responses_rx},
+                   {"port_status_rejected", es.port_status_rejected},
+                   {"port_status_unknown_peer", es.port_status_unknown_peer},
+                   {"ep_responses_limited", es.ep_responses_limited},
+                   {"drop_events_suppressed", es.drop_events_suppressed},
+                   {"tx_frames", es.tx_frames}};
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"timer_fires", r.rt.timer_fires},
@@ -1523,7 +1569,11 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--pcap", o.pcap, "capture each port into PREFIX-<iface>.pcap");
   app.add_option("--mutant", o.mutant, "TEST ONLY: break one rule on purpose (--list-mutants)");
   app.add_flag("--list-mutants", o.list_mutants, "list the mutant modes and exit");
-  app.add_option("--seed", o.seed, "engine and data pattern seed")->capture_default_str();
+  app.add_option("--seed", o.seed_text,
+                 "engine and data pattern seed, or \"random\" (printed in the result). The "
+                 "same seed gives the same QPNs (the first is 256), start PSNs, rkeys and data "
+                 "in every run")
+      ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
   app.add_option("--buffer-limit", o.buffer_limit, "bytes of message buffer per side")
       ->capture_default_str();
@@ -1540,6 +1590,20 @@ int endpoint_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? kOk : kUsage;
+  }
+  if (o.seed_text == "random") {
+    std::random_device rd;
+    o.seed = (uint64_t{rd()} << 32) ^ rd();
+    std::fprintf(stderr, "%s: --seed random: %llu\n", prog.c_str(),
+                 static_cast<unsigned long long>(o.seed));
+  } else {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(o.seed_text.c_str(), &end, 10);
+    if (o.seed_text.empty() || !std::isdigit(static_cast<unsigned char>(o.seed_text[0])) ||
+        *end != '\0' || errno == ERANGE)
+      return usage_error(prog, "--seed '" + o.seed_text + "': a number 0..2^64-1 or random");
+    o.seed = v;
   }
   if (o.list_mutants) {
     for (const MutantInfo& m : mutant_table())

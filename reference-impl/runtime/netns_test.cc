@@ -546,6 +546,18 @@ TEST_F(NetnsTest, WrongIcrcMutantShowsOnTheWire) {
   EXPECT_GT(c.bad_icrc, 0u);
   EXPECT_GT(r.server["engine"]["rx_bad_icrc"].get<uint64_t>(), 0u);
   EXPECT_GT(r.client["retransmissions"]["total"].get<uint64_t>(), 0u);
+  // Every drop reason is in the result, and the seed it ran with.
+  for (const char* k :
+       {"rx_decode_errors", "rx_not_roce", "rx_not_for_us", "rx_unknown_qp", "rx_wrong_state",
+        "rx_unexpected", "rx_bad_port", "ctrl_queue_drops", "ep_requests_rx", "ep_responses_rx",
+        "port_status_rejected", "port_status_unknown_peer", "ep_responses_limited",
+        "drop_events_suppressed"})
+    EXPECT_TRUE(r.server["engine"].contains(k)) << k;
+  for (const char* k :
+       {"stale_rx", "fatal_rejected", "out_of_window_rx", "remote_access_errors",
+        "invalid_requests", "error_naks_sent", "error_naks_limited", "replies_limited"})
+    EXPECT_TRUE(r.server["refused"].contains(k)) << k;
+  EXPECT_TRUE(r.server.contains("seed"));
   EXPECT_NE(r.client_out.find("TEST-ONLY MUTANT"), std::string::npos);
 }
 

@@ -639,6 +639,21 @@ TEST(EndpointTool, BadOptionsExitTwo) {
                       "wrong-ev-echo"}),
             2);
   EXPECT_EQ(run_tool({"--list-mutants"}), 0);
+  // Times must be finite and in range (NaN passed `<= 0`; --ctl-timeout nan never gave up).
+  for (const char* opt : {"--stall", "--duration", "--ctl-timeout", "--accept-timeout",
+                          "--probe-interval-us", "--ep-timeout-us"})
+    for (const char* v : {"nan", "inf", "-1", "1e300"})
+      EXPECT_EQ(run_tool({"memory", opt, v}), 2) << opt << " " << v;
+  EXPECT_EQ(run_tool({"memory", "--stall", "0"}), 2);
+  EXPECT_EQ(run_tool({"memory", "--seed", "x"}), 2);
+  EXPECT_EQ(run_tool({"memory", "--seed", "-1"}), 2);
+  EXPECT_EQ(run_tool({"memory", "--seed", "99999999999999999999999"}), 2);
+}
+
+TEST(EndpointTool, SeedRandomRuns) {
+  EXPECT_EQ(run_tool({"memory", "--size", "4K", "--iters", "16", "--seed", "random"}), 0);
+  EXPECT_EQ(run_tool({"memory", "--size", "4K", "--iters", "16", "--seed", "18446744073709551615"}),
+            0);
 }
 
 TEST(EndpointTool, MemoryRoleMovesAndVerifiesData) {

@@ -368,6 +368,12 @@ engine::QpStats Side::qp_stats(const engine::Endpoint& ep) const {
     sum.nacks_rx += s.nacks_rx;
     sum.probes_sent += s.probes_sent;
     sum.stale_rx += s.stale_rx;
+    sum.fatal_rejected += s.fatal_rejected;
+    sum.remote_access_errors += s.remote_access_errors;
+    sum.invalid_requests += s.invalid_requests;
+    sum.error_naks_sent += s.error_naks_sent;
+    sum.error_naks_limited += s.error_naks_limited;
+    sum.replies_limited += s.replies_limited;
     sum.data_packets_rx += s.data_packets_rx;
     sum.data_bytes_placed += s.data_bytes_placed;
     sum.duplicates_rx += s.duplicates_rx;

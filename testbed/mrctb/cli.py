@@ -40,7 +40,7 @@ def add_run_parser(sub) -> None:
     p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="all",
                    help="keep the pcaps (default), only when the run did not pass, or never")
     p.add_argument("--validate", action="store_true",
-                   help="only parse and validate the scenario (no root)")
+                   help="only parse and validate the scenario (and the --dut profile; no root)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the result JSON on stdout")
     p.set_defaults(func=cmd_run)
@@ -87,15 +87,16 @@ def cmd_run(args) -> int:
     except (sclib.ScenarioError, runlib.UsageError) as err:
         print(f"mrct run: {err}", file=sys.stderr)
         return 2
-    if args.validate:
-        print(f"{args.scenario}: ok ({sc.name}: {sc.topology.shape}/{sc.topology.routing}, "
-              f"{len(sc.impairs)} impairment(s), {len(sc.faults)} fault(s))")
-        return 0
     try:
         dut = dutlib.load(args.dut) if args.dut else dutlib.REFERENCE
     except dutlib.DutError as err:
         print(f"mrct run: {err}", file=sys.stderr)
         return 2
+    if args.validate:
+        print(f"{args.scenario}: ok ({sc.name}: {sc.topology.shape}/{sc.topology.routing}, "
+              f"{len(sc.impairs)} impairment(s), {len(sc.faults)} fault(s))"
+              + (f"; DUT profile {args.dut}: ok ({dut.name})" if args.dut else ""))
+        return 0
     try:
         runlib.require_root()
     except runlib.UsageError as err:

@@ -3,9 +3,12 @@
 In the style of the QUIC interop runner: the implementation is a shell command template for
 one endpoint role (client = MRC requester, server = MRC responder), started inside the host's
 network namespace with everything it needs in MRC_* environment variables (ENV_VARS below,
-ci/dut/README.md). Exit code 0 means the transfer completed, 127 means "this scenario is not
-supported" (reported as unsupported, not as a failure), anything else is a failure. The other
-role is played by the reference endpoint (`mrct endpoint`).
+ci/dut/README.md). Exit code 0 means the transfer completed; "this scenario is not supported"
+is said only explicitly, by exit code 69 (EXIT_UNSUPPORTED, sysexits' EX_UNAVAILABLE) or by
+`"unsupported": "<reason>"` in the result JSON; anything else is a failure. In particular 126
+and 127 are what /bin/sh returns when the command cannot be run or is not found: an error of the
+DUT set-up, reported with the shell's message, never "unsupported". The other role is played by
+the reference endpoint (`mrct endpoint`).
 
 A DUT profile (TOML) names the command templates and the optional capabilities; scenarios that
 need a capability the DUT lacks are reported unsupported without running, and checker rules
@@ -68,7 +71,10 @@ ENV_VARS = {
     "MRC_MUTANT": "reference endpoint only: test-only mutant mode, empty = none",
     "MRCT": "path of the mrct binary (for the reference endpoint)",
 }
-EXIT_UNSUPPORTED = 127
+EXIT_UNSUPPORTED = 69       # the harness says "this scenario is not supported" (EX_UNAVAILABLE)
+EXIT_SH_CANNOT_RUN = 126    # /bin/sh: found but not executable
+EXIT_SH_NOT_FOUND = 127     # /bin/sh: command not found
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ROLES = ("client", "server")
 
 
@@ -146,7 +152,12 @@ def load(path: str) -> Dut:
         if k not in ("name", "description", "role", "client", "server", "env"):
             fail(("dut", k), "unknown key; expected name, description, role, client, server, env")
     dut = Dut(path=os.path.abspath(path))
+    for key in ("name", "description", "role"):
+        if key in d and not isinstance(d[key], str):
+            fail(("dut", key), f"must be a string, got {type(d[key]).__name__} {d[key]!r}")
     dut.name = d.get("name", os.path.splitext(os.path.basename(path))[0])
+    if not dut.name.strip() or any(c in dut.name for c in "\0\n\r"):
+        fail(("dut", "name"), f"{dut.name!r}: must be a non-empty single line")
     dut.description = d.get("description", "")
     for role in ROLES:
         if role in d:
@@ -165,9 +176,15 @@ def load(path: str) -> Dut:
     env = d.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         fail(("dut", "env"), "must be a table of strings")
-    for k in env:
-        if k in ENV_VARS:
-            fail(("dut", "env", k), "is set by the runner; choose another name")
+    for k, v in env.items():
+        if not ENV_NAME.fullmatch(k):
+            fail(("dut", "env", k), "not an environment variable name (letters, digits and _, "
+                 "not starting with a digit)")
+        if k in ENV_VARS or k.startswith("MRC_"):
+            fail(("dut", "env", k), "MRC_ names (and MRCT) belong to the runner; choose "
+                 "another name")
+        if "\0" in v:
+            fail(("dut", "env", k), "the value contains a NUL byte")
     dut.env = dict(env)
     caps = doc.get("capabilities", {})
     if not isinstance(caps, dict):
@@ -182,6 +199,23 @@ def load(path: str) -> Dut:
     # Where the templates run: the profile's folder, so adapters next to it are found.
     dut.env.setdefault("MRC_DUT_DIR", os.path.dirname(dut.path))
     return dut
+
+
+def unsupported_signal(rc: int | None, result: dict | None) -> str:
+    """The reason a DUT gave for "not supported", or "" when it gave none. Only the explicit
+    signals count: exit code EXIT_UNSUPPORTED or a non-empty "unsupported" string in its
+    result JSON."""
+    why = (result or {}).get("unsupported")
+    if isinstance(why, str) and why.strip():
+        return why.strip()
+    if rc == EXIT_UNSUPPORTED:
+        return f"exit code {EXIT_UNSUPPORTED}"
+    return ""
+
+
+def cannot_run(rc: int | None) -> bool:
+    """The shell could not run the DUT command (not found, not executable)."""
+    return rc in (EXIT_SH_CANNOT_RUN, EXIT_SH_NOT_FOUND)
 
 
 def required_capabilities(sc: sclib.Scenario) -> list[str]:

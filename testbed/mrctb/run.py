@@ -1229,12 +1229,25 @@ class _Run:
         clients = [e for e in self.endpoints if e.role == "client"]
         servers = [e for e in self.endpoints if e.role == "server"]
         dut_eps = [e for e in self.endpoints if e.is_dut]
-        if any(e.rc == dutlib.EXIT_UNSUPPORTED for e in dut_eps):
-            self.result.update(verdict="unsupported",
-                               reason=f"the DUT ({self.opts.dut.name}) exited 127: scenario "
-                               "not supported")
-            self.log(self.result["reason"])
-            return
+        for e in dut_eps:
+            if dutlib.cannot_run(e.rc):
+                # /bin/sh's "not found" / "cannot execute": the DUT set-up is broken. Never
+                # "unsupported", and not a judged failure either (which an expected-failure
+                # scenario would count as a pass).
+                self.result.update(verdict="error",
+                                   reason=f"the DUT command ({self.opts.dut.name}, {e.role}) "
+                                   f"could not be run: sh exit {e.rc}: "
+                                   f"{_tail(e.stderr_path, 300) or '(no message)'}")
+                self.log(self.result["reason"])
+                return
+        for e in dut_eps:
+            why = dutlib.unsupported_signal(e.rc, e.result)
+            if why:
+                self.result.update(verdict="unsupported",
+                                   reason=f"the DUT ({self.opts.dut.name}) does not support "
+                                   f"this scenario ({why})")
+                self.log(self.result["reason"])
+                return
         gbps = sum((c.result or {}).get("gbit_per_s", 0) or 0 for c in clients)
         self.result["goodput_gbps"] = round(gbps, 4)
         self._plot()

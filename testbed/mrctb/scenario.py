@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import tomllib
@@ -490,6 +491,8 @@ class _Ctx:
         v = t[name]
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             self.fail(key + (name,), f"must be a number, got {_show(v)}")
+        if not math.isfinite(v):
+            self.fail(key + (name,), f"must be a finite number, got {_show(v)}")
         if lo is not None and (v < lo or (open_lo and v == lo)):
             rel = ">" if open_lo else ">="
             self.fail(key + (name,), f"must be a number {rel} {lo:g}, got {v:g}")
@@ -541,6 +544,8 @@ class _Ctx:
 
 
 def _show(v) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # nan, inf, -inf: the spelling TOML uses
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
@@ -643,11 +648,16 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         if name in t and name not in SHAPE_PARAMS[topo.shape]:
             ctx.fail(k + (name,), f"not a parameter of shape {topo.shape!r} (it takes "
                      f"{', '.join(SHAPE_PARAMS[topo.shape])})")
-        setattr(topo, name, ctx.int_(t, k, name, getattr(topo, name), 1, 255))
-    topo.planes = ctx.int_(t, k, "planes", topo.planes, 1, planlib.MAX_PLANES)
+        hi = planlib.MAX_PLANES if name == "planes" else 255
+        setattr(topo, name, ctx.int_(t, k, name, getattr(topo, name), 1, hi))
     topo.mtu = ctx.int_(t, k, "mtu", topo.mtu, 1280, 65535)
     topo.locator = ctx.str_(t, k, "locator", topo.locator)
     sc.topology = topo
+    nodes, links = fabric_size(topo)
+    if nodes > MAX_FABRIC_NODES or links > MAX_FABRIC_LINKS:
+        ctx.fail(k + ("shape",), f"a {topo.shape} of {nodes} nodes and {links} links: this "
+                 f"testbed builds at most {MAX_FABRIC_NODES} nodes and {MAX_FABRIC_LINKS} links "
+                 "(one network namespace per node, one veth pair per link)")
     try:
         plan = topo.make_plan()
     except planlib.PlanError as err:
@@ -736,6 +746,13 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
     tr.duration_s = ctx.num(t, k, "duration_s", 0.0, 0, open_lo=True)
     tr.stall_s = ctx.num(t, k, "stall_s", tr.stall_s, 0, open_lo=True)
     sc.traffic = tr
+    need = registered_bytes(tr)
+    avail = memory_available()
+    if avail and need > avail // 2:
+        key = "messages" if "messages" in t else ("tx_depth" if "tx_depth" in t else "size")
+        ctx.fail(k + (key,), f"qps x min(messages, tx_depth) x size = {format_size(need)} of "
+                 f"registered memory per endpoint, beyond half of this machine's available "
+                 f"memory ({format_size(avail)}; both endpoints run here)")
     try:
         pairs = expand_pairs(sc, plan)
     except planlib.PlanError as err:
@@ -962,8 +979,8 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
     if not isinstance(tol, dict):
         ctx.fail(k + ("tolerances",), "must be a table of checker tolerances")
     for name, v in tol.items():
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-            ctx.fail(k + ("tolerances", name), "must be a number >= 0")
+        if not _finite_ge0(v):
+            ctx.fail(k + ("tolerances", name), f"must be a finite number >= 0, got {_show(v)}")
     ex.tolerances = dict(tol)
     sc.expect = ex
 
@@ -971,6 +988,57 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         apply_overrides(sc, overrides)
     del pairs
     return sc
+
+
+# What the testbed builds: one network namespace per node, one veth pair per link. The scenario
+# library's largest fabric has 12 nodes; 512 / 2048 leave room for bigger ones while refusing
+# in milliseconds what would take minutes and gigabytes to plan (a 16-plane 255 x 255 Clos).
+MAX_FABRIC_NODES = 512
+MAX_FABRIC_LINKS = 2048
+
+
+def fabric_size(topo: Topology) -> tuple[int, int]:
+    """(nodes, links) of a topology, computed from its parameters without building the plan."""
+    p = topo.planes
+    if topo.shape == "clos":
+        hosts = topo.t0 * topo.hosts_per_t0
+        return hosts + p * (topo.t0 + topo.t1), p * (hosts + topo.t0 * topo.t1)
+    if topo.shape == "back_to_back":
+        return 2, p
+    if topo.shape == "single_router":
+        return topo.hosts + p, p * topo.hosts
+    if topo.shape == "incast":
+        return topo.senders + 1 + p, p * (topo.senders + 1)
+    if topo.shape == "dumbbell":
+        hosts = topo.left + topo.right
+        return hosts + 2 * p, p * (hosts + 1)
+    return 0, 0
+
+
+def registered_bytes(tr: Traffic) -> int:
+    """Memory one endpoint registers: a slot of `size` bytes per outstanding message per QP
+    (the least the reference endpoint accepts: choose_slots in reference-impl/runtime/
+    endpoint_main.cc)."""
+    msgs = tr.messages_per_qp()
+    slots = tr.tx_depth if not msgs else min(msgs, tr.tx_depth)
+    return tr.qps * slots * tr.size
+
+
+def memory_available() -> int:
+    """MemAvailable of this machine in bytes, 0 when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _finite_ge0(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0)
 
 
 def _rule_add_names(faults: list) -> set:
@@ -989,8 +1057,8 @@ def _check_rule_values(ctx: _Ctx, key: tuple, rule: dict) -> None:
                  "period_ms"):
         if name in rule:
             v = rule[name]
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-                ctx.fail(key + (name,), f"must be a number >= 0, got {_show(v)}")
+            if not _finite_ge0(v):
+                ctx.fail(key + (name,), f"must be a finite number >= 0, got {_show(v)}")
 
 
 def _trigger(ctx: _Ctx, t: dict, k: tuple, faults: list) -> Trigger:

@@ -302,17 +302,31 @@ injector_min = { drop = 5, ecn = 1 }
             self.assertEqual(expectation(res, "transfer completes")["status"], "pass")
             self.assertEqual(expectation(res, "data verified")["status"], "pass")
             self.assertEqual(res["dut"], "reference-as-dut")
-            # exit 127 = unsupported, not a failure
+            # exit 69 = unsupported, not a failure
             prof = os.path.join(d, "nope.toml")
             with open(prof, "w") as f:
-                f.write('[dut]\nname = "nope"\nclient = "echo no WRITE here >&2; exit 127"\n')
+                f.write('[dut]\nname = "nope"\nclient = "echo no WRITE here >&2; exit 69"\n')
             out = os.path.join(d, "nope")
             proc = cli("run", scenario(d, "dut2", traffic="messages = 50"), "--out", out,
                        "--dut", prof)
             res = result(out)
             self.assertEqual(res["verdict"], "unsupported", res["reason"])
-            self.assertIn("127", res["reason"])
+            self.assertIn("69", res["reason"])
             self.assertEqual(proc.returncode, 0)
+            # a DUT binary that does not exist: sh exits 127, an error with the shell's message,
+            # and the suite fails (it used to be read as "unsupported" and pass)
+            prof = os.path.join(d, "missing.toml")
+            with open(prof, "w") as f:
+                f.write('[dut]\nname = "missing"\nclient = "exec /nonexistent/mrc-dut --go"\n')
+            out = os.path.join(d, "missing")
+            proc = cli("suite", scenario(d, "dut3", traffic="messages = 50"), "--out", out,
+                       "--dut", prof, "--no-reference")
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            with open(os.path.join(out, "suite.json")) as f:
+                suite = json.load(f)
+            res = suite["results"][0]
+            self.assertEqual(res["verdict"], "error", res["reason"])
+            self.assertIn("not found", res["reason"])
             # a missing capability: reported unsupported without building anything
             prof = os.path.join(d, "noimm.toml")
             with open(prof, "w") as f:

@@ -4,6 +4,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import textwrap
 import unittest
@@ -142,6 +143,31 @@ class Library(unittest.TestCase):
         self.assertIn("baseline-srv6", fault_free)
         self.assertIn("baseline-ecmp", fault_free)
 
+    def test_no_verdict_depends_on_machine_speed(self):
+        """A fault or impairment timed in milliseconds from the start must fall inside the
+        transfer on any machine: then the transfer is sized in time (duration_s), at least
+        twice the schedule. A transfer sized in messages ends as early as the machine is fast,
+        so its faults must be triggered by the transfer itself (after = { data_bytes = ... })."""
+        for path in sclib.discover(SCENARIOS):
+            sc = sclib.load(path)
+            ends = []
+            for f in sc.faults:
+                if f.trigger.at_ms is None:
+                    continue
+                end = f.trigger.at_ms + (f.repeat - 1) * (f.period_ms or 0) + (f.for_ms or 0)
+                ends.append((f.name, end))
+            for imp in sc.impairs:
+                for t in (imp.start_ms, imp.stop_ms):
+                    if t is not None:
+                        ends.append((imp.name, t))
+            for name, end in ends:
+                with self.subTest(scenario=sc.name, event=name):
+                    self.assertGreaterEqual(
+                        sc.traffic.duration_s * 1000, 2 * end,
+                        f"{path}: {name} is timed up to {end:g} ms from the start but the "
+                        "transfer is not sized to outlast it (duration_s), so the verdict "
+                        "depends on the machine's speed")
+
     def test_mutants_named_in_scenarios_cover_the_endpoint_list(self):
         # The endpoint's list (reference-impl/runtime/mutant.cc); each has a matching scenario.
         listed = set()
@@ -251,6 +277,29 @@ class Errors(unittest.TestCase):
         (MINIMAL + "[scenario]\nrequires = [\"teleport\"]\n", 8, "scenario.requires",
          "not one of"),
         (MINIMAL + "[bogus]\nx = 1\n", 7, "bogus", "unknown key"),
+        # NaN, infinities, negatives and sizes beyond the machine: refused up front, limit named
+        ("[scenario]\ntimeout_s = nan\n", 2, "scenario.timeout_s", "finite number, got nan"),
+        (MINIMAL + "[traffic]\nstall_s = inf\n", 8, "traffic.stall_s", "finite number, got inf"),
+        (MINIMAL + "[traffic]\nduration_s = -1\n", 8, "traffic.duration_s", "> 0"),
+        (MINIMAL + "[traffic]\nduration_s = -inf\n", 8, "traffic.duration_s", "finite"),
+        ("[topology]\nshape = \"clos\"\nplanes = 1000\n", 3, "topology.planes", "1..16"),
+        ("[topology]\nshape = \"clos\"\nplanes = 16\nt0 = 255\nt1 = 255\n", 2,
+         "topology.shape", "at most 512 nodes and 2048 links"),
+        ("[topology]\nshape = \"incast\"\nplanes = 16\nsenders = 200\n", 2, "topology.shape",
+         "3216 links"),
+        (MINIMAL + "[traffic]\nsize = \"1G\"\nmessages = 1099511627776\n", 9,
+         "traffic.messages", "available memory"),
+        (MINIMAL + "[traffic]\nsize = \"1G\"\nqps = 1024\n", 8, "traffic.size",
+         "available memory"),
+        (MINIMAL + "[[impair]]\nlinks = [\"all\"]\ntype = \"delay\"\ndelay_us = nan\n", 10,
+         "impair[0].delay_us", "finite number"),
+        (MINIMAL + "[[impair]]\nlinks = [\"all\"]\ntype = \"loss\"\np = nan\n", 10,
+         "impair[0].p", "probability"),
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+         "at_ms = inf\n", 10, "fault[0].at_ms", "finite"),
+        (MINIMAL + "[expect]\nmax_stall_ms = nan\n", 8, "expect.max_stall_ms", "finite"),
+        (MINIMAL + "[expect]\ntolerances = { reaction_ns = inf }\n", 8,
+         "expect.tolerances.reaction_ns", "finite"),
     ]
 
     def test_cases(self):
@@ -347,17 +396,109 @@ class Dut(unittest.TestCase):
         cases = [("[dut]\nrole = \"client\"\n", "at least one role"),
                  ("[dut]\nclient = \"x\"\nrole = \"both\"\n", "needs a `server`"),
                  ("[dut]\nclient = \"x\"\n[capabilities]\nwarp = true\n", "unknown capability"),
-                 ("[dut]\nclient = \"x\"\nenv = { MRC_GID = \"1\" }\n", "set by the runner"),
-                 ("[dut]\nclient = \"x\"\ncolour = 1\n", "unknown key")]
-        for text, frag in cases:
-            with self.subTest(frag=frag), _util.TempDir() as d:
+                 ("[dut]\nclient = \"x\"\nenv = { MRC_GID = \"1\" }\n", "belong to the runner"),
+                 ("[dut]\nclient = \"x\"\ncolour = 1\n", "unknown key"),
+                 # each with the line of the offending key
+                 ("[dut]\nclient = \"x\"\nenv = { \"BAD=NAME\" = \"x\" }\n",
+                  "d.toml:3: dut.env",
+                  "not an environment variable name"),
+                 ("[dut]\nclient = \"x\"\nenv = { \"1X\" = \"x\" }\n", "d.toml:3: dut.env",
+                  "not an environment variable name"),
+                 ("[dut]\nclient = \"x\"\nenv = { MRC_VENDOR_KNOB = \"1\" }\n",
+                  "d.toml:3: dut.env.MRC_VENDOR_KNOB", "belong to the runner"),
+                 ("[dut]\nclient = \"x\"\nenv = { MRCT = \"1\" }\n", "d.toml:3: dut.env.MRCT",
+                  "belong to the runner"),
+                 ("[dut]\nname = 123\nclient = \"x\"\n", "d.toml:2: dut.name",
+                  "must be a string"),
+                 ("[dut]\nname = \"\"\nclient = \"x\"\n", "d.toml:2: dut.name", "non-empty"),
+                 ("[dut]\nclient = \"x\"\nrole = 1\n", "d.toml:3: dut.role", "must be a string"),
+                 ("[dut]\nclient = \"x\"\ndescription = [1]\n", "d.toml:3: dut.description",
+                  "must be a string"),
+                 ("[dut]\nclient = \"x\"\nenv = { A = 1 }\n", "d.toml:3: dut.env",
+                  "table of strings")]
+        for case in cases:
+            text, frags = case[0], case[1:]
+            with self.subTest(frag=frags), _util.TempDir() as d:
                 path = os.path.join(d, "d.toml")
                 with open(path, "w") as f:
                     f.write(text)
                 with self.assertRaises(dutlib.DutError) as cm:
                     dutlib.load(path)
-                self.assertIn(frag, str(cm.exception))
+                for frag in frags:
+                    self.assertIn(frag, str(cm.exception))
                 self.assertIn("d.toml:", str(cm.exception))
+
+    def test_bad_profiles_exit_2_without_traceback(self):
+        """`mrct run --dut` with a malformed profile: exit 2, the file and line, no traceback."""
+        for text in ("[dut]\nname = 123\nclient = \"x\"\n",
+                     "[dut]\nclient = \"x\"\nenv = { \"BAD=NAME\" = \"x\" }\n"):
+            with self.subTest(text=text), _util.TempDir() as d:
+                path = os.path.join(d, "d.toml")
+                with open(path, "w") as f:
+                    f.write(text)
+                proc = subprocess.run(
+                    [sys.executable, "-m", "mrctb", "run", "--validate",
+                     os.path.join(SCENARIOS, "baseline-srv6.toml"), "--dut", path],
+                    cwd=_util.TESTBED_DIR, capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn("d.toml:", proc.stderr)
+                self.assertNotIn("Traceback", proc.stderr)
+
+    def test_judge_reads_sh_127_as_an_error_and_69_as_unsupported(self):
+        """The verdict a run gets from its DUT endpoints' exit codes (no fabric needed: the
+        judge returns before looking at anything else)."""
+        import io
+        from mrctb import run as runlib
+
+        def judge(rc, stderr, result=None):
+            with _util.TempDir() as d:
+                err = os.path.join(d, "h1-client.stderr")
+                with open(err, "w") as f:
+                    f.write(stderr)
+                ep = runlib.Endpoint(pair="h1-h2", role="client", node="h1", peer="h2", env={},
+                                     argv=["/bin/sh", "-c", "x"], is_dut=True, stdout_path="",
+                                     stderr_path=err, result_path="", events_path="")
+                ep.rc, ep.result = rc, result
+                r = object.__new__(runlib._Run)
+                r.sc = sclib.load(os.path.join(SCENARIOS, "baseline-srv6.toml"))
+                r.endpoints = [ep]
+                r.opts = runlib.RunOptions(dut=dutlib.Dut(name="acme", commands={"client": "x"},
+                                                          role="client"))
+                r.result = {"verdict": "", "reason": "", "expectations": []}
+                r.log = runlib.Log(None, io.StringIO())
+                r._judge()
+                return r.result
+
+        res = judge(127, "sh: 1: /opt/acme/bin/dut: not found\n")
+        self.assertEqual(res["verdict"], "error")
+        self.assertIn("/opt/acme/bin/dut: not found", res["reason"])
+        self.assertIn("sh exit 127", res["reason"])
+        self.assertEqual(judge(126, "sh: 1: ./dut: Permission denied\n")["verdict"], "error")
+        res = judge(69, "no SRv6 here\n")
+        self.assertEqual(res["verdict"], "unsupported")
+        self.assertIn("exit code 69", res["reason"])
+        res = judge(3, "", {"unsupported": "no WRITE_WITH_IMM"})
+        self.assertEqual(res["verdict"], "unsupported")
+        self.assertIn("no WRITE_WITH_IMM", res["reason"])
+
+    def test_unsupported_only_from_an_explicit_signal(self):
+        self.assertEqual(dutlib.unsupported_signal(dutlib.EXIT_UNSUPPORTED, None),
+                         f"exit code {dutlib.EXIT_UNSUPPORTED}")
+        self.assertEqual(dutlib.unsupported_signal(1, {"unsupported": "no SRv6 here"}),
+                         "no SRv6 here")
+        # sh's "command not found" and "cannot execute" are not a way to say "unsupported"
+        for rc in (126, 127):
+            self.assertEqual(dutlib.unsupported_signal(rc, None), "")
+            self.assertTrue(dutlib.cannot_run(rc))
+        self.assertEqual(dutlib.unsupported_signal(0, {"unsupported": ""}), "")
+        self.assertEqual(dutlib.unsupported_signal(0, {"unsupported": True}), "")
+        self.assertFalse(dutlib.cannot_run(dutlib.EXIT_UNSUPPORTED))
+        self.assertFalse(dutlib.cannot_run(1))
+        # what sh really returns for a missing binary
+        proc = subprocess.run(["/bin/sh", "-c", "exec /nonexistent/mrc-dut --run"],
+                              capture_output=True, text=True, timeout=20)
+        self.assertTrue(dutlib.cannot_run(proc.returncode), proc.returncode)
+        self.assertEqual(dutlib.unsupported_signal(proc.returncode, None), "")
 
     def test_env_vars_documented(self):
         with open(os.path.join(DUT_DIR, "README.md")) as f:
