@@ -15,9 +15,9 @@
 #define MRC_API_VER_MINOR_OFFSET 16
 #define MRC_API_VER_SUBMINOR_OFFSET 0
 
-#define MRC_API_VER(_major, _minor, _sub_minor)                                 \
-	(((_major) << MRC_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_API_VER_MINOR_OFFSET) | \
-	 ((_sub_minor)) << MRC_API_VER_SUBMINOR_OFFSET)
+#define MRC_API_VER(_major, _minor, _sub_minor)                                      \
+  (((_major) << MRC_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_API_VER_MINOR_OFFSET) | \
+   ((_sub_minor)) << MRC_API_VER_SUBMINOR_OFFSET)
 
 /* "Whatever the library's current version is." */
 #define MRC_API_VER_LATEST MRC_API_VER(0xFF, 0xFF, 0xFFFF)
@@ -57,7 +57,8 @@
 #elif MRC_VENDOR_API_VER_USED < MRC_VENDOR_API_LAST_SUPPORTED_VERSION
 #error "MRC_VENDOR_API_VER_USED is less than MRC_VENDOR_API_LAST_SUPPORTED_VERSION"
 #elif MRC_VENDOR_API_VER_USED == MRC_VENDOR_API_LAST_SUPPORTED_VERSION
-#warning "MRC_VENDOR_API_VER_USED equals MRC_VENDOR_API_LAST_SUPPORTED_VERSION and may become obsolete"
+#warning \
+    "MRC_VENDOR_API_VER_USED equals MRC_VENDOR_API_LAST_SUPPORTED_VERSION and may become obsolete"
 #endif
 
 #endif /* _MRC_API_VER_H_ */

@@ -13,9 +13,9 @@
 #define MRC_CTL_API_VER_MINOR_OFFSET 16
 #define MRC_CTL_API_VER_SUBMINOR_OFFSET 0
 
-#define MRC_CTL_API_VER(_major, _minor, _sub_minor)                                 \
-	(((_major) << MRC_CTL_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_CTL_API_VER_MINOR_OFFSET) | \
-	 ((_sub_minor)) << MRC_CTL_API_VER_SUBMINOR_OFFSET)
+#define MRC_CTL_API_VER(_major, _minor, _sub_minor)                                          \
+  (((_major) << MRC_CTL_API_VER_MAJOR_OFFSET) | ((_minor) << MRC_CTL_API_VER_MINOR_OFFSET) | \
+   ((_sub_minor)) << MRC_CTL_API_VER_SUBMINOR_OFFSET)
 
 /* "Whatever the library's current version is." */
 #define MRC_CTL_API_VER_LATEST MRC_CTL_API_VER(0xFF, 0xFF, 0xFFFF)
@@ -55,7 +55,8 @@
 #elif MRC_CTL_VENDOR_API_VER_USED < MRC_CTL_VENDOR_API_LAST_SUPPORTED_VERSION
 #error "MRC_CTL_VENDOR_API_VER_USED is less than MRC_CTL_VENDOR_API_LAST_SUPPORTED_VERSION"
 #elif MRC_CTL_VENDOR_API_VER_USED == MRC_CTL_VENDOR_API_LAST_SUPPORTED_VERSION
-#warning "MRC_CTL_VENDOR_API_VER_USED equals MRC_CTL_VENDOR_API_LAST_SUPPORTED_VERSION and may become obsolete"
+#warning \
+    "MRC_CTL_VENDOR_API_VER_USED equals MRC_CTL_VENDOR_API_LAST_SUPPORTED_VERSION and may become obsolete"
 #endif
 
 #endif /* _MRC_CTL_API_VER_H_ */
