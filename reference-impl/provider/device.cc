@@ -116,14 +116,19 @@ engine::CcProfile default_cc_profile() {
 softmrc_device* create_device() {
   auto dev = std::make_unique<softmrc_device>();
   const char* io = env("MRC_SOFT_IO");
-  dev->io = !(io != nullptr && std::string_view(io) == "none");
+  if (io != nullptr && std::string_view(io) != "loopback" && std::string_view(io) != "packet") {
+    log_error(std::string("MRC_SOFT_IO=") + io + ": packet (default) or loopback");
+    errno = EINVAL;
+    return nullptr;
+  }
+  dev->io = !(io != nullptr && std::string_view(io) == "loopback");
   std::vector<std::string> ifaces;
   if (const char* l = env("MRC_SOFT_IFACES")) ifaces = split_commas(l);
   if (ifaces.empty()) {
     if (dev->io) {
       ifaces = default_ifaces();
     } else {
-      ifaces = {"none1", "none2"};
+      ifaces = {"loop1", "loop2"};
     }
   }
   if (ifaces.empty()) {
@@ -540,7 +545,19 @@ void softmrc_device::with_engine(const std::function<void(mrc::engine::Endpoint&
     rt->with_engine(fn, wake);
     return;
   }
+  // Loopback: no loop thread and no wire. Every frame the engine sends is handed back to it at
+  // once (the node talks to itself, QP to QP), timers run when due, completions move at once.
   std::lock_guard<std::mutex> lk(bare_mu);
   fn(*bare);
-  softmrc::drain_engine(this, *bare);  // no loop: completions move at once
+  mrc::engine::TxPacket pkt;
+  std::vector<mrc::engine::TxPacket> frames;
+  for (int round = 0; round < 10'000; ++round) {
+    const uint64_t now = mrc::runtime::monotonic_ns();
+    if (bare->next_deadline_ns() <= now) bare->on_timer(now);
+    frames.clear();
+    while (bare->poll_tx(now, pkt)) frames.push_back(pkt);
+    if (frames.empty()) break;
+    for (const auto& f : frames) bare->on_packet(f.frame, f.port, now);
+  }
+  softmrc::drain_engine(this, *bare);
 }

@@ -348,6 +348,8 @@ SOFTMRC_EXPORT mrc_cq* mrc_create_cq(mrc_context* ctx, int cqe, void* cq_context
 SOFTMRC_EXPORT int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
   if (cq == nullptr || num_entries < 0 || (num_entries > 0 && wc == nullptr) || cq->ev_event_cq)
     return fail(EINVAL, "mrc_poll_cq");
+  // Loopback has no loop thread: polling is what moves time forward there.
+  if (!cq->ctx->dev->io) cq->ctx->dev->with_engine([](engine::Endpoint&) {}, false);
   std::lock_guard<std::mutex> lk(cq->mu);
   int n = 0;
   while (n < num_entries && !cq->wcs.empty()) {

@@ -164,7 +164,7 @@ struct softmrc_device {
   std::vector<softmrc::PortInfo> ports;
   mrc::wire::Ipv6Addr node_gid{};
   mrc::wire::EvFormat ev_format = mrc::wire::EvFormat::kStev;
-  bool io = true;  // false: MRC_SOFT_IO=none, an engine with no wire (unit tests)
+  bool io = true;  // false: MRC_SOFT_IO=loopback, frames go back to the engine (tests)
   std::unique_ptr<mrc::runtime::Runtime> rt;
   std::unique_ptr<mrc::engine::Endpoint> bare;  // the engine when !io
   std::mutex bare_mu;
