@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -350,12 +351,17 @@ SOFTMRC_EXPORT int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
     return fail(EINVAL, "mrc_poll_cq");
   // Loopback has no loop thread: polling is what moves time forward there.
   if (!cq->ctx->dev->io) cq->ctx->dev->with_engine([](engine::Endpoint&) {}, false);
-  std::lock_guard<std::mutex> lk(cq->mu);
   int n = 0;
-  while (n < num_entries && !cq->wcs.empty()) {
-    wc[n++] = cq->wcs.front();
-    cq->wcs.pop_front();
+  {
+    std::lock_guard<std::mutex> lk(cq->mu);
+    while (n < num_entries && !cq->wcs.empty()) {
+      wc[n++] = cq->wcs.front();
+      cq->wcs.pop_front();
+    }
   }
+  // An empty poll is an application spinning for completions that the loop thread has to
+  // produce: on a host with fewer free cores than spinning threads, give the core away.
+  if (n == 0 && cq->ctx->dev->io) sched_yield();
   return n;
 }
 
