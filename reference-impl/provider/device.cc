@@ -20,6 +20,8 @@
 namespace softmrc {
 namespace {
 
+constexpr size_t kMaxQueuedEpResponses = 4096;
+
 std::mutex g_mu;  // guards g_dev
 softmrc_device* g_dev = nullptr;
 
@@ -455,6 +457,8 @@ void drain_engine(softmrc_device* dev, engine::Endpoint& ep) {
   bool got = false;
   while (ep.ep_poll_response(r)) {
     std::lock_guard<std::mutex> lk(dev->mu);
+    // Responses nobody waits for (a batch that timed out) must not pile up for ever.
+    if (dev->ep_responses.size() >= kMaxQueuedEpResponses) dev->ep_responses.pop_front();
     dev->ep_responses.push_back(r);
     got = true;
   }
