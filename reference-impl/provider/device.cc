@@ -115,6 +115,14 @@ engine::CcProfile default_cc_profile() {
   return p;
 }
 
+// exit() with the device open (an application that fails half way): the loop thread must stop
+// before the library's static objects (the wire profile) are destroyed under it. Registered
+// after the first device's engine exists, so it runs before those objects' destructors.
+void stop_at_exit() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_dev != nullptr && g_dev->rt) g_dev->rt->stop();
+}
+
 softmrc_device* create_device() {
   auto dev = std::make_unique<softmrc_device>();
   const char* io = env("MRC_SOFT_IO");
@@ -246,6 +254,8 @@ softmrc_device* create_device() {
       drain_engine(raw, e);
       return UINT64_MAX;
     });
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(stop_at_exit); });
     if (engine::Status s = dev->rt->start(); !s.ok()) {
       log_error(s.message);
       errno = EIO;

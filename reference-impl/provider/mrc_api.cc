@@ -44,7 +44,7 @@ constexpr int kTakenVerbs = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAG
                             IBV_QP_PKEY_INDEX | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_RQ_PSN |
                             IBV_QP_SQ_PSN | IBV_QP_DEST_QPN;
 
-engine::QpState to_engine(ibv_qp_state s, bool& ok) {
+engine::QpState to_engine(uint32_t s, bool& ok) {
   ok = true;
   switch (s) {
     case IBV_QPS_RESET:
@@ -79,7 +79,7 @@ ibv_qp_state to_verbs(engine::QpState s) {
   return IBV_QPS_ERR;
 }
 
-uint32_t mtu_bytes(ibv_mtu m) {
+uint32_t mtu_bytes(uint32_t m) {
   switch (m) {
     case IBV_MTU_256:
       return 256;
@@ -520,8 +520,8 @@ SOFTMRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
     return fail_null(EINVAL, "mrc_create_qp: send_cq/recv_cq not CQs of this context");
   if (a->pd == nullptr || a->pd->context != ctx->vctx)
     return fail_null(EINVAL, "mrc_create_qp: pd is not a PD of the context's device");
-  if (a->protocol_version != MRC_PROTOCOL_VERSION_0 &&
-      a->protocol_version != MRC_PROTOCOL_VERSION_1)
+  const uint32_t protocol_version = softmrc::raw(a->protocol_version);
+  if (protocol_version != MRC_PROTOCOL_VERSION_0 && protocol_version != MRC_PROTOCOL_VERSION_1)
     return fail_null(EINVAL, "mrc_create_qp: protocol_version is not one supported bit");
   if (a->send_ops_flags &
       ~static_cast<uint64_t>(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM))
@@ -541,7 +541,7 @@ SOFTMRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
   init.cap.max_send_sge = std::max<uint32_t>(a->cap.max_send_sge, 1);
   init.cap.max_recv_sge = std::max<uint32_t>(a->cap.max_recv_sge, 1);
   init.sq_sig_all = a->sq_sig_all != 0;
-  init.protocol_version = a->protocol_version;
+  init.protocol_version = protocol_version;
   init.pd = a->pd->handle;
   softmrc_device* dev = ctx->dev;
   auto* qp = new mrc_qp;
@@ -602,9 +602,9 @@ SOFTMRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask,
   engine::QpAttr a;
   uint32_t emask = static_cast<uint32_t>(vmask);
   bool ok = true;
-  if (vmask & IBV_QP_STATE) a.qp_state = to_engine(vattr->qp_state, ok);
+  if (vmask & IBV_QP_STATE) a.qp_state = to_engine(softmrc::raw(vattr->qp_state), ok);
   if (!ok) return fail(EINVAL, "mrc_modify_qp: qp_state");
-  if (vmask & IBV_QP_CUR_STATE) a.cur_qp_state = to_engine(vattr->cur_qp_state, ok);
+  if (vmask & IBV_QP_CUR_STATE) a.cur_qp_state = to_engine(softmrc::raw(vattr->cur_qp_state), ok);
   if (!ok) return fail(EINVAL, "mrc_modify_qp: cur_qp_state");
   if (vmask & IBV_QP_ACCESS_FLAGS) a.qp_access_flags = vattr->qp_access_flags;
   if (vmask & IBV_QP_PKEY_INDEX) {
@@ -612,7 +612,7 @@ SOFTMRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask,
     a.pkey_index = vattr->pkey_index;
   }
   if (vmask & IBV_QP_PATH_MTU) {
-    a.path_mtu = mtu_bytes(vattr->path_mtu);
+    a.path_mtu = mtu_bytes(softmrc::raw(vattr->path_mtu));
     if (a.path_mtu == 0) return fail(EINVAL, "mrc_modify_qp: path_mtu");
   }
   if (vmask & IBV_QP_RQ_PSN) a.rq_psn = vattr->rq_psn;

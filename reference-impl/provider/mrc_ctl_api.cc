@@ -186,7 +186,7 @@ int ev_op(softmrc_device* dev, engine::Endpoint& ep, uint64_t id, softmrc::EvPro
   if (op.entry_count < 0 || (op.entry_count > 0 && op.entries == nullptr))
     return fail(EINVAL, "EV_OP: entries");
   const size_t nports = dev->ports.size();
-  switch (op.op) {
+  switch (softmrc::raw(op.op)) {
     case MRC_CTL_EV_OP_REPLACE_EV:
       if (!modify) return fail(EINVAL, "REPLACE_EV is a modify operation");
       if (p.state != MRC_CTL_PROFILE_OFFLINE)
@@ -201,7 +201,7 @@ int ev_op(softmrc_device* dev, engine::Endpoint& ep, uint64_t id, softmrc::EvPro
         if (i < 0) return fail(ENOENT, "REPLACE_EV: EV not in the profile");
         do {
           p.evs[static_cast<size_t>(i)] = en.ev_new;
-          if (en.state == MRC_CTL_EV_DENIED) {
+          if (softmrc::raw(en.state) == MRC_CTL_EV_DENIED) {
             p.denied.insert(static_cast<size_t>(i));
           } else {
             p.denied.erase(static_cast<size_t>(i));
@@ -216,14 +216,14 @@ int ev_op(softmrc_device* dev, engine::Endpoint& ep, uint64_t id, softmrc::EvPro
       if (p.state == MRC_CTL_PROFILE_INIT) return fail(EINVAL, "MODIFY_EV_STATE in INIT");
       for (int k = 0; k < op.entry_count; ++k) {
         const mrc_ctl_ev_op_entry& en = op.entries[k];
-        if (en.state != MRC_CTL_EV_GOOD && en.state != MRC_CTL_EV_DENIED &&
-            en.state != MRC_CTL_EV_ASSUMED_BAD)
+        const uint32_t want = softmrc::raw(en.state);
+        if (want != MRC_CTL_EV_GOOD && want != MRC_CTL_EV_DENIED && want != MRC_CTL_EV_ASSUMED_BAD)
           return fail(EINVAL, "MODIFY_EV_STATE: state must be GOOD, ASSUMED_BAD or DENIED");
         int i = find_ev(p, en.ev);
         if (i < 0) return fail(ENOENT, "MODIFY_EV_STATE: EV not in the profile");
         do {
           const auto idx = static_cast<size_t>(i);
-          if (en.state == MRC_CTL_EV_DENIED) {
+          if (want == MRC_CTL_EV_DENIED) {
             p.denied.insert(idx);
           } else {
             p.denied.erase(idx);
@@ -231,10 +231,9 @@ int ev_op(softmrc_device* dev, engine::Endpoint& ep, uint64_t id, softmrc::EvPro
           if (p.engine_id) {
             for (const auto& [key, j] : p.index_of_wev) {
               if (j != idx) continue;
-              const engine::EvState es = en.state == MRC_CTL_EV_DENIED ? engine::EvState::kDenied
-                                         : en.state == MRC_CTL_EV_GOOD
-                                             ? engine::EvState::kGood
-                                             : engine::EvState::kAssumedBad;
+              const engine::EvState es = want == MRC_CTL_EV_DENIED ? engine::EvState::kDenied
+                                         : want == MRC_CTL_EV_GOOD ? engine::EvState::kGood
+                                                                   : engine::EvState::kAssumedBad;
               // ENOENT: no QP uses the profile yet; the denied set reaches QPs created later.
               engine::Status s = ep.modify_ev_state(*p.engine_id, key.first, es);
               if (!s.ok() && s.code != ENOENT) return fail_status(s);
@@ -276,7 +275,7 @@ int fields_op(softmrc_device* dev, softmrc::EvProfileRec& p, mrc_ctl_ev_profile_
   auto& op = a.ev_fields_op;
   if (op.field_count < 0 || (op.field_count > 0 && op.fields == nullptr))
     return fail(EINVAL, "EV_FIELDS_OP: fields");
-  if (op.op == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS) {
+  if (softmrc::raw(op.op) == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS) {
     const int need = static_cast<int>(p.fields.size());
     if (op.field_count < need) {
       op.field_count = need;
@@ -286,7 +285,8 @@ int fields_op(softmrc_device* dev, softmrc::EvProfileRec& p, mrc_ctl_ev_profile_
     op.field_count = need;
     return 0;
   }
-  if (op.op != MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS) return fail(EINVAL, "EV_FIELDS_OP: unknown");
+  if (softmrc::raw(op.op) != MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS)
+    return fail(EINVAL, "EV_FIELDS_OP: unknown");
   if (!modify) return fail(EINVAL, "MODIFY_FIELDS in a query");
   if (p.state == MRC_CTL_PROFILE_ONLINE) return fail(EINVAL, "MODIFY_FIELDS on an ONLINE profile");
   if (op.field_count == 0) return fail(EINVAL, "MODIFY_FIELDS: no fields");
@@ -386,10 +386,10 @@ SOFTMRC_EXPORT int mrc_ctl_modify_port(mrc_context* ctx, uint8_t port_num, mrc_c
       port_num > dev->ports.size())
     return fail(EINVAL, "mrc_ctl_modify_port");
   if (!(attr_mask & MRC_CTL_PORT_ADMIN_STATE)) return 0;
-  if (attr->port_admin_state != MRC_CTL_PORT_ADMIN_ENABLED &&
-      attr->port_admin_state != MRC_CTL_PORT_ADMIN_DISABLED)
+  const uint32_t admin = softmrc::raw(attr->port_admin_state);
+  if (admin != MRC_CTL_PORT_ADMIN_ENABLED && admin != MRC_CTL_PORT_ADMIN_DISABLED)
     return fail(EINVAL, "mrc_ctl_modify_port: port_admin_state");
-  const bool up = attr->port_admin_state == MRC_CTL_PORT_ADMIN_ENABLED;
+  const bool up = admin == MRC_CTL_PORT_ADMIN_ENABLED;
   engine::Status st;
   dev->with_engine([&](engine::Endpoint& ep) {
     st = ep.set_port_state(port_num, up, now_ns());
@@ -422,7 +422,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
         }
         softmrc::FmtProfile& p = dev->fmt_profiles[id];
         softmrc::FmtProfile next = p;
-        if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) && a->cur_profile_state != p.state) {
+        if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) &&
+            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
           rc = fail(EINVAL, "cur_profile_state is not the profile's state");
           return;
         }
@@ -432,9 +433,9 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
             rc = fail(EINVAL, "MODE of an ONLINE format profile");
             return;
           }
-          if (a->ev_fmt_mode != MRC_CTL_EV_FMT_MODE_STEV &&
-              a->ev_fmt_mode != MRC_CTL_EV_FMT_MODE_SRV6 &&
-              a->ev_fmt_mode != MRC_CTL_EV_FMT_MODE_UDP) {
+          const uint32_t mode = softmrc::raw(a->ev_fmt_mode);
+          if (mode != MRC_CTL_EV_FMT_MODE_STEV && mode != MRC_CTL_EV_FMT_MODE_SRV6 &&
+              mode != MRC_CTL_EV_FMT_MODE_UDP) {
             rc = fail(EINVAL, "ev_fmt_mode is not one mode");
             return;
           }
@@ -443,7 +444,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
         }
         if (mask & MRC_CTL_EV_FMT_PROFILE_OP) {
           auto& op = a->ev_fmt_op;
-          if (op.op == MRC_CTL_EV_FMT_OP_QUERY_FIELDS) {
+          if (softmrc::raw(op.op) == MRC_CTL_EV_FMT_OP_QUERY_FIELDS) {
             if (op.fmt_field_count < static_cast<int>(p.widths.size())) {
               op.fmt_field_count = static_cast<int>(p.widths.size());
               rc = fail(E2BIG, "QUERY_FIELDS: array too short");
@@ -452,7 +453,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
             for (size_t i = 0; i < p.widths.size(); ++i)
               op.fmt_fields[i].width = static_cast<uint8_t>(p.widths[i]);
             op.fmt_field_count = static_cast<int>(p.widths.size());
-          } else if (op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS) {
+          } else if (softmrc::raw(op.op) == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS) {
             if (online) {
               rc = fail(EINVAL, "MODIFY_FIELDS of an ONLINE format profile");
               return;
@@ -485,7 +486,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
           }
         }
         if (mask & MRC_CTL_EV_FMT_PROFILE_STATE) {
-          const auto to = a->profile_state;
+          const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
           bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                        (from == MRC_CTL_PROFILE_OFFLINE &&
@@ -518,7 +519,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                 rc = fail(EBUSY, "an ONLINE EV profile uses the format");
                 return;
               }
-          next.state = to;
+          next.state = static_cast<mrc_ctl_profile_state>(to);
           if (to == MRC_CTL_PROFILE_INIT) next = softmrc::FmtProfile{};
         }
         p = next;
@@ -541,7 +542,8 @@ SOFTMRC_EXPORT int mrc_ctl_query_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   if (mask & MRC_CTL_EV_FMT_PROFILE_MODE) a->ev_fmt_mode = p.mode;
   if (mask & MRC_CTL_EV_FMT_PROFILE_OP) {
     auto& op = a->ev_fmt_op;
-    if (op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS) return fail(EINVAL, "MODIFY_FIELDS in a query");
+    if (softmrc::raw(op.op) != MRC_CTL_EV_FMT_OP_QUERY_FIELDS)
+      return fail(EINVAL, "MODIFY_FIELDS in a query");
     if (op.fmt_field_count < static_cast<int>(p.widths.size()) || op.fmt_fields == nullptr) {
       op.fmt_field_count = static_cast<int>(p.widths.size());
       return fail(E2BIG, "QUERY_FIELDS: array too short");
@@ -577,7 +579,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
         }
         softmrc::EvProfileRec& p = dev->ev_profiles[id];
         softmrc::EvProfileRec next = p;
-        if ((mask & MRC_CTL_EV_PROFILE_CUR_STATE) && a->cur_profile_state != p.state) {
+        if ((mask & MRC_CTL_EV_PROFILE_CUR_STATE) &&
+            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
           rc = fail(EINVAL, "cur_profile_state is not the profile's state");
           return;
         }
@@ -590,8 +593,9 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
           return;
         }
         if (mask & MRC_CTL_EV_PROFILE_MODE) {
-          if (a->ev_mode != MRC_CTL_EV_MODE_AUTO && a->ev_mode != MRC_CTL_EV_MODE_EXP &&
-              a->ev_mode != MRC_CTL_EV_MODE_GEN) {
+          const uint32_t mode = softmrc::raw(a->ev_mode);
+          if (mode != MRC_CTL_EV_MODE_AUTO && mode != MRC_CTL_EV_MODE_EXP &&
+              mode != MRC_CTL_EV_MODE_GEN) {
             rc = fail(EINVAL, "ev_mode is not one mode");
             return;
           }
@@ -631,7 +635,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
         }
         if (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
           if (next.state == MRC_CTL_PROFILE_INIT && !(mask & MRC_CTL_EV_PROFILE_STATE) &&
-              a->ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS) {
+              softmrc::raw(a->ev_fields_op.op) == MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS) {
             rc = fail(EINVAL, "QUERY_FIELDS in INIT");
             return;
           }
@@ -650,7 +654,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
           }
         }
         if (mask & MRC_CTL_EV_PROFILE_STATE) {
-          const auto to = a->profile_state;
+          const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
           bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                        (from == MRC_CTL_PROFILE_OFFLINE &&
@@ -671,7 +675,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
             if (next.mode == MRC_CTL_EV_MODE_EXP) next.evs.assign(next.count, mrc_ctl_ev{});
           }
           if (from == MRC_CTL_PROFILE_OFFLINE && to == MRC_CTL_PROFILE_ONLINE) {
-            next.state = to;
+            next.state = static_cast<mrc_ctl_profile_state>(to);
             if ((rc = go_online(dev, ep, id, next)) != 0) return;
           }
           if (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) {
@@ -681,7 +685,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
             }
             next.engine_id.reset();
           }
-          next.state = to;
+          next.state = static_cast<mrc_ctl_profile_state>(to);
           if (to == MRC_CTL_PROFILE_INIT) next = softmrc::EvProfileRec{};
         }
         p = std::move(next);
@@ -741,7 +745,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
         }
         softmrc::CcProfileRec& p = dev->cc_profiles[id];
         softmrc::CcProfileRec next = p;
-        if ((mask & MRC_CTL_CC_PROFILE_CUR_STATE) && a->cur_profile_state != p.state) {
+        if ((mask & MRC_CTL_CC_PROFILE_CUR_STATE) &&
+            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
           rc = fail(EINVAL, "cur_profile_state is not the profile's state");
           return;
         }
@@ -795,7 +800,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
           next.have_config = true;
         }
         if (mask & MRC_CTL_CC_PROFILE_STATE) {
-          const auto to = a->profile_state;
+          const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
           bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
                        (from == MRC_CTL_PROFILE_OFFLINE &&
@@ -833,7 +838,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
             }
             next.engine_id.reset();
           }
-          next.state = to;
+          next.state = static_cast<mrc_ctl_profile_state>(to);
           if (to == MRC_CTL_PROFILE_INIT) next = softmrc::CcProfileRec{};
         }
         p = next;
@@ -906,7 +911,7 @@ SOFTMRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
   std::set<uint16_t> ids;
   for (int i = 0; i < num_req; ++i) {
     const mrc_ctl_ep_req& r = req[i];
-    if (static_cast<uint32_t>(r.ev_fmt_mode) != my_mode)
+    if (softmrc::raw(r.ev_fmt_mode) != my_mode)
       return fail(EINVAL, "ev_fmt_mode is not the device's EV format");
     if (std::memcmp(r.sgid.raw, dev->node_gid.data(), 16) != 0)
       return fail(EINVAL, "sgid is not the device's GID");

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -204,6 +205,16 @@ void on_engine_event(softmrc_device* dev, const engine::Event& e);
 const engine::DeviceCaps& device_caps();
 bool has_cap_net_admin();
 // Wire EV of a compact EV of a profile, and whether it expands (error text otherwise).
+// The integer inside an enum field an application filled: it may hold any value, and loading an
+// out-of-range value through the enum type is undefined behaviour in C++.
+template <typename E>
+uint32_t raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(uint32_t));
+  uint32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // Shared by mrc_api.cc and mrc_ctl_api.cc.
 bool valid_ctx(mrc_context* ctx);
 bool valid_cq(mrc_cq* cq);

@@ -4,8 +4,8 @@
  * explicit EV profile and a CC profile, bring a QP through INIT/RTR/RTS on them, move data with
  * RDMA WRITE and WRITE with immediate, probe the peer over every EV, and watch an EV event.
  *
- *   walkthrough server TCP_PORT
- *   walkthrough client SERVER_IPV4 TCP_PORT [MESSAGES] [BYTES]
+ *   walkthrough server TCP_PORT [MESSAGES] [BYTES]
+ *   walkthrough client SERVER_IPV4 TCP_PORT [MESSAGES] [BYTES]   (both sides the same numbers)
  *
  * Exit 0: every step worked and the server verified every byte; 1: a step failed (it is
  * named on stderr); 2: usage. Plain C on purpose: it must compile as applications do. */
@@ -146,13 +146,18 @@ static int poll_one(struct mrc_cq* cq, struct ibv_wc* wc) {
 int main(int argc, char** argv) {
   if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
       (!strcmp(argv[1], "client") && argc < 4)) {
-    fprintf(stderr, "usage: walkthrough server PORT | client SERVER_IPV4 PORT [MESSAGES] [BYTES]\n");
+    fprintf(stderr, "usage: walkthrough server PORT [MESSAGES] [BYTES] | client SERVER_IPV4 PORT [MESSAGES] [BYTES]\n");
     return 2;
   }
   const int server = !strcmp(argv[1], "server");
   const int port = atoi(server ? argv[2] : argv[3]);
-  const int messages = !server && argc > 4 ? atoi(argv[4]) : 64;
-  const size_t bytes = !server && argc > 5 ? (size_t)atol(argv[5]) : 65536;
+  const int first = server ? 3 : 4; /* MESSAGES, then BYTES */
+  const int messages = argc > first ? atoi(argv[first]) : 64;
+  const size_t bytes = argc > first + 1 ? (size_t)atol(argv[first + 1]) : 65536;
+  if (messages <= 0 || bytes == 0) {
+    fprintf(stderr, "walkthrough: MESSAGES and BYTES must be > 0\n");
+    return 2;
+  }
 
   /* Find and open the device (every walkthrough starts so). */
   struct ibv_device** list = ibv_get_device_list(NULL);
@@ -286,6 +291,9 @@ int main(int argc, char** argv) {
     poll_one(cq, &wc);
     if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || wc.wr_id != 42 ||
         ntohl(wc.imm_data) != (uint32_t)buf_len / (uint32_t)bytes) {
+      fprintf(stderr, "completion: status %s opcode %d wr_id %llu imm %u\n",
+              ibv_wc_status_str(wc.status), (int)wc.opcode, (unsigned long long)wc.wr_id,
+              ntohl(wc.imm_data));
       errno = EPROTO;
       fail("the WRITE_WITH_IMM completion");
     }

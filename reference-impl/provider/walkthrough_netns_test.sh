@@ -39,7 +39,7 @@ ip -n "$b" link set "smrc$$y" mtu 9000 up
 set +e
 port=$((20000 + $$ % 20000))
 ip netns exec "$a" env MRC_SOFT_IFACES="smrc$$x" timeout 90 "$bin" server "$port" \
-  > "$tmp/server.log" 2>&1 &
+  "$messages" "$bytes" > "$tmp/server.log" 2>&1 &
 spid=$!
 ip netns exec "$b" env MRC_SOFT_IFACES="smrc$$y" timeout 90 "$bin" client 10.77.0.1 "$port" \
   "$messages" "$bytes" > "$tmp/client.log" 2>&1
