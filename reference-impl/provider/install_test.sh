@@ -24,8 +24,11 @@ case "$flags" in
   *-l_mrc*-libverbs*) ;;
   *) echo "pkg-config must put -l_mrc before -libverbs: $flags"; exit 1 ;;
 esac
+# A sanitizer build of the library needs its runtime loaded first: build the app with it too.
+san=""
+if ldd "$libdir/lib_mrc.so.1" | grep -q libasan; then san="-fsanitize=address,undefined"; fi
 # shellcheck disable=SC2086
-cc -Wall -Wextra -o "$tmp/app" "$src" $flags -Wl,-rpath,"$libdir"
+cc -Wall -Wextra $san -o "$tmp/app" "$src" $flags -Wl,-rpath,"$libdir"
 ldd "$tmp/app" | grep -q "$libdir/lib_mrc.so.1" || { ldd "$tmp/app"; exit 1; }
 set +e
 "$tmp/app" > "$tmp/out" 2>&1  # no arguments: the usage message and exit 2
