@@ -19,9 +19,11 @@ PKGS_GUI="qt6-base-dev qt6-svg-dev libgl-dev libxkbcommon-dev fonts-dejavu-core"
 # SoftRoCE lab (lab/): qemu (TCG) + busybox for the guest, rdma-core/perftest copied into it.
 # The Debian kernel package is downloaded and extracted by `mrct lab prepare`, never installed.
 PKGS_LAB="qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers perftest"
+# SoftMRC (reference-impl/provider): lib_mrc.so is built against <infiniband/verbs.h>.
+PKGS_PROVIDER="libibverbs-dev"
 
 missing=()
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_WIRE $PKGS_NET $PKGS_GUI $PKGS_LAB; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_WIRE $PKGS_NET $PKGS_GUI $PKGS_LAB $PKGS_PROVIDER; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then

@@ -436,7 +436,8 @@ Status Endpoint::destroy_qp(uint32_t qpn) {
   return Status::Ok();
 }
 
-Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out) {
+Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out,
+                             uint32_t pd) {
   Impl& d = *impl_;
   if (addr == nullptr && length != 0) return Status::Error(EINVAL, "register_mr: null address");
   if (access & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic))
@@ -449,6 +450,7 @@ Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryR
   mr.addr = base;
   mr.length = length;
   mr.access = access;
+  mr.pd = pd;
   // Keys come from the endpoint PRNG (deterministic, not guessable from the index).
   do {
     mr.lkey = static_cast<uint32_t>(d.rng.next());

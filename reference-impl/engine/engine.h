@@ -233,6 +233,8 @@ struct MemoryRegion {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint32_t access = 0;
+  // Protection domain: a QP reaches only MRs of its own PD (both 0 when PDs are not used).
+  uint32_t pd = 0;
 };
 
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kErr };
@@ -252,6 +254,7 @@ struct QpInitAttr {
   QpCap cap;
   bool sq_sig_all = false;
   uint32_t protocol_version = 0;  // one MRC_PROTOCOL_VERSION bit or 0 (provider default)
+  uint32_t pd = 0;                // protection domain of the QP (MemoryRegion::pd)
 };
 
 struct QpHint {  // advisory sizing (mrc_create_qp_hint)
@@ -616,7 +619,8 @@ class Endpoint {
                    uint32_t mrc_mask);
   Status query_qp(uint32_t qpn, QpAttr& attr, MrcQpAttr& mrc) const;
   Status destroy_qp(uint32_t qpn);
-  Status register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out);
+  Status register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out,
+                     uint32_t pd = 0);
   Status deregister_mr(uint32_t lkey);
   Status post_send(uint32_t qpn, const SendWr& wr);
   // Convenience: RDMA WRITE (imm unset) or WRITE_WITH_IMM.

@@ -416,6 +416,9 @@ Status Qp::post_send(const SendWr& wr) {
     const MemoryRegion* mr = ep_->mr_for_lkey(g.lkey);
     if (mr == nullptr)
       return einval("sg_list[" + std::to_string(k) + "]: unknown lkey " + std::to_string(g.lkey));
+    if (mr->pd != init_.pd)
+      return einval("sg_list[" + std::to_string(k) + "]: the MR of lkey " + std::to_string(g.lkey) +
+                    " is in another protection domain than the QP");
     if (g.addr < mr->addr || g.addr - mr->addr > mr->length ||
         g.length > mr->length - (g.addr - mr->addr))
       return einval("sg_list[" + std::to_string(k) +
@@ -466,9 +469,10 @@ Status Qp::post_recv(const RecvWr& wr) {
     return einval("sg_list has " + std::to_string(wr.sg_list.size()) +
                   " entries, max_recv_sge is " + std::to_string(init_.cap.max_recv_sge));
   for (size_t k = 0; k < wr.sg_list.size(); ++k) {
-    if (ep_->mr_for_lkey(wr.sg_list[k].lkey) == nullptr)
-      return einval("sg_list[" + std::to_string(k) + "]: unknown lkey " +
-                    std::to_string(wr.sg_list[k].lkey));
+    const MemoryRegion* mr = ep_->mr_for_lkey(wr.sg_list[k].lkey);
+    if (mr == nullptr || mr->pd != init_.pd)
+      return einval("sg_list[" + std::to_string(k) + "]: lkey " +
+                    std::to_string(wr.sg_list[k].lkey) + " is no MR of the QP's protection domain");
   }
   if (state_ == QpState::kErr) {
     Wc wc;

@@ -180,11 +180,15 @@ void Qp::on_data(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, boo
   const uint64_t va = f.reth.va;
   if (len > 0) {
     const MemoryRegion* mr = ep_->mr_for_rkey(f.reth.rkey);
-    const bool ok = mr != nullptr && (mr->access & kAccessRemoteWrite) && va >= mr->addr &&
-                    va - mr->addr <= mr->length && len <= mr->length - (va - mr->addr);
+    const bool ok = mr != nullptr && mr->pd == init_.pd && (mr->access & kAccessRemoteWrite) &&
+                    va >= mr->addr && va - mr->addr <= mr->length &&
+                    len <= mr->length - (va - mr->addr);
     if (!ok) {
       responder_fault(port, psn, wev, kAethNakRemoteAccess, AsyncEventType::kQpAccessErr,
-                      mr == nullptr ? "bad_rkey" : "va_outside_region", now_ns);
+                      mr == nullptr || mr->pd != init_.pd  ? "bad_rkey"
+                      : !(mr->access & kAccessRemoteWrite) ? "mr_no_remote_write"
+                                                           : "va_outside_region",
+                      now_ns);
       return;
     }
     std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(va)), f.payload.data(), len);

@@ -110,6 +110,32 @@ TEST(Responder, WriteBelowTheRegionAndToAReadOnlyRegionAreRefused) {
   }
 }
 
+TEST(Responder, WriteToAnMrOfAnotherProtectionDomainIsRefused) {
+  // Pair's QPs are in PD 0; the region is registered in PD 7 with remote write: the rkey is
+  // valid on the node but not for the QP (verbs: an MR serves only QPs of its own PD).
+  Pair p(1, 9);
+  Buffer src(*p.a.ep, 4096, 5);
+  std::vector<uint8_t> other(3 * 4096, 0xA5);
+  MemoryRegion mr;
+  ASSERT_TRUE(
+      p.b.ep->register_mr(other.data() + 4096, 4096, kAccessLocalWrite | kAccessRemoteWrite, mr, 7)
+          .ok());
+  EXPECT_EQ(mr.pd, 7u);
+  const auto before = other;
+  // Locally, an SGE of another PD's MR is refused at post time.
+  std::vector<uint8_t> src_other(64, 1);
+  MemoryRegion local;
+  ASSERT_TRUE(p.a.ep->register_mr(src_other.data(), 64, kAccessLocalWrite, local, 7).ok());
+  const Sge foreign{local.addr, 64, local.lkey};
+  EXPECT_EQ(p.a.ep->post_write(p.a.qpn, 2, {&foreign, 1}, mr.addr, mr.rkey).code, EINVAL);
+  const Sge sge = src.sge(0, 64);
+  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, mr.addr, mr.rkey).ok());
+  auto wcs = run_to_completion(p);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(other, before);
+}
+
 TEST(Responder, WimmLimitViolationIsAnInvalidRequest) {
   QpParams qp;
   qp.max_wimm = 8;       // A believes it may have 8 outstanding

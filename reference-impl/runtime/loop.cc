@@ -90,6 +90,10 @@ struct Runtime::Impl {
   std::atomic<bool> running{false};
   std::mutex cmd_mu;
   std::condition_variable cmd_cv;
+  // Held by the loop for each iteration (not while it sleeps) and by with_engine(): another
+  // thread can then use the engine between two iterations without a round trip to the loop.
+  std::mutex engine_mu;
+  std::atomic<int> engine_waiters{0};  // with_engine() callers waiting for engine_mu
   struct Cmd {
     const std::function<void(engine::Endpoint&)>* fn;
     bool done = false;
@@ -526,7 +530,9 @@ Status Runtime::Impl::loop() {
   epoll_event evs[32];
   Status result;
   bool done = false;
+  std::unique_lock<std::mutex> engine_lock(engine_mu);
   while (!stop_requested.load(std::memory_order_relaxed)) {
+    if (!engine_lock.owns_lock()) engine_lock.lock();
     ++st.loop_iterations;
     bool more = false;
     receive_all(more);
@@ -555,6 +561,10 @@ Status Runtime::Impl::loop() {
       arm_timer(deadline);
     }
     if (timeout != 0) ++st.epoll_waits;
+    engine_lock.unlock();
+    // Hand the engine over to a waiting with_engine() caller: relocking at once would starve it
+    // while the loop is busy (std::mutex is not fair).
+    while (engine_waiters.load(std::memory_order_acquire) > 0) std::this_thread::yield();
     const int n = epoll_wait(epfd.get(), evs, 32, timeout);
     if (n < 0 && errno != EINTR) {
       result = sys_error("epoll_wait");
@@ -574,6 +584,7 @@ Status Runtime::Impl::loop() {
     }
   }
   // Whatever the engine still has to say (final SACKs) goes out before the loop ends.
+  if (!engine_lock.owns_lock()) engine_lock.lock();
   transmit(monotonic_ns());
   st.loop_cpu_ns += thread_cpu_ns() - cpu0;
   run_cmds();
@@ -702,6 +713,25 @@ void Runtime::call(const std::function<void(engine::Endpoint&)>& fn) {
     lk.unlock();
     fn(*impl_->ep);
   }
+}
+
+void Runtime::with_engine(const std::function<void(engine::Endpoint&)>& fn, bool wake) {
+  {
+    impl_->engine_waiters.fetch_add(1, std::memory_order_acq_rel);
+    std::lock_guard<std::mutex> lk(impl_->engine_mu);
+    impl_->engine_waiters.fetch_sub(1, std::memory_order_acq_rel);
+    fn(*impl_->ep);
+  }
+  if (wake && impl_->running.load() && impl_->wakefd.ok()) {
+    const uint64_t one = 1;
+    (void)!write(impl_->wakefd.get(), &one, sizeof one);
+  }
+}
+
+void Runtime::set_next_hop(uint8_t port, const wire::MacAddr& mac) {
+  if (port == 0 || port > impl_->next_hops.size()) return;
+  std::lock_guard<std::mutex> lk(impl_->engine_mu);
+  impl_->next_hops[port - 1] = mac;
 }
 
 RuntimeStats Runtime::stats() {

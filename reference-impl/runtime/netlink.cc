@@ -308,6 +308,40 @@ Status resolve_next_hop(const std::string& iface, std::span<const wire::Ipv6Addr
     }
   }
   std::string rule = "route to destination";
+  // A destination on the link itself (its longest route through iface has no gateway, as on a
+  // direct cable between two hosts): its own neighbour entry is the next hop.
+  const Route6* onlink = nullptr;
+  const wire::Ipv6Addr* onlink_dst = nullptr;
+  for (const Route6& r : routes) {
+    if (r.oif != info.index) continue;
+    for (const wire::Ipv6Addr& d : dsts)
+      if (prefix_covers(r.dst, r.plen, d) && (onlink == nullptr || r.plen > onlink->plen)) {
+        onlink = &r;
+        onlink_dst = &d;
+      }
+  }
+  if (onlink != nullptr && !onlink->has_gw && (best == nullptr || onlink->plen > best->plen)) {
+    const wire::Ipv6Addr dst = *onlink_dst;
+    const uint64_t until = monotonic_ns() + timeout_ns;
+    Status st;
+    bool solicited = false;
+    for (;;) {
+      if (lookup_neigh(info.index, dst, out, st)) {
+        if (how) *how = "destination " + wire::format_ipv6(dst) + " on link: " + mac_text(out);
+        return Status::Ok();
+      }
+      if (!st.ok()) return st;
+      if (monotonic_ns() >= until) break;
+      if (!solicited) {
+        solicit(iface, info.index, dst);
+        solicited = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::Error(EHOSTUNREACH, "plane interface " + iface + ": " + wire::format_ipv6(dst) +
+                                           " is on the link but did not resolve (no neighbour "
+                                           "entry after NDP)");
+  }
   if (best == nullptr) {
     for (const Route6& r : routes) {
       if (r.oif == info.index && r.has_gw && (best == nullptr || r.plen > best->plen)) best = &r;

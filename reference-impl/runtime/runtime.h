@@ -64,10 +64,11 @@ std::optional<wire::Ipv6Addr> first_global_ipv6(const std::string& iface);
 
 // MAC of the next hop for frames that leave `iface`. Tries, in order: the gateway of the most
 // specific IPv6 route through `iface` that covers one of `dsts` (any table but `local`,
-// multipath next hops included), any gateway route through `iface`, and finally the only usable
-// neighbour on `iface`. A gateway with no neighbour entry yet is solicited (a datagram to its
-// discard port makes the kernel run NDP) and polled for until `timeout_ns`. `how` says which
-// rule matched, for logs.
+// multipath next hops included) or, when that route has no gateway (the destination is on the
+// link), the destination's own neighbour entry; any gateway route through `iface`; and finally
+// the only usable neighbour on `iface`. A gateway with no neighbour entry yet is solicited (a
+// datagram to its discard port makes the kernel run NDP) and polled for until `timeout_ns`. `how`
+// says which rule matched, for logs.
 Status resolve_next_hop(const std::string& iface, std::span<const wire::Ipv6Addr> dsts,
                         uint64_t timeout_ns, wire::MacAddr& out, std::string* how = nullptr);
 
@@ -310,6 +311,13 @@ class Runtime {
   bool running() const;
   // Runs fn on the loop thread and waits for it; runs it directly when the loop is not running.
   void call(const std::function<void(engine::Endpoint&)>& fn);
+  // Runs fn on the calling thread between two loop iterations (the loop holds the engine lock
+  // while it works, not while it sleeps), then wakes the loop if `wake` so that what fn posted
+  // leaves at once: a doorbell, cheaper than call()'s round trip. Never from the loop thread
+  // (app hook, event observer): it would deadlock.
+  void with_engine(const std::function<void(engine::Endpoint&)>& fn, bool wake = true);
+  // kPacket: sets (or replaces) the next-hop MAC of a port, safely while the loop runs.
+  void set_next_hop(uint8_t port, const wire::MacAddr& mac);
 
   RuntimeStats stats();
   // Flushes and closes captures and the event log (also done by the destructor).

@@ -1,0 +1,395 @@
+// The verbs entry points the MRC API relies on, for SoftMRC's software device.
+//
+// lib_mrc.so defines ibv_get_device_list, ibv_open_device, ibv_query_port, ibv_query_gid,
+// ibv_alloc_pd, ibv_reg_mr and their companions. An application links lib_mrc.so before
+// libibverbs (the OCP makefile does), so the dynamic linker binds these names to lib_mrc.so
+// first. The device list is SoftMRC's device followed by the real devices libibverbs finds
+// (reached through dlsym(RTLD_NEXT)); a call on a real device's object goes to libibverbs
+// unchanged. Our verbs objects are plain structs: the inline wrappers of <infiniband/verbs.h>
+// that look for extended ops (verbs_get_ctx_op) see a non-extended context and call the
+// exported functions, which are ours.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "reference-impl/provider/softmrc.h"
+
+namespace engine = mrc::engine;
+namespace wire = mrc::wire;
+
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+using softmrc::fail;
+using softmrc::fail_null;
+
+namespace {
+
+struct SoftContext {
+  ibv_context ctx;  // first: the pointer the application holds
+  softmrc_device* dev;
+};
+
+struct SoftPd {
+  ibv_pd pd;
+};
+
+struct SoftMr {
+  ibv_mr mr;
+};
+
+std::mutex g_mu;
+ibv_device g_soft_device{};
+std::set<ibv_context*> g_contexts;
+std::set<ibv_pd*> g_pds;
+std::set<ibv_mr*> g_mrs;
+std::map<ibv_device**, ibv_device**> g_real_lists;  // our list -> libibverbs' list
+
+template <typename Fn>
+Fn next_symbol(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+void init_soft_device() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_soft_device.node_type = IBV_NODE_CA;
+    g_soft_device.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(g_soft_device.name, sizeof g_soft_device.name, "softmrc0");
+    std::snprintf(g_soft_device.dev_name, sizeof g_soft_device.dev_name, "softmrc0");
+    std::snprintf(g_soft_device.dev_path, sizeof g_soft_device.dev_path, "/dev/null");
+    std::snprintf(g_soft_device.ibdev_path, sizeof g_soft_device.ibdev_path, "/dev/null");
+  });
+}
+
+bool ours(ibv_context* c) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_contexts.count(c) != 0;
+}
+bool ours(ibv_pd* p) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_pds.count(p) != 0;
+}
+bool ours(ibv_mr* m) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_mrs.count(m) != 0;
+}
+
+ibv_mtu mtu_enum(uint32_t bytes) {
+  if (bytes >= 4096) return IBV_MTU_4096;
+  if (bytes >= 2048) return IBV_MTU_2048;
+  if (bytes >= 1024) return IBV_MTU_1024;
+  if (bytes >= 512) return IBV_MTU_512;
+  return IBV_MTU_256;
+}
+
+// The largest RoCE payload MTU an interface MTU carries (IPv6 40 + UDP 8 + BTH and MRC
+// headers, ICRC: 128 bytes is enough for every MRP0 data packet with an SRH).
+uint32_t payload_mtu(uint32_t iface_mtu) {
+  return iface_mtu > 128 ? iface_mtu - 128 : 0;
+}
+
+// Device memory accesses the engine understands; the optional range (relaxed ordering and the
+// like) are hints a provider may ignore, as verbs defines them.
+constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+}  // namespace
+
+namespace softmrc {
+softmrc_device* device_of(ibv_context* ctx) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (!g_contexts.count(ctx)) return nullptr;
+  return reinterpret_cast<SoftContext*>(ctx)->dev;
+}
+}  // namespace softmrc
+
+extern "C" {
+
+__attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num_devices) {
+  init_soft_device();
+  using Fn = ibv_device** (*)(int*);
+  ibv_device** real = nullptr;
+  int nreal = 0;
+  const char* no_real = std::getenv("MRC_SOFT_ONLY");
+  if (no_real == nullptr || *no_real == '\0' || *no_real == '0') {
+    if (auto fn = next_symbol<Fn>("ibv_get_device_list")) real = fn(&nreal);
+  }
+  if (real == nullptr) nreal = 0;
+  auto** list =
+      static_cast<ibv_device**>(std::calloc(static_cast<size_t>(nreal) + 2, sizeof(void*)));
+  if (list == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = &g_soft_device;
+  for (int i = 0; i < nreal; ++i) list[i + 1] = real[i];
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_real_lists[list] = real;
+  }
+  if (num_devices) *num_devices = nreal + 1;
+  return list;
+}
+
+__attribute__((visibility("default"))) void ibv_free_device_list(ibv_device** list) {
+  ibv_device** real = nullptr;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_real_lists.find(list);
+    if (it != g_real_lists.end()) {
+      real = it->second;
+      g_real_lists.erase(it);
+      found = true;
+    }
+  }
+  if (!found) {
+    if (auto fn = next_symbol<void (*)(ibv_device**)>("ibv_free_device_list")) fn(list);
+    return;
+  }
+  if (real != nullptr)
+    if (auto fn = next_symbol<void (*)(ibv_device**)>("ibv_free_device_list")) fn(real);
+  std::free(list);
+}
+
+__attribute__((visibility("default"))) const char* ibv_get_device_name(ibv_device* device) {
+  if (device == &g_soft_device) return g_soft_device.name;
+  if (auto fn = next_symbol<const char* (*)(ibv_device*)>("ibv_get_device_name")) return fn(device);
+  return nullptr;
+}
+
+__attribute__((visibility("default"))) __be64 ibv_get_device_guid(ibv_device* device) {
+  if (device == &g_soft_device) return 0;
+  if (auto fn = next_symbol<__be64 (*)(ibv_device*)>("ibv_get_device_guid")) return fn(device);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* device) {
+  if (device != &g_soft_device) {
+    if (auto fn = next_symbol<ibv_context* (*)(ibv_device*)>("ibv_open_device")) return fn(device);
+    return fail_null(ENODEV, "ibv_open_device: unknown device");
+  }
+  softmrc_device* dev = softmrc::open_device();
+  if (dev == nullptr) return nullptr;
+  auto* sc = new SoftContext{};
+  sc->dev = dev;
+  sc->ctx.device = device;
+  sc->ctx.cmd_fd = -1;
+  sc->ctx.async_fd = -1;
+  sc->ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&sc->ctx.mutex, nullptr);
+  sc->ctx.abi_compat = nullptr;  // not an extended context: inline wrappers call our exports
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_contexts.insert(&sc->ctx);
+  return &sc->ctx;
+}
+
+__attribute__((visibility("default"))) int ibv_close_device(ibv_context* context) {
+  if (!ours(context)) {
+    if (auto fn = next_symbol<int (*)(ibv_context*)>("ibv_close_device")) return fn(context);
+    return fail(EINVAL, "ibv_close_device");
+  }
+  auto* sc = reinterpret_cast<SoftContext*>(context);
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_contexts.erase(context);
+  }
+  softmrc::close_device(sc->dev);
+  pthread_mutex_destroy(&sc->ctx.mutex);
+  delete sc;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int ibv_query_device(ibv_context* context,
+                                                            ibv_device_attr* attr) {
+  if (!ours(context)) {
+    if (auto fn = next_symbol<int (*)(ibv_context*, ibv_device_attr*)>("ibv_query_device"))
+      return fn(context, attr);
+    return EINVAL;
+  }
+  softmrc_device* dev = softmrc::device_of(context);
+  const auto& caps = softmrc::device_caps();
+  std::memset(attr, 0, sizeof *attr);
+  std::snprintf(attr->fw_ver, sizeof attr->fw_ver, "softmrc-1.0");
+  std::memcpy(&attr->node_guid, dev->node_gid.data() + 8, 8);
+  attr->sys_image_guid = attr->node_guid;
+  attr->max_mr_size = UINT64_MAX;
+  attr->page_size_cap = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  attr->vendor_id = 0;
+  attr->max_qp = static_cast<int>(caps.max_qp);
+  attr->max_qp_wr = static_cast<int>(caps.max_send_wr);
+  attr->max_sge = static_cast<int>(engine::kMaxSge);
+  attr->max_cq = 1 << 16;
+  attr->max_cqe = static_cast<int>(caps.max_cqe);
+  attr->max_mr = 1 << 20;
+  attr->max_pd = 1 << 16;
+  attr->phys_port_cnt = static_cast<uint8_t>(dev->ports.size());
+  return 0;
+}
+
+__attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, uint8_t port_num,
+                                                          struct _compat_ibv_port_attr* cattr) {
+  if (!ours(context)) {
+    if (auto fn =
+            next_symbol<int (*)(ibv_context*, uint8_t, _compat_ibv_port_attr*)>("ibv_query_port"))
+      return fn(context, port_num, cattr);
+    return EINVAL;
+  }
+  softmrc_device* dev = softmrc::device_of(context);
+  if (port_num == 0 || port_num > dev->ports.size()) return EINVAL;
+  const softmrc::PortInfo& p = dev->ports[port_num - 1];
+  // Only the fields of the original (compat) ibv_port_attr: older callers pass that size.
+  auto* attr = reinterpret_cast<ibv_port_attr*>(cattr);
+  bool up = p.admin_enabled;
+  if (up && dev->io) {
+    mrc::runtime::IfaceInfo info;
+    up = mrc::runtime::query_iface(p.iface, info).ok() && info.up;
+  }
+  attr->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  attr->max_mtu = IBV_MTU_4096;
+  attr->active_mtu = mtu_enum(payload_mtu(p.mtu));
+  attr->gid_tbl_len = static_cast<int>(p.gids.size());
+  attr->port_cap_flags = 0;
+  attr->max_msg_sz = 1u << 31;
+  attr->pkey_tbl_len = 1;
+  attr->phys_state = up ? 5 : 3;  // LinkUp / Disabled
+  attr->active_width = 1;         // 1x
+  attr->active_speed = 32;        // reported as 25 Gb/s; a software port has no line rate
+  attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int ibv_query_gid(ibv_context* context, uint8_t port_num,
+                                                         int index, ibv_gid* gid) {
+  if (!ours(context)) {
+    if (auto fn = next_symbol<int (*)(ibv_context*, uint8_t, int, ibv_gid*)>("ibv_query_gid"))
+      return fn(context, port_num, index, gid);
+    return fail(EINVAL, "ibv_query_gid");
+  }
+  softmrc_device* dev = softmrc::device_of(context);
+  if (port_num == 0 || port_num > dev->ports.size())
+    return fail(EINVAL, "ibv_query_gid: no such port");
+  const auto& table = dev->ports[port_num - 1].gids;
+  if (index < 0 || static_cast<size_t>(index) >= table.size())
+    return fail(EINVAL, "ibv_query_gid: index beyond the GID table");
+  std::memcpy(gid->raw, table[static_cast<size_t>(index)].gid.data(), 16);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (!ours(context)) {
+    if (auto fn = next_symbol<ibv_pd* (*)(ibv_context*)>("ibv_alloc_pd")) return fn(context);
+    return fail_null(EINVAL, "ibv_alloc_pd");
+  }
+  softmrc_device* dev = softmrc::device_of(context);
+  auto* p = new SoftPd{};
+  p->pd.context = context;
+  {
+    std::lock_guard<std::mutex> lk(dev->mu);
+    p->pd.handle = dev->next_pd++;
+  }
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_pds.insert(&p->pd);
+  return &p->pd;
+}
+
+__attribute__((visibility("default"))) int ibv_dealloc_pd(ibv_pd* pd) {
+  if (!ours(pd)) {
+    if (auto fn = next_symbol<int (*)(ibv_pd*)>("ibv_dealloc_pd")) return fn(pd);
+    return EINVAL;
+  }
+  std::lock_guard<std::mutex> lk(g_mu);
+  for (ibv_mr* m : g_mrs)
+    if (m->pd == pd) return EBUSY;  // verbs: a PD with MRs cannot go
+  g_pds.erase(pd);
+  delete reinterpret_cast<SoftPd*>(pd);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr,
+                                                                size_t length, uint64_t iova,
+                                                                unsigned int access) {
+  if (!ours(pd)) {
+    if (auto fn = next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, uint64_t, unsigned)>(
+            "ibv_reg_mr_iova2"))
+      return fn(pd, addr, length, iova, access);
+    return fail_null(EINVAL, "ibv_reg_mr");
+  }
+  if (iova != reinterpret_cast<uintptr_t>(addr))
+    return fail_null(EOPNOTSUPP, "ibv_reg_mr_iova: SoftMRC MRs are addressed by their host VA");
+  const unsigned access_known = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if (access_known & ~kKnownAccess)
+    return fail_null(EINVAL, "ibv_reg_mr: unsupported access flags");
+  softmrc_device* dev = softmrc::device_of(pd->context);
+  engine::MemoryRegion mr;
+  engine::Status st;
+  dev->with_engine(
+      [&](engine::Endpoint& ep) {
+        st = ep.register_mr(addr, length, access_known, mr, pd->handle);
+      },
+      false);
+  if (!st.ok()) {
+    softmrc::fail_status(st);
+    return nullptr;
+  }
+  auto* m = new SoftMr{};
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = mr.lkey;
+  m->mr.lkey = mr.lkey;
+  m->mr.rkey = mr.rkey;
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_mrs.insert(&m->mr);
+  return &m->mr;
+}
+
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length,
+                                                          int access) {
+  if (!ours(pd)) {
+    if (auto fn = next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, int)>("ibv_reg_mr"))
+      return fn(pd, addr, length, access);
+    return fail_null(EINVAL, "ibv_reg_mr");
+  }
+  return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uintptr_t>(addr),
+                          static_cast<unsigned>(access));
+}
+
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr,
+                                                               size_t length, uint64_t iova,
+                                                               int access) {
+  if (!ours(pd)) {
+    if (auto fn =
+            next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, uint64_t, int)>("ibv_reg_mr_iova"))
+      return fn(pd, addr, length, iova, access);
+    return fail_null(EINVAL, "ibv_reg_mr_iova");
+  }
+  return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+__attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
+  if (!ours(mr)) {
+    if (auto fn = next_symbol<int (*)(ibv_mr*)>("ibv_dereg_mr")) return fn(mr);
+    return EINVAL;
+  }
+  softmrc_device* dev = softmrc::device_of(mr->context);
+  engine::Status st;
+  if (dev != nullptr)
+    dev->with_engine([&](engine::Endpoint& ep) { st = ep.deregister_mr(mr->lkey); }, false);
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_mrs.erase(mr);
+  delete reinterpret_cast<SoftMr*>(mr);
+  return 0;
+}
+
+}  // extern "C"
