@@ -1063,6 +1063,11 @@ void t_ev_state(Fixture& f) {
   const uint8_t port = first_port(n.ctl_attr());
   stev_format(f.api, n.ctx(), 13);
   explicit_profile(f.api, n.ctx(), 1, 13, 4, port, true);
+  // A QP on the profile: EV states are path states of the QPs that spray over the EVs.
+  mrc_qp* qp = n.qp();
+  mrc_qp_attr m{};
+  m.profile.ev_profile_id = 1;
+  expect_ok(n.to_init(qp, &m, MRC_QP_EV_PROFILE_ID), "RESET -> INIT on the EV profile");
   auto set = [&](uint32_t ev, mrc_ctl_ev_state s) {
     mrc_ctl_ev_op_entry en{};
     en.ev = ev_of(ev, port);
