@@ -16,19 +16,42 @@ namespace mrc::api {
 // X(name): an mrc_* function with the header's own type. A library lacking a symbol leaves the
 // pointer null; tests that need it report `fail` (mandatory) or `unsupported` (the _ex calls of
 // API 1.0.1).
-#define MRC_API_FUNCTIONS(X)                                                                      \
-  X(mrc_query_version)                                                                            \
-  X(mrc_query_device)                                                                             \
-  X(mrc_query_device_ex) X(mrc_create_context) X(mrc_destroy_context) X(mrc_create_comp_channel)  \
-      X(mrc_get_comp_channel_fd) X(mrc_destroy_comp_channel) X(mrc_create_cq) X(mrc_poll_cq)      \
-          X(mrc_destroy_cq) X(mrc_create_qp_hint) X(mrc_destroy_qp_hint) X(mrc_query_qp_hint)     \
-              X(mrc_modify_qp_hint) X(mrc_create_qp) X(mrc_destroy_qp) X(mrc_query_qp)            \
-                  X(mrc_modify_qp) X(mrc_get_qpn) X(mrc_post_recv) X(mrc_post_send)               \
-                      X(mrc_ctl_query_version) X(mrc_ctl_query_device) X(mrc_ctl_query_device_ex) \
-                          X(mrc_ctl_modify_ev_fmt_profile) X(mrc_ctl_query_ev_fmt_profile)        \
-                              X(mrc_ctl_modify_ev_profile) X(mrc_ctl_query_ev_profile)            \
-                                  X(mrc_ctl_modify_cc_profile) X(mrc_ctl_query_cc_profile)        \
-                                      X(mrc_ctl_create_ev_event_cq) X(mrc_ctl_poll_ev_event)
+// clang-format off
+#define MRC_API_FUNCTIONS(X) \
+  X(mrc_query_version) \
+  X(mrc_query_device) \
+  X(mrc_query_device_ex) \
+  X(mrc_create_context) \
+  X(mrc_destroy_context) \
+  X(mrc_create_comp_channel) \
+  X(mrc_get_comp_channel_fd) \
+  X(mrc_destroy_comp_channel) \
+  X(mrc_create_cq) \
+  X(mrc_poll_cq) \
+  X(mrc_destroy_cq) \
+  X(mrc_create_qp_hint) \
+  X(mrc_destroy_qp_hint) \
+  X(mrc_query_qp_hint) \
+  X(mrc_modify_qp_hint) \
+  X(mrc_create_qp) \
+  X(mrc_destroy_qp) \
+  X(mrc_query_qp) \
+  X(mrc_modify_qp) \
+  X(mrc_get_qpn) \
+  X(mrc_post_recv) \
+  X(mrc_post_send) \
+  X(mrc_ctl_query_version) \
+  X(mrc_ctl_query_device) \
+  X(mrc_ctl_query_device_ex) \
+  X(mrc_ctl_modify_ev_fmt_profile) \
+  X(mrc_ctl_query_ev_fmt_profile) \
+  X(mrc_ctl_modify_ev_profile) \
+  X(mrc_ctl_query_ev_profile) \
+  X(mrc_ctl_modify_cc_profile) \
+  X(mrc_ctl_query_cc_profile) \
+  X(mrc_ctl_create_ev_event_cq) \
+  X(mrc_ctl_poll_ev_event)
+// clang-format on
 
 struct Api {
   void* handle = nullptr;
