@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "conformance/api/api_suite.h"
 #include "conformance/internal.h"
 
 namespace mrc::check {
@@ -382,6 +383,7 @@ std::string rules_markdown() {
       o << "\n";
     }
   }
+  o << mrc::api::catalogue_markdown();
   return o.str();
 }
 

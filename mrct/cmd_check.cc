@@ -2,6 +2,10 @@
 #include <iostream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "conformance/api/api_suite.h"
 #include "conformance/check.h"
 #include "mrct/commands.h"
 
@@ -61,8 +65,17 @@ Run add_rules(CLI::App& app) {
   return [json, markdown] {
     if (*markdown) {
       std::cout << mrc::check::rules_markdown();
+    } else if (*json) {
+      // One array: the wire rules, then the API suite's tests.
+      std::ostringstream wire, api;
+      mrc::check::print_rules(wire, true);
+      mrc::api::print_catalogue(api, true);
+      auto all = nlohmann::ordered_json::parse(wire.str());
+      for (auto& t : nlohmann::ordered_json::parse(api.str())) all.push_back(std::move(t));
+      std::cout << all.dump(2) << "\n";
     } else {
-      mrc::check::print_rules(std::cout, *json);
+      mrc::check::print_rules(std::cout, false);
+      mrc::api::print_catalogue(std::cout, false);
     }
     return kExitOk;
   };

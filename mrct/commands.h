@@ -24,6 +24,7 @@ Run add_exec(CLI::App& app, std::vector<std::string> command, std::string python
 #ifdef MRCT_HAVE_CHECK
 Run add_check(CLI::App& app);
 Run add_rules(CLI::App& app);
+Run add_api_suite(CLI::App& app);
 #endif
 
 }  // namespace mrct

@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
   add("craft", "Write a capture with every MRP0 packet type in every EV carriage", mrct::add_craft);
 #ifdef MRCT_HAVE_CHECK
   add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
-  add("rules", "Print the rule catalogue", mrct::add_rules);
+  add("rules", "Print the rule catalogue (wire rules and API tests)", mrct::add_rules);
+#endif
+#ifdef MRCT_HAVE_API_SUITE
+  add("api-suite", "Run the API conformance suite against a lib_mrc.so", mrct::add_api_suite);
 #endif
 #ifdef MRCT_HAVE_FAULTS
   add("inject", "Fault injector relay on impaired links (see fault-injector/README.md)",

@@ -1,0 +1,57 @@
+// The MRC API conformance suite: one-node tests of any lib_mrc.so through the OCP application
+// (mrc.h) and controller (mrc_ctl.h) APIs. The library is bound at run time with dlopen, in a
+// forked child per test, so a crash or hang of the library under test is one failed test.
+#pragma once
+
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrc::api {
+
+enum class Status { kPass, kFail, kUnsupported, kInformational };
+
+std::string_view status_name(Status s);
+
+// One catalogue row: a stable ID (MRC-API-nnn), what the test checks and where the
+// behaviour is written down (tag API + the header section or OCP walkthrough).
+struct TestInfo {
+  std::string_view id;
+  std::string_view area;
+  std::string_view statement;
+  std::string_view source;
+};
+
+std::span<const TestInfo> catalogue();
+
+struct Result {
+  std::string id;
+  Status status = Status::kFail;
+  std::string detail;
+  double seconds = 0;
+};
+
+struct Options {
+  std::string lib;                // path handed to dlopen
+  std::string device;             // verbs device name; empty: the first MRC device
+  double test_timeout_s = 30;     // a test still running after this is killed and failed
+  std::vector<std::string> only;  // test IDs to run; empty: all
+};
+
+// Loads `lib` once in a child to report a clear error; empty string when it loads.
+std::string probe_library(const std::string& lib);
+
+// Runs the selected tests, each in its own forked child.
+std::vector<Result> run(const Options& options);
+
+void write_json(std::ostream& out, const Options& options, const std::vector<Result>& results);
+void write_junit(std::ostream& out, const std::vector<Result>& results);
+void write_markdown(std::ostream& out, const Options& options, const std::vector<Result>& results);
+
+// The catalogue for `mrct rules` (text or JSON rows) and the docs/rules.md section.
+void print_catalogue(std::ostream& out, bool json);
+std::string catalogue_markdown();
+
+}  // namespace mrc::api

@@ -1,0 +1,51 @@
+#!/bin/bash
+# The API suite can fail: run it against the shim (testdata/mrc_shim.c) that wraps the reference
+# lib_mrc.so and breaks one behaviour per MRC_SHIM_BREAK value; each breakage must be caught by
+# its own test ID(s) and no other. Prints the mutant table. Usage: SCRIPT MRCT SHIM_SO
+set -euo pipefail
+mrct=$1
+shim=$2
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: opening softmrc0 needs CAP_NET_RAW (root)"
+  exit 77
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export MRC_SOFT_IO=loopback
+# mode | breakage | test IDs that must fail (exactly) | test IDs that must read unsupported
+cases=(
+  "none|pass-through (no breakage)||"
+  "busy_errno|wrong errno: destroy_context EINVAL instead of EBUSY|MRC-API-008|"
+  "accept_read|post_send accepts RDMA READ|MRC-API-025|"
+  "no_state_check|modify_qp RESET -> RTR accepted|MRC-API-014|"
+  "max_timeout|MRC_QP_TIMEOUT > 24 clamped, not refused|MRC-API-021|"
+  "retry_range|retry linear_cnt > 7 / exp_cnt > 25 clamped|MRC-API-022|"
+  "hide_ev_event|opt_attr hides MRC_CTL_OPT_CAP_EV_EVENT||MRC-API-035"
+  "crash|mrc_poll_cq segfaults|MRC-API-007 MRC-API-024|"
+  "hang|mrc_create_qp_hint never returns|MRC-API-010|"
+)
+status=0
+printf '| MRC_SHIM_BREAK | breakage | failed test IDs | expected | verdict |\n|---|---|---|---|---|\n'
+for c in "${cases[@]}"; do
+  IFS='|' read -r mode what want_fail want_unsup <<< "$c"
+  rc=0
+  MRC_SHIM_BREAK=$mode "$mrct" api-suite --lib "$shim" --timeout 8 -q --json "$out/$mode.json" \
+    > "$out/$mode.log" 2>&1 || rc=$?
+  got=$(/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(" ".join(sorted(t["id"] for t in r["tests"] if t["status"] == "fail")))
+print(" ".join(sorted(t["id"] for t in r["tests"] if t["status"] == "unsupported")))
+' "$out/$mode.json")
+  got_fail=$(sed -n 1p <<< "$got")
+  got_unsup=$(sed -n 2p <<< "$got")
+  verdict=ok
+  [ "$got_fail" = "$want_fail" ] || verdict="WRONG"
+  for u in $want_unsup; do grep -qw "$u" <<< "$got_unsup" || verdict="WRONG ($u not unsupported)"; done
+  want_rc=0; [ -n "$want_fail" ] && want_rc=1
+  [ "$rc" = "$want_rc" ] || verdict="WRONG (exit $rc)"
+  printf '| %s | %s | %s | %s | %s |\n' "$mode" "$what" "${got_fail:--}" "${want_fail:--}" \
+    "$verdict"
+  [ "$verdict" = ok ] || { status=1; cat "$out/$mode.log"; }
+done
+exit $status

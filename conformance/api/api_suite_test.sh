@@ -1,0 +1,44 @@
+#!/bin/bash
+# mrct api-suite against the reference lib_mrc.so (SoftMRC, loopback device): every test must
+# pass, be unsupported or informational; none may fail. Reports in the three formats are checked
+# for shape. Usage: api_suite_test.sh MRCT LIB_MRC_SO
+set -euo pipefail
+mrct=$1
+lib=$2
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: opening softmrc0 needs CAP_NET_RAW (root)"
+  exit 77
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export MRC_SOFT_IO=loopback
+rc=0
+"$mrct" api-suite --lib "$lib" --json "$out/r.json" --junit "$out/r.xml" --md "$out/r.md" || rc=$?
+if [ "$rc" != 0 ]; then
+  echo "FAIL: mrct api-suite exited $rc against the reference library"
+  exit 1
+fi
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+r = json.load(open(f"{d}/r.json"))
+tests = r["tests"]
+assert len(tests) >= 30, len(tests)
+bad = [t for t in tests if t["status"] not in ("pass", "unsupported", "informational")]
+assert not bad, bad
+assert r["summary"]["fail"] == 0 and r["summary"]["verdict"] == "pass", r["summary"]
+assert all(t["id"].startswith("MRC-API-") and t["source"].startswith("API") for t in tests)
+root = ET.parse(f"{d}/r.xml").getroot()
+assert root.get("failures") == "0" and int(root.get("tests")) == len(tests)
+names = [c.get("name") for c in root.iter("testcase")]
+assert sorted(names) == sorted(t["id"] for t in tests)
+md = open(f"{d}/r.md").read()
+assert "**Verdict: PASS**" in md and all(t["id"] in md for t in tests)
+counts = {s: sum(t["status"] == s for t in tests) for s in ("pass", "unsupported", "informational")}
+print("reference lib_mrc.so:", len(tests), "tests", counts)
+PY
+# Bad input: a path that is not a library is exit 2 with the option named.
+rc=0
+"$mrct" api-suite --lib "$out/none.so" 2> "$out/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- "--lib" "$out/err" || { echo "FAIL: bad --lib: rc $rc"; cat "$out/err"; exit 1; }
+echo PASS
