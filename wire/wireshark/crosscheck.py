@@ -94,6 +94,48 @@ FRAME_KEYS = {
     "inner.dscp", "inner.ecn", "sport", "dport", "udp.length", "udp.checksum", "error",
 }
 
+# Keys the decoder JSON gained when every field of every header became visible (issue 21): the
+# outer headers' remaining fields, the BTH variant byte, the pad bytes and the reserved
+# fields it prints when they are non-zero. Not yet compared with
+# the built-in dissectors (ip.hdr_len, ipv6.plen, ...) or the plugin: listed, with that reason,
+# so that any other new key still shows up as uncovered.
+NEW_FIELD_KEYS = {
+    "ip4.ihl",
+    "ip4.total_length",
+    "ip4.id",
+    "ip4.flags",
+    "ip4.frag_offset",
+    "ip4.protocol",
+    "ip4.checksum",
+    "ip6.payload_length",
+    "ip6.next_header",
+    "inner.payload_length",
+    "inner.next_header",
+    "inner.hop_limit",
+    "srh.next_header",
+    "srh.hdr_ext_len",
+    "srh.routing_type",
+    "srh.flags",
+    "srh.tag",
+    "vlan.pcp",
+    "vlan.dei",
+    "bth.variant",
+    "pad_bytes",
+    "bth.reserved_b8_6",
+    "bth.reserved_b8_lo",
+    "cc.reserved",
+    "eeth.reserved12",
+    "eeth.reserved_b1",
+    "erth.reserved_b1",
+    "neth.reserved_cc_flags",
+    "seth.reserved_b1",
+    "seth.reserved_byte0",
+    "seth.reserved_cc_flags",
+}
+FRAME_KEYS |= NEW_FIELD_KEYS
+NOT_COMPARED.update({(k, "any"): "new decoder key (every field visible, issue 21); its "
+                     "comparison with Wireshark is not written yet" for k in NEW_FIELD_KEYS})
+
 # Built-in InfiniBand fields: the BTH (every RoCE frame) and the IBTA headers.
 BUILTIN_BTH = [
     ("opcode", "infiniband.bth.opcode"), ("se", "infiniband.bth.se"),
