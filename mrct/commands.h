@@ -12,6 +12,7 @@ namespace mrct {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitViolations = 1;  // the input was read, and it is not conforming
 inline constexpr int kExitUsage = 2;       // bad options or unreadable input
+inline constexpr int kExitInconclusive = 3;  // the input was read, and had nothing to judge
 
 using Run = std::function<int()>;
 Run add_decode(CLI::App& app);
@@ -24,6 +25,7 @@ Run add_exec(CLI::App& app, std::vector<std::string> command, std::string python
 #ifdef MRCT_HAVE_CHECK
 Run add_check(CLI::App& app);
 Run add_rules(CLI::App& app);
+Run add_detect(CLI::App& app);
 #endif
 
 }  // namespace mrct

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
 #ifdef MRCT_HAVE_CHECK
   add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
   add("rules", "Print the rule catalogue", mrct::add_rules);
+  add("detect", "Infer the wire variant (port, EV stripe, header bits ...) of captures",
+      mrct::add_detect);
 #endif
 #ifdef MRCT_HAVE_FAULTS
   add("inject", "Fault injector relay on impaired links (see fault-injector/README.md)",
