@@ -131,7 +131,7 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
           if (f.ip6.dscp == in.dscp) ++srv6_tc_copy;
           if (f.ip6.dscp == 0 && f.ip6.ecn == 0) ++srv6_tc_zero;
         }
-        if (kind == PacketKind::kMrcData && f.udp.sport == 0 && fl == 0) ++srv6_wev_zero;
+        if (f.udp.sport == 0 && fl == 0) ++srv6_wev_zero;
       }
       if (kind == PacketKind::kMrcData) {
         if (f.trimmed) ++trim_sizes[static_cast<uint16_t>(f.udp.length - 8)];
@@ -143,7 +143,7 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
           c.high.insert(uint32_t{f.udp.sport} << 16 | fl16);
           c.sport.insert(f.udp.sport);
         }
-        if (!f.has_inner_ip6) {
+        if (!f.has_inner_ip6 && f.l3 == 6) {  // IPv4 has no flow label to tell
           if (fl == 0) {
             ++udp_fmt_frames;
             ++udp_fmt_fl_zero;
@@ -356,15 +356,14 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
           ratio(std::max(srv6_tc_copy, srv6_tc_zero), n) +
               " SRv6 frames with a non-zero inner class");
     }
-    uint64_t srv6_data = 0;
-    for (const auto& [dst, c] : by_dst) srv6_data += c.sport.size();
-    if (srv6_wev_zero * 2 > srv6_frames) {
-      p.srv6_wev = wire::Srv6WevCarriage::kNone;
-      add("srv6.wev_carriage", "none", 1,
-          std::to_string(srv6_wev_zero) + " SRv6 data packets with sport 0 and flow label 0");
-    } else {
-      add("srv6.wev_carriage", "sport_and_flow_label", 1, "SRv6 data packets carry a WEV");
-    }
+    const bool none = srv6_wev_zero * 2 > srv6_frames;
+    if (none) p.srv6_wev = wire::Srv6WevCarriage::kNone;
+    const uint64_t agree = none ? srv6_wev_zero : srv6_frames - srv6_wev_zero;
+    add("srv6.wev_carriage", none ? "none" : "sport_and_flow_label",
+        static_cast<double>(agree) / static_cast<double>(srv6_frames),
+        ratio(agree, srv6_frames) +
+            (none ? " SRv6 frames with source port 0 and flow label 0"
+                  : " SRv6 frames carry a WEV in the source port or flow label"));
   }
   if (std::string why = wire::validate_wire_params(p); !why.empty()) {
     error = "detect: the inferred parameters are inconsistent: " + why;
