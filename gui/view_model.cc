@@ -360,7 +360,7 @@ bool ViewModel::Impl::index_capture(std::string& error) {
   }
   pcapng = reader.is_pcapng();
 
-  const wire::WireProfile& profile = *this->profile;
+  const wire::WireProfile& profile = *wire_profile;
   std::unordered_map<FlowKey, uint32_t, FlowKeyHash> flow_of;
   std::unordered_map<FeedbackKey, uint32_t, FeedbackKeyHash> flow_of_feedback;
   std::vector<FlowBuild> build;
@@ -922,9 +922,9 @@ bool ViewModel::load(const LoadOptions& opts_in, std::string& error) {
     error = "no capture file given";
     return false;
   }
-  m.profile = wire::open_wire_profile(m.opts.wire_profile.empty() ? "MRP0" : m.opts.wire_profile,
+  m.wire_profile = wire::open_wire_profile(m.opts.wire_profile.empty() ? "MRP0" : m.opts.wire_profile,
                                       error);
-  if (!m.profile) return false;
+  if (!m.wire_profile) return false;
   if (m.opts.detect) {
     namespace fs = std::filesystem;
     std::vector<std::string> dirs;
@@ -1021,7 +1021,7 @@ bool ViewModel::decode(uint32_t frame, wire::DecodedFrame& out) const {
   o.link = (impl_->frames[frame].flags & kFlagRawIp) ? wire::LinkType::kRawIp
                                                      : wire::LinkType::kEthernet;
   o.verify_icrc = true;
-  return wire::decode_frame(frame_bytes(frame), out, o, *impl_->profile);
+  return wire::decode_frame(frame_bytes(frame), out, o, *impl_->wire_profile);
 }
 
 std::string ViewModel::field_tree(uint32_t frame) const {

@@ -19,6 +19,7 @@ fail() {
 "$MRCT" craft --reference "$tmp/ref" --profile "$PROFILES/wire-4971-high.toml" >"$tmp/paths"
 caps=("$tmp/ref/a-eth0.pcapng" "$tmp/ref/b-eth0.pcapng")
 for c in "${caps[@]}"; do [ -s "$c" ] || fail "no capture $c"; done
+grep -qx "$tmp/ref/a-eth0.pcapng" "$tmp/paths" || fail "craft --reference did not name its captures"
 "$MRCT" decode --summary --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" >"$tmp/sum"
 grep -q " 0 bad ICRC, 0 decode errors" "$tmp/sum" || fail "variant capture: $(cat "$tmp/sum")"
 dports=$("$MRCT" decode --json --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" |
@@ -34,17 +35,18 @@ grep -q '^stripe = "high_in_sport"' "$tmp/detected.toml" || fail "stripe not det
 grep -q 'stripe = high_in_sport (confidence 1.00' "$tmp/detect.err" || fail "stripe confidence"
 
 # 3. Conforming with the detected profile, with --profile-variant auto, not with the default.
-check() { "$MRCT" check -q --json "$tmp/report.json" "$@" "${caps[@]}"; }
+check() { "$MRCT" check -q --json "$tmp/report.json" "$@" "${caps[0]}@a" "${caps[1]}@b"; }
 rc=0
 check --profile-variant "$tmp/detected.toml" || rc=$?
 [ $rc -eq 0 ] || fail "check with the detected profile exits $rc: $(head -c 3000 "$tmp/report.json")"
-grep -q '"roce_frames":[1-9]' "$tmp/report.json" || fail "no RoCE frames judged with the detected profile"
+grep -q '"roce_frames": *[1-9]' "$tmp/report.json" || fail "no RoCE frames judged with the detected profile"
 rc=0
 check --profile-variant auto || rc=$?
 [ $rc -eq 0 ] || fail "check --profile-variant auto exits $rc"
 grep -q 'detected by mrct detect' "$tmp/report.json" || fail "the auto report does not say it detected"
 grep -q 'ev.stripe = high_in_sport' "$tmp/report.json" || fail "the auto report does not list the stripe"
-"$MRCT" check --profile-variant auto "${caps[@]}" | grep -q "detected by mrct detect" ||
+"$MRCT" check --profile-variant auto "${caps[@]}" >"$tmp/human" 2>&1 || true
+grep -q "detected by mrct detect" "$tmp/human" ||
   fail "the human report does not say the profile was detected"
 rc=0
 check || rc=$?
@@ -64,7 +66,7 @@ for v in wire-mrp0 wire-4971-high wire-mrc-client wire-pcap-view; do
     key=${kv%%=*}
     val=${kv#*=}
     [ "$key" = ports ] && val=$(echo "$val" | sed 's/,.*\]/]/; s/\[\([0-9]*\).*/[\1]/')
-    echo "$got" | grep -qx "$key=$val" || fail "$v: $key: want $val, detected $(echo "$got" | grep "^$key=")"
+    echo "$got" | grep -Fqx "$key=$val" || fail "$v: $key: want $val, detected $(echo "$got" | grep "^$key=")"
   done <<<"$want"
   echo "$v: detected"
 done

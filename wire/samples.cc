@@ -126,7 +126,8 @@ void add(std::vector<Sample>& out, const std::string& name, const FrameSpec& spe
          const EncodeOptions& o = {}) {
   const WireProfile& profile = g_profile ? *g_profile : mrp0();
   FrameSpec s = spec;
-  if (s.has_inner_ip6 && profile.params().srv6_outer_tc == Srv6OuterTc::kZero) {
+  // A trimming switch writes its DSCP on the outer header whatever the sender put there.
+  if (s.has_inner_ip6 && profile.params().srv6_outer_tc == Srv6OuterTc::kZero && !s.trimmed) {
     s.ip6.dscp = 0;
     s.ip6.ecn = 0;
   }

@@ -91,7 +91,7 @@ FIELDS = {
     "eeth.status": g(MRC_EETH, "status"), "eeth.entropy": g(MRC_EETH, "entropy"),
     "eeth.port_status_mask": g(MRC_EETH, "port_status_mask"),
     "eeth.ts_echo": g(MRC_EETH, "ts_echo"), "eeth.svc_time": g(MRC_EETH, "svc_time"),
-    "payload_len": lambda p: len(p[MRC_Payload].data),
+    "payload_len": lambda p: len(p[MRC_Payload].data) if MRC_Payload in p else 0,
     "icrc": pkt_icrc,
 }
 
@@ -132,6 +132,8 @@ def compare(rows, pkts, what, errors):
 
 
 GID_A, GID_B = "fd00:100::1", "fd00:200::1"
+# Explicit addresses: Scapy would otherwise resolve the destination MAC on the host's network.
+MAC_A, MAC_B = "02:00:00:00:01:01", "02:00:00:00:02:01"
 
 
 def scapy_frames(prof):
@@ -141,19 +143,20 @@ def scapy_frames(prof):
     wev = 0x0007BEEF
     out = []
 
-    def outer(fmt, tc_dscp, wev_):
+    def outer(fmt, tc_dscp, wev_, switch_dscp=False):
         sport, fl = mrc.carry_wev(fmt, wev_, prof)
         tc = tc_dscp << 2 | 2
         if fmt == "udp4":
-            return Ether() / IP(src="192.0.2.1", dst="192.0.2.2", tos=tc) / UDP(sport=sport,
+            return Ether(src=MAC_A, dst=MAC_B) / IP(src="192.0.2.1", dst="192.0.2.2", tos=tc) / UDP(sport=sport,
                                                                                   dport=port)
         if fmt in ("udp6", "stev"):
             sport, fl = mrc.carry_wev("udp" if fmt == "udp6" else "stev", wev_, prof)
-            return Ether() / IPv6(src=GID_A, dst=GID_B, tc=tc, fl=fl) / UDP(sport=sport,
+            return Ether(src=MAC_A, dst=MAC_B) / IPv6(src=GID_A, dst=GID_B, tc=tc, fl=fl) / UDP(sport=sport,
                                                                               dport=port)
         sport, fl = mrc.carry_wev("srv6", wev_, prof)
-        otc = tc if prof["srv6"]["outer_traffic_class"] == "copy" else 0
-        return (Ether() / IPv6(src="fd00:1::1", dst="fcbb:0:101:201:301:e01::", tc=otc, fl=fl,
+        # A trimming switch writes its DSCP on the outer header whatever the sender put there.
+        otc = tc if prof["srv6"]["outer_traffic_class"] == "copy" or switch_dscp else 0
+        return (Ether(src=MAC_A, dst=MAC_B) / IPv6(src="fd00:1::1", dst="fcbb:0:101:201:301:e01::", tc=otc, fl=fl,
                                nh=41) /
                 IPv6(src=GID_A, dst=GID_B, tc=tc, fl=fl) / UDP(sport=sport, dport=port))
 
@@ -175,7 +178,7 @@ def scapy_frames(prof):
         # Trimmed as a switch leaves it: the profile's trim size after UDP, no ICRC.
         full = data(0xC7) / MRC_Payload(data=b"\x22" * 200)
         body = bytes(full[MRC_BTH])[:prof["trim"]["bytes"]]
-        out.append(Ether(bytes(outer(fmt, d["trimmed"], w) / Raw(body))))
+        out.append(Ether(bytes(outer(fmt, d["trimmed"], w, switch_dscp=True) / Raw(body))))
         ctrl = lambda: outer(fmt, d["control"], 0x00051E07 if fmt not in ("udp4", "udp6") else 0x1E07)  # noqa: E731,E501
         out.append(ctrl() / MRC_BTH(opcode=0xDC, dest_qp=0x11, psn=1001) /
                    MRC_SETH(m=1, ack_psn_offset=-2, entropy=w, spdcid=0x22, dpdcid=0x11,
@@ -220,6 +223,8 @@ def main():
             if len(rows) != len(pkts):
                 errors.append(f"{name}: {len(rows)} JSON rows, {len(pkts)} frames")
             n = compare(rows, pkts, f"{name} craft->scapy", errors)
+            errors += [f"{name} craft frame {r['frame']}: mrct: {r['error']}" for r in rows
+                       if r.get("roce") and r.get("error")]
             roce = sum(1 for r in rows if r.get("roce"))
             total["craft->scapy"] += n
             # 2. Scapy -> mrct decode.
