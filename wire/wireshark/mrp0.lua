@@ -78,7 +78,19 @@ local function read_profile(path)
   local out, section, n = {}, "", 0
   for line in fh:lines() do
     n = n + 1
-    line = line:gsub("#[^\"]*$", ""):gsub("^%s+", ""):gsub("%s+$", "")
+    -- Cut a comment: the first # outside a "string".
+    local quoted, cut = false, nil
+    for i = 1, #line do
+      local c = line:sub(i, i)
+      if c == '"' then
+        quoted = not quoted
+      elseif c == "#" and not quoted then
+        cut = i
+        break
+      end
+    end
+    if cut then line = line:sub(1, cut - 1) end
+    line = line:gsub("^%s+", ""):gsub("%s+$", "")
     if line ~= "" then
       local t = line:match("^%[([%w_]+)%]$")
       if t then
