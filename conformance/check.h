@@ -333,7 +333,7 @@ CaptureInput parse_capture_arg(std::string_view arg);
 
 struct CheckOptions {
   std::vector<CaptureInput> captures;
-  std::string profile_path;                // DUT profile JSON ("" = none)
+  std::string profile_path;  // DUT profile JSON ("" = none)
   // Wire profile: a name or TOML file ("" = the DUT profile's dscp/ev_stripe/roce_port, else
   // MRP0), or "auto": inferred from the captures by detect_variant() first.
   std::string wire_profile;
@@ -360,8 +360,8 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err);
 // Wire-variant detection (mrct detect): the open choices a capture's MRC traffic speaks.
 // ---------------------------------------------------------------------------------------------
 struct ParamConfidence {
-  std::string key;    // profile-file key: "ev.stripe"
-  std::string value;  // as written in the file: "high_in_sport"
+  std::string key;        // profile-file key: "ev.stripe"
+  std::string value;      // as written in the file: "high_in_sport"
   double confidence = 0;  // 0: no evidence (MRP0's value kept); 1: every piece of evidence agrees
   std::string evidence;   // "412 of 420 distinguishing echoes match ..."
 };
@@ -369,7 +369,7 @@ struct VariantGuess {
   wire::WireParams params;
   std::vector<ParamConfidence> confidence;  // one per parameter inferred
   uint64_t frames = 0;
-  uint64_t mrc_frames = 0;  // frames that decode as MRC with a valid ICRC (or trimmed)
+  uint64_t mrc_frames = 0;           // frames that decode as MRC with a valid ICRC (or trimmed)
   std::string summary() const;       // one line per parameter
   std::string profile_text() const;  // the profile file, confidences as comments
 };

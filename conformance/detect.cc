@@ -49,7 +49,7 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
   const wire::WireProfile& base = wire::mrp0();
   // Per UDP destination port: datagrams, and those that decode as MRC with a valid ICRC (or as
   // trimmed MRC data, which has none).
-  std::map<uint16_t, uint64_t> udp_frames, mrc_frames;
+  std::map<uint16_t, uint64_t> udp_frames, roce_frames, mrc_frames;
   // Data-packet carriage seen per RoCE destination: (sport, flow label[15:0]) pairs.
   struct Carriage {
     std::unordered_set<uint32_t> low;   // FL16<<16 | sport: the WEV under low_in_sport
@@ -59,7 +59,7 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
   std::map<wire::Ipv6Addr, Carriage> by_dst;
   // Echoes (SACK/NACK entropy) per RoCE destination of the echo (= the data sender).
   std::vector<std::pair<wire::Ipv6Addr, uint32_t>> echoes;
-  uint64_t udp_fmt_frames = 0, udp_fmt_fl_eq_sport = 0, udp_fmt_fl_zero = 0, stev_frames = 0;
+  uint64_t udp_fmt_frames = 0, udp_fmt_fl_eq_sport = 0, udp_fmt_fl_zero = 0;
   std::map<uint8_t, uint64_t> cc_types;
   uint64_t sva_set = 0, sva_frames = 0;
   std::map<uint16_t, uint64_t> trim_sizes;
@@ -117,8 +117,10 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
       // carries none, but then its DSCP is a trimmed class and its opcode MRC data.
       opt.roce_port = dport;
       opt.verify_icrc = true;
-      if (!wire::decode_frame(rec.data, f, opt, base) || !f.roce || !f.op || !f.op->mrc) continue;
+      if (!wire::decode_frame(rec.data, f, opt, base) || !f.roce || !f.op) continue;
       if (!(f.icrc_checked && f.icrc_ok) && !f.trimmed) continue;
+      ++roce_frames[dport];
+      if (!f.op->mrc) continue;
       ++mrc_frames[dport];
       ++out.mrc_frames;
       const PacketKind kind = f.op->kind;
@@ -150,9 +152,7 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
           } else if (fl == f.udp.sport) {
             ++udp_fmt_frames;
             ++udp_fmt_fl_eq_sport;
-          } else {
-            ++stev_frames;
-          }
+          }  // else STEV: says nothing of the ECMP choice
         }
       }
       auto echo = [&](uint32_t entropy) {
@@ -164,13 +164,13 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
         ++cc_types[f.seth.cc_type];
         ++sva_frames;
         sva_set += f.seth.sva;
-        ++control_dscp[f.dscp()];
+        ++control_dscp[rip ? rip->dscp : f.dscp()];  // inner: SRv6 may zero the outer class
       } else if (kind == PacketKind::kMrcNack) {
         echo(f.neth.entropy);
         ++cc_types[f.neth.cc_type];
         ++sva_frames;
         sva_set += f.neth.sva;
-        ++control_dscp[f.dscp()];
+        ++control_dscp[rip ? rip->dscp : f.dscp()];
       } else if (kind == PacketKind::kMrcEndpointRequest) {
         erth_op[f.bth.psn & 0xFFFF] = f.erth.op;
       } else if (kind == PacketKind::kMrcEndpointResponse) {
@@ -205,11 +205,11 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
       for (const auto& [n, port] : ports) {
         p.udp_ports.push_back(port);
         mrc += n;
-        all += udp_frames[port];
+        all += roce_frames[port];
         v += (v.empty() ? "" : ", ") + std::to_string(port);
       }
       add("udp.ports", v, static_cast<double>(mrc) / static_cast<double>(all),
-          ratio(mrc, all) + " datagrams to these ports are MRC with a valid ICRC");
+          ratio(mrc, all) + " RoCE datagrams with a valid ICRC to these ports are MRC");
     }
   }
 
@@ -245,13 +245,13 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
     } else if (udp_fmt_fl_eq_sport > udp_fmt_fl_zero) {
       p.ecmp_flow_label = wire::EcmpFlowLabel::kEv;
       add("ev.ecmp_flow_label", "ev",
-          static_cast<double>(udp_fmt_fl_eq_sport) / static_cast<double>(n + stev_frames),
-          ratio(udp_fmt_fl_eq_sport, n + stev_frames) +
-              " IPv6 data packets carry the source port in the flow label");
+          static_cast<double>(udp_fmt_fl_eq_sport) / static_cast<double>(n),
+          ratio(udp_fmt_fl_eq_sport, n) +
+              " UDP-format IPv6 data packets carry the source port in the flow label");
     } else {
       add("ev.ecmp_flow_label", "zero",
-          static_cast<double>(udp_fmt_fl_zero) / static_cast<double>(n + stev_frames),
-          ratio(udp_fmt_fl_zero, n + stev_frames) + " IPv6 data packets have flow label 0");
+          static_cast<double>(udp_fmt_fl_zero) / static_cast<double>(n),
+          ratio(udp_fmt_fl_zero, n) + " UDP-format IPv6 data packets have flow label 0");
     }
   }
 
@@ -286,7 +286,8 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
     }
     for (const auto& [id, b1] : eeth_b1) {
       const uint8_t rest = static_cast<uint8_t>(b1 & ~(3u << p.eeth_op_shift));
-      if (rest != 0 && (rest & (rest - 1)) == 0) ++sva_bits[static_cast<uint8_t>(__builtin_ctz(rest))];
+      if (rest != 0 && (rest & (rest - 1)) == 0)
+        ++sva_bits[static_cast<uint8_t>(__builtin_ctz(rest))];
     }
     if (p.eeth_op_shift == 2) p.eeth_sva_bit = 1;  // our choice when SVA is never seen there
     if (!sva_bits.empty()) {

@@ -107,7 +107,9 @@ TEST(DetectVariantAll, NothingMrcIsNothingToInferFrom) {
   wire::CaptureWriter w;
   ASSERT_TRUE(w.open(path, wire::CaptureFormat::kPcap));
   for (const auto& s : wire::samples::all_samples())
-    if (s.name == "arp" || s.name == "udp6/not-roce") ASSERT_TRUE(w.write(1, wire::as_bytes(s.frame)));
+    if (s.name == "arp" || s.name == "udp6/not-roce") {
+      ASSERT_TRUE(w.write(1, wire::as_bytes(s.frame)));
+    }
   ASSERT_TRUE(w.close());
   VariantGuess g;
   std::string err;
@@ -142,7 +144,8 @@ TEST(DetectVariantAll, CheckUsesTheProfileVariant) {
   EXPECT_EQ(auto_report.wire_profile_origin.rfind("detected by mrct detect", 0), 0u)
       << auto_report.wire_profile_origin;
   bool noted = false;
-  for (const auto& n : auto_report.notes) noted |= n.find("ev.stripe = high_in_sport") != std::string::npos;
+  for (const auto& n : auto_report.notes)
+    noted |= n.find("ev.stripe = high_in_sport") != std::string::npos;
   EXPECT_TRUE(noted);
   o.wire_profile = "/nonexistent.toml";
   EXPECT_FALSE(check_files(o, auto_report, err));

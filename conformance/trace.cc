@@ -360,10 +360,10 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     const wire::WireParams wp = prof.wire_params();
     std::string ports;
     for (uint16_t port : wp.udp_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
-    report.notes.insert(report.notes.begin(),
-                        "wire profile " + wp.name + " (" + wire_origin + "): UDP " + ports + ", " +
-                            (wp.ev_stripe == wire::EvStripe::kLowInSport ? "low_in_sport"
-                                                                         : "high_in_sport"));
+    report.notes.insert(
+        report.notes.begin(),
+        "wire profile " + wp.name + " (" + wire_origin + "): UDP " + ports + ", " +
+            (wp.ev_stripe == wire::EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport"));
     report.notes.insert(report.notes.begin() + 1, wire_notes.begin(), wire_notes.end());
   }
   for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {

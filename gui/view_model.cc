@@ -922,8 +922,8 @@ bool ViewModel::load(const LoadOptions& opts_in, std::string& error) {
     error = "no capture file given";
     return false;
   }
-  m.wire_profile = wire::open_wire_profile(m.opts.wire_profile.empty() ? "MRP0" : m.opts.wire_profile,
-                                      error);
+  m.wire_profile =
+      wire::open_wire_profile(m.opts.wire_profile.empty() ? "MRP0" : m.opts.wire_profile, error);
   if (!m.wire_profile) return false;
   if (m.opts.detect) {
     namespace fs = std::filesystem;

@@ -55,10 +55,10 @@ int run_reference(const CraftArgs& a, const mrc::wire::WireProfile& profile) {
   const bool done = hr.ok() && hr.run([&] { return t.all_completed(); }, 200'000'000);
   hr.run({}, 2'000'000);  // the last acknowledgements, probes and timers
   if (!hr.sim().close_captures() || !hr.ok() || !done || !t.exact()) {
-    std::fprintf(stderr, "mrct craft: the reference conversation did not complete: %s\n",
-                 !hr.ok() ? hr.error().c_str()
-                          : (!hr.sim().error().empty() ? hr.sim().error().c_str()
-                                                       : "transfer incomplete"));
+    std::fprintf(
+        stderr, "mrct craft: the reference conversation did not complete: %s\n",
+        !hr.ok() ? hr.error().c_str()
+                 : (!hr.sim().error().empty() ? hr.sim().error().c_str() : "transfer incomplete"));
     for (const auto& p : paths) std::filesystem::remove(p, ec);
     return kExitUsage;
   }

@@ -10,8 +10,8 @@ namespace mrct {
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitViolations = 1;  // the input was read, and it is not conforming
-inline constexpr int kExitUsage = 2;       // bad options or unreadable input
+inline constexpr int kExitViolations = 1;    // the input was read, and it is not conforming
+inline constexpr int kExitUsage = 2;         // bad options or unreadable input
 inline constexpr int kExitInconclusive = 3;  // the input was read, and had nothing to judge
 
 using Run = std::function<int()>;

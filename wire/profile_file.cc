@@ -48,8 +48,8 @@ struct Reader {
   std::string& error;
 
   bool fail(const toml::node& n, const std::string& key, const std::string& why) {
-    error = std::string(origin) + ":" + std::to_string(n.source().begin.line) + ": " + key + ": " +
-            why;
+    error =
+        std::string(origin) + ":" + std::to_string(n.source().begin.line) + ": " + key + ": " + why;
     return false;
   }
   bool keys(const toml::table& t, std::initializer_list<const char*> allowed,
@@ -151,10 +151,10 @@ bool parse_wire_params(std::string_view text, std::string_view origin, WireParam
   if (!error.empty()) return false;
   if (ev) {
     if (!r.keys(*ev, {"stripe", "ecmp_flow_label"}, "ev.")) return false;
-    if (!r.choice<EvStripe>(*ev, "stripe", "ev.",
-                            {{"low_in_sport", EvStripe::kLowInSport},
-                             {"high_in_sport", EvStripe::kHighInSport}},
-                            p.ev_stripe) ||
+    if (!r.choice<EvStripe>(
+            *ev, "stripe", "ev.",
+            {{"low_in_sport", EvStripe::kLowInSport}, {"high_in_sport", EvStripe::kHighInSport}},
+            p.ev_stripe) ||
         !r.choice<EcmpFlowLabel>(*ev, "ecmp_flow_label", "ev.",
                                  {{"zero", EcmpFlowLabel::kZero}, {"ev", EcmpFlowLabel::kEv}},
                                  p.ecmp_flow_label))
@@ -184,11 +184,10 @@ bool parse_wire_params(std::string_view text, std::string_view origin, WireParam
     if (!r.choice<Srv6OuterTc>(*srv6, "outer_traffic_class", "srv6.",
                                {{"copy", Srv6OuterTc::kCopy}, {"zero", Srv6OuterTc::kZero}},
                                p.srv6_outer_tc) ||
-        !r.choice<Srv6WevCarriage>(
-            *srv6, "wev_carriage", "srv6.",
-            {{"sport_and_flow_label", Srv6WevCarriage::kSportAndFlowLabel},
-             {"none", Srv6WevCarriage::kNone}},
-            p.srv6_wev))
+        !r.choice<Srv6WevCarriage>(*srv6, "wev_carriage", "srv6.",
+                                   {{"sport_and_flow_label", Srv6WevCarriage::kSportAndFlowLabel},
+                                    {"none", Srv6WevCarriage::kNone}},
+                                   p.srv6_wev))
       return false;
   }
   const toml::table* dscp = r.table(root, "dscp");
@@ -244,13 +243,11 @@ std::string format_wire_params(const WireParams& p,
     << note("udp.ports", "MRC destination ports; the first is sent to (MRP0 4791, others 4971)")
     << "\n\n"
     << "[ev]\n"
-    << "stripe = "
-    << q(p.ev_stripe == EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport")
+    << "stripe = " << q(p.ev_stripe == EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport")
     << note("ev.stripe", "EV half in the UDP source port: low_in_sport (MRP0) or high_in_sport")
     << "\n"
     << "ecmp_flow_label = " << q(p.ecmp_flow_label == EcmpFlowLabel::kZero ? "zero" : "ev")
-    << note("ev.ecmp_flow_label", "UDP EV format over IPv6: flow label zero (MRP0) or ev")
-    << "\n\n"
+    << note("ev.ecmp_flow_label", "UDP EV format over IPv6: flow label zero (MRP0) or ev") << "\n\n"
     << "[headers]\n"
     << "eeth_op_bits = " << q(p.eeth_op_shift == 4 ? "5..4" : "3..2")
     << note("headers.eeth_op_bits", "EETH byte 1 op position: 5..4 (MRP0) or 3..2") << "\n"
@@ -281,9 +278,9 @@ std::string format_wire_params(const WireParams& p,
 
 std::unique_ptr<WireProfile> open_wire_profile(const std::string& name_or_path,
                                                std::string& error) {
-  const bool is_file = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 &&
-                        name_or_path.compare(name_or_path.size() - 5, 5, ".toml") == 0);
+  const bool is_file =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".toml") == 0);
   if (!is_file) {
     if (const WireProfile* p = find_profile(name_or_path)) return make_profile(p->params());
     std::string names;

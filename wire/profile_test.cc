@@ -57,8 +57,8 @@ TEST(WireProfileFile, FormatParsesBackForEveryParameter) {
 }
 
 TEST(WireProfileFile, ShippedProfilesLoad) {
-  for (const char* f : {"wire-mrp0.toml", "wire-4971-high.toml", "wire-mrc-client.toml",
-                        "wire-pcap-view.toml"}) {
+  for (const char* f :
+       {"wire-mrp0.toml", "wire-4971-high.toml", "wire-mrc-client.toml", "wire-pcap-view.toml"}) {
     WireParams p;
     std::string err;
     EXPECT_TRUE(load_wire_params(std::string(MRC_SOURCE_DIR) + "/scenarios/profiles/" + f, p, err))
@@ -66,8 +66,8 @@ TEST(WireProfileFile, ShippedProfilesLoad) {
   }
   WireParams p;
   std::string err;
-  ASSERT_TRUE(load_wire_params(std::string(MRC_SOURCE_DIR) + "/scenarios/profiles/wire-mrp0.toml",
-                               p, err));
+  ASSERT_TRUE(
+      load_wire_params(std::string(MRC_SOURCE_DIR) + "/scenarios/profiles/wire-mrp0.toml", p, err));
   EXPECT_EQ(p, WireParams{});
 }
 
@@ -101,7 +101,8 @@ TEST(WireProfileFile, OpenByNameOrPath) {
 
 // --- each parameter on the wire -------------------------------------------------------------
 
-const samples::Sample& find(const std::vector<samples::Sample>& all, const std::string& name) {
+// A copy: callers pass the temporary all_samples() returns.
+samples::Sample find(const std::vector<samples::Sample>& all, const std::string& name) {
   for (const auto& s : all)
     if (s.name == name) return s;
   ADD_FAILURE() << "no sample " << name;
@@ -121,7 +122,7 @@ TEST(WireVariant, UdpPortSet) {
   p.udp_ports = {4971};
   const auto prof = make_profile(p);
   const auto all = samples::all_samples(*prof);
-  const auto& s = find(all, "stev/WRITE_ONLY");
+  const samples::Sample s = find(all, "stev/WRITE_ONLY");
   const DecodedFrame f = decode(s.frame, *prof);
   EXPECT_EQ(f.udp.dport, 4971);
   EXPECT_TRUE(f.roce);
@@ -142,7 +143,8 @@ TEST(WireVariant, EvStripe) {
   p.ev_stripe = EvStripe::kHighInSport;
   const auto prof = make_profile(p);
   const uint32_t wev = 0x0003a5c1;  // the samples' data WEV
-  const DecodedFrame hi = decode(find(samples::all_samples(*prof), "stev/WRITE_FIRST").frame, *prof);
+  const DecodedFrame hi =
+      decode(find(samples::all_samples(*prof), "stev/WRITE_FIRST").frame, *prof);
   EXPECT_EQ(hi.udp.sport, wev >> 16);
   EXPECT_EQ(hi.ip6.flow_label, wev & 0xFFFF);
   EXPECT_EQ(wev_from_carriage(p, EvFormat::kStev, hi.udp.sport, hi.ip6.flow_label), wev);
@@ -150,7 +152,8 @@ TEST(WireVariant, EvStripe) {
   EXPECT_EQ(lo.udp.sport, wev & 0xFFFF);
   EXPECT_EQ(lo.ip6.flow_label, wev >> 16);
   // SRv6 carries the stripe in both flow labels.
-  const DecodedFrame s6 = decode(find(samples::all_samples(*prof), "srv6/WRITE_FIRST").frame, *prof);
+  const DecodedFrame s6 =
+      decode(find(samples::all_samples(*prof), "srv6/WRITE_FIRST").frame, *prof);
   EXPECT_EQ(s6.udp.sport, wev >> 16);
   EXPECT_EQ(s6.ip6.flow_label, wev & 0xFFFF);
   EXPECT_EQ(s6.inner_ip6.flow_label, wev & 0xFFFF);
@@ -171,7 +174,8 @@ TEST(WireVariant, EcmpFlowLabel) {
   const DecodedFrame z = decode(find(samples::all_samples(), "udp6/WRITE_FIRST").frame, mrp0());
   EXPECT_EQ(z.ip6.flow_label, 0u);
   // STEV is untouched by the ECMP choice.
-  const DecodedFrame st = decode(find(samples::all_samples(*prof), "stev/WRITE_FIRST").frame, *prof);
+  const DecodedFrame st =
+      decode(find(samples::all_samples(*prof), "stev/WRITE_FIRST").frame, *prof);
   EXPECT_EQ(st.ip6.flow_label, wev >> 16);
 }
 
@@ -180,14 +184,14 @@ TEST(WireVariant, EethOpBitsAndSvaBit) {
   p.eeth_op_shift = 2;
   p.eeth_sva_bit = 1;
   const auto prof = make_profile(p);
-  const auto& s = find(samples::all_samples(*prof), "stev/ENDPOINT_RESPONSE");
+  const samples::Sample s = find(samples::all_samples(*prof), "stev/ENDPOINT_RESPONSE");
   const DecodedFrame f = decode(s.frame, *prof);
   const auto b1 = static_cast<uint8_t>(s.frame[f.off_bth + kBthBytes + 1]);
   EXPECT_EQ(b1, 0x04 | 0x02);  // op 1 (EV_PROBE) in bits 3..2, SVA in bit 1
   EXPECT_EQ(f.eeth.op, 1);
   EXPECT_TRUE(f.eeth.sva);
   EXPECT_EQ(f.eeth.rsvd_b1, 0);
-  const auto& m = find(samples::all_samples(), "stev/ENDPOINT_RESPONSE");
+  const samples::Sample m = find(samples::all_samples(), "stev/ENDPOINT_RESPONSE");
   const DecodedFrame g = decode(m.frame, mrp0());
   EXPECT_EQ(static_cast<uint8_t>(m.frame[g.off_bth + kBthBytes + 1]), 0x10 | 0x08);
   // MRP0 reading the 3..2 frame: op 0, reserved bits set.
@@ -201,7 +205,7 @@ TEST(WireVariant, CcType) {
   p.cc_type = 2;
   const auto prof = make_profile(p);
   const auto all = samples::all_samples(*prof);
-  const auto& sack = find(all, "stev/SACK");
+  const samples::Sample sack = find(all, "stev/SACK");
   const DecodedFrame f = decode(sack.frame, *prof);
   EXPECT_EQ(f.seth.cc_type, 2);
   EXPECT_EQ(static_cast<uint8_t>(sack.frame[f.off_bth + kBthBytes + 16]) >> 4, 2);
@@ -216,13 +220,13 @@ TEST(WireVariant, TrimBytes) {
   EXPECT_EQ(prof->min_trim_bytes(), 32u);
   for (const char* name : {"stev/WRITE_MIDDLE/trimmed", "udp4/WRITE_MIDDLE/trimmed",
                            "srv6-srh/WRITE_MIDDLE/trimmed"}) {
-    const auto& s = find(samples::all_samples(*prof), name);
+    const samples::Sample s = find(samples::all_samples(*prof), name);
     DecodedFrame f;
     decode_frame(as_bytes(s.frame), f, {}, *prof);
     EXPECT_TRUE(f.trimmed) << name;
     EXPECT_EQ(f.udp.length, 8 + 32) << name;
     EXPECT_EQ(f.dscp(), prof->dscp().trimmed) << name;
-    const auto& m = find(samples::all_samples(), name);
+    const samples::Sample m = find(samples::all_samples(), name);
     DecodedFrame g;
     decode_frame(as_bytes(m.frame), g, {}, mrp0());
     EXPECT_EQ(g.udp.length, 8 + 20) << name;

@@ -133,9 +133,11 @@ void add(std::vector<Sample>& out, const std::string& name, const FrameSpec& spe
   }
   if (s.trimmed && profile.min_trim_bytes() != 20) {
     // Another trim size: trim the whole packet the way a switch would.
+    // Sent trimmable (a trimmed DSCP would make the decoder read it as trimmed already).
     FrameSpec full = s;
     full.trimmed = false;
     full.headers = 0;
+    full.ip4.dscp = full.ip6.dscp = full.inner_ip6.dscp = profile.dscp().trimmable;
     full.payload = Bytes(pattern(256, 7).data(), 256);
     std::vector<std::byte> bytes = encode_frame(full, o, profile);
     DecodedFrame d;

@@ -523,7 +523,7 @@ enum class LinkType : uint8_t { kEthernet, kRawIp };  // pcap DLT_EN10MB / DLT_R
 struct DecodeOptions {
   LinkType link = LinkType::kEthernet;
   bool verify_icrc = false;  // costs a CRC over the whole packet; result in icrc_ok, not an error
-  uint16_t roce_port = 0;  // the only MRC destination port; 0: the profile's ports
+  uint16_t roce_port = 0;    // the only MRC destination port; 0: the profile's ports
 };
 
 struct DecodedFrame {
@@ -765,8 +765,8 @@ bool load_wire_params(const std::string& path, WireParams& out, std::string& err
 // The profile file text for `p` (every key, with a comment per key); parse_wire_params reads it
 // back to `p`. `comments` (key -> text) replaces the default comment of a key (mrct detect puts
 // its confidence there).
-std::string format_wire_params(const WireParams& p,
-                               const std::vector<std::pair<std::string, std::string>>& comments = {});
+std::string format_wire_params(
+    const WireParams& p, const std::vector<std::pair<std::string, std::string>>& comments = {});
 // A profile by name ("MRP0" or a registered one) or from a file: what `--profile X` means in
 // every tool. A name is tried first; anything containing '/' or ending in .toml is a file.
 // Returns nullptr with `error` set.
