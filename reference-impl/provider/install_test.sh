@@ -26,10 +26,14 @@ case "$flags" in
 esac
 # A sanitizer build of the library needs its runtime loaded first: build the app with it too.
 san=""
-if ldd "$libdir/lib_mrc.so.1" | grep -q libasan; then san="-fsanitize=address,undefined"; fi
+# (ldd's output goes to a file first: `ldd | grep -q` under pipefail fails when grep exits early
+# and ldd dies of SIGPIPE.)
+ldd "$libdir/lib_mrc.so.1" > "$tmp/ldd.lib"
+if grep -q libasan "$tmp/ldd.lib"; then san="-fsanitize=address,undefined"; fi
 # shellcheck disable=SC2086
 cc -Wall -Wextra $san -o "$tmp/app" "$src" $flags -Wl,-rpath,"$libdir"
-ldd "$tmp/app" | grep -q "$libdir/lib_mrc.so.1" || { ldd "$tmp/app"; exit 1; }
+ldd "$tmp/app" > "$tmp/ldd.app"
+grep -qF "$libdir/lib_mrc.so.1" "$tmp/ldd.app" || { echo "app does not load $libdir/lib_mrc.so.1:"; cat "$tmp/ldd.app"; exit 1; }
 set +e
 "$tmp/app" > "$tmp/out" 2>&1  # no arguments: the usage message and exit 2
 rc=$?

@@ -62,7 +62,7 @@ bool is_root() {
 
 // Namespaces of runs that crashed before cleaning up (their pid is gone) are removed.
 void remove_stale() {
-  const std::string list = sh("ip netns list");
+  const std::string list = sh("ip netns list 2>/dev/null");
   std::istringstream in(list);
   std::string line;
   std::set<std::string> prefixes;
@@ -92,11 +92,11 @@ class Topo {
   }
   ~Topo() {
     // Every child of the test was reaped before this point: nothing may still run inside.
-    const std::string procs = sh("for n in $(ip netns list | awk '{print $1}' | grep '^" + prefix_ +
+    const std::string procs = sh("for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^" + prefix_ +
                                  "'); do ip netns pids $n; done");
     EXPECT_TRUE(procs.empty()) << "processes left in the namespaces: " << procs;
     sh("bash " + kTopo + " down " + prefix_);
-    const std::string left = sh("ip netns list | grep " + prefix_ + " || true");
+    const std::string left = sh("ip netns list 2>/dev/null | grep " + prefix_ + " || true");
     EXPECT_TRUE(left.empty()) << "namespaces left behind: " << left;
     if (!::testing::Test::HasFailure()) fs::remove_all(dir_);
   }

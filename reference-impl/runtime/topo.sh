@@ -44,7 +44,7 @@ A=${prefix}a
 B=${prefix}b
 
 if [ "$cmd" = down ]; then
-  for ns in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}(a|b|r[0-9]+)$" || true); do
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}(a|b|r[0-9]+)$" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns"
   done
