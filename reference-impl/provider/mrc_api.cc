@@ -132,6 +132,14 @@ int resolve_port_next_hop(softmrc_device* dev, size_t port_index, const wire::Ip
   return 0;
 }
 
+// The engine's id of a controller profile a QP names: only an ONLINE profile has one.
+template <class Rec>
+std::optional<uint64_t> online_engine_id(const std::map<uint64_t, Rec>& profiles, uint64_t id) {
+  auto it = profiles.find(id);
+  if (it == profiles.end() || it->second.state != MRC_CTL_PROFILE_ONLINE) return std::nullopt;
+  return it->second.engine_id;
+}
+
 }  // namespace
 
 namespace softmrc {
@@ -670,24 +678,22 @@ SOFTMRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask,
         // Controller profiles named by id must be ONLINE; the engine knows them by its own id.
         std::optional<uint64_t> ev_ctl, cc_ctl;
         if (mmask & MRC_QP_EV_PROFILE_ID) {
-          auto it = dev->ev_profiles.find(mattr->profile.ev_profile_id);
-          if (it == dev->ev_profiles.end() || it->second.state != MRC_CTL_PROFILE_ONLINE ||
-              !it->second.engine_id) {
+          const auto eid = online_engine_id(dev->ev_profiles, mattr->profile.ev_profile_id);
+          if (!eid) {
             rc = EINVAL;
             return;
           }
           ev_ctl = mattr->profile.ev_profile_id;
-          m.ev_profile_id = *it->second.engine_id;
+          m.ev_profile_id = *eid;
         }
         if (mmask & MRC_QP_CC_PROFILE_ID) {
-          auto it = dev->cc_profiles.find(mattr->profile.cc_profile_id);
-          if (it == dev->cc_profiles.end() || it->second.state != MRC_CTL_PROFILE_ONLINE ||
-              !it->second.engine_id) {
+          const auto eid = online_engine_id(dev->cc_profiles, mattr->profile.cc_profile_id);
+          if (!eid) {
             rc = EINVAL;
             return;
           }
           cc_ctl = mattr->profile.cc_profile_id;
-          m.cc_profile_id = *it->second.engine_id;
+          m.cc_profile_id = *eid;
         }
         // Device defaults for the MRC attributes a transition requires and the application
         // left out.

@@ -310,6 +310,28 @@ int fields_op(softmrc_device* dev, softmrc::EvProfileRec& p, mrc_ctl_ev_profile_
   return 0;
 }
 
+// INIT -> OFFLINE -> ONLINE and back one step at a time; staying where it is is allowed
+// (mrc_ctl.h, profile states). The same table for every profile kind.
+bool legal_profile_transition(uint32_t from, uint32_t to) {
+  return (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
+         (from == MRC_CTL_PROFILE_OFFLINE &&
+          (to == MRC_CTL_PROFILE_ONLINE || to == MRC_CTL_PROFILE_INIT)) ||
+         (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) || from == to;
+}
+
+// What every modify_*_profile checks before its own attributes: the device's limit on new
+// profiles (a new id starts in INIT) and, when the caller names it, its view of the current
+// state. Returns the profile, or nullptr after fail() has set errno. Called under dev->mu.
+template <class Rec, class Attr>
+Rec* profile_to_modify(std::map<uint64_t, Rec>& profiles, uint64_t id, size_t limit,
+                       const char* limit_msg, const Attr& a, bool check_cur_state) {
+  if (!profiles.count(id) && profiles.size() >= limit) return fail_null(ENOMEM, limit_msg);
+  Rec& p = profiles[id];
+  if (check_cur_state && softmrc::raw(a.cur_profile_state) != static_cast<uint32_t>(p.state))
+    return fail_null(EINVAL, "cur_profile_state is not the profile's state");
+  return &p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -416,17 +438,15 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
   dev->with_engine(
       [&](engine::Endpoint&) {
         std::lock_guard<std::mutex> lk(dev->mu);
-        if (!dev->fmt_profiles.count(id) && dev->fmt_profiles.size() >= kMaxFmtProfiles) {
-          rc = fail(ENOMEM, "EV format profiles: device limit");
+        softmrc::FmtProfile* pp = profile_to_modify(dev->fmt_profiles, id, kMaxFmtProfiles,
+                                                    "EV format profiles: device limit", *a,
+                                                    (mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) != 0);
+        if (pp == nullptr) {
+          rc = -1;
           return;
         }
-        softmrc::FmtProfile& p = dev->fmt_profiles[id];
+        softmrc::FmtProfile& p = *pp;
         softmrc::FmtProfile next = p;
-        if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) &&
-            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
-          rc = fail(EINVAL, "cur_profile_state is not the profile's state");
-          return;
-        }
         const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
         if (mask & MRC_CTL_EV_FMT_PROFILE_MODE) {
           if (online) {
@@ -488,12 +508,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
         if (mask & MRC_CTL_EV_FMT_PROFILE_STATE) {
           const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
-          bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       (from == MRC_CTL_PROFILE_OFFLINE &&
-                        (to == MRC_CTL_PROFILE_ONLINE || to == MRC_CTL_PROFILE_INIT)) ||
-                       (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       from == to;
-          if (!legal) {
+          if (!legal_profile_transition(from, to)) {
             rc = fail(EINVAL, "illegal EV format profile transition");
             return;
           }
@@ -573,17 +588,15 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
   dev->with_engine(
       [&](engine::Endpoint& ep) {
         std::lock_guard<std::mutex> lk(dev->mu);
-        if (!dev->ev_profiles.count(id) && dev->ev_profiles.size() >= kMaxEvProfiles) {
-          rc = fail(ENOMEM, "EV profiles: device limit");
+        softmrc::EvProfileRec* pp =
+            profile_to_modify(dev->ev_profiles, id, kMaxEvProfiles, "EV profiles: device limit", *a,
+                              (mask & MRC_CTL_EV_PROFILE_CUR_STATE) != 0);
+        if (pp == nullptr) {
+          rc = -1;
           return;
         }
-        softmrc::EvProfileRec& p = dev->ev_profiles[id];
+        softmrc::EvProfileRec& p = *pp;
         softmrc::EvProfileRec next = p;
-        if ((mask & MRC_CTL_EV_PROFILE_CUR_STATE) &&
-            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
-          rc = fail(EINVAL, "cur_profile_state is not the profile's state");
-          return;
-        }
         const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
         constexpr int config = MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
                                MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
@@ -656,12 +669,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
         if (mask & MRC_CTL_EV_PROFILE_STATE) {
           const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
-          bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       (from == MRC_CTL_PROFILE_OFFLINE &&
-                        (to == MRC_CTL_PROFILE_ONLINE || to == MRC_CTL_PROFILE_INIT)) ||
-                       (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       from == to;
-          if (!legal) {
+          if (!legal_profile_transition(from, to)) {
             rc = fail(EINVAL, "illegal EV profile transition");
             return;
           }
@@ -739,17 +747,15 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
   dev->with_engine(
       [&](engine::Endpoint& ep) {
         std::lock_guard<std::mutex> lk(dev->mu);
-        if (!dev->cc_profiles.count(id) && dev->cc_profiles.size() >= kMaxCcProfiles) {
-          rc = fail(ENOMEM, "CC profiles: device limit");
+        softmrc::CcProfileRec* pp =
+            profile_to_modify(dev->cc_profiles, id, kMaxCcProfiles, "CC profiles: device limit", *a,
+                              (mask & MRC_CTL_CC_PROFILE_CUR_STATE) != 0);
+        if (pp == nullptr) {
+          rc = -1;
           return;
         }
-        softmrc::CcProfileRec& p = dev->cc_profiles[id];
+        softmrc::CcProfileRec& p = *pp;
         softmrc::CcProfileRec next = p;
-        if ((mask & MRC_CTL_CC_PROFILE_CUR_STATE) &&
-            softmrc::raw(a->cur_profile_state) != static_cast<uint32_t>(p.state)) {
-          rc = fail(EINVAL, "cur_profile_state is not the profile's state");
-          return;
-        }
         const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
         if (online && (mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG))) {
           rc = fail(EINVAL, "configuration of an ONLINE CC profile (no MODIFY_ONLINE capability)");
@@ -802,12 +808,7 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
         if (mask & MRC_CTL_CC_PROFILE_STATE) {
           const uint32_t to = softmrc::raw(a->profile_state);
           const auto from = p.state;
-          bool legal = (from == MRC_CTL_PROFILE_INIT && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       (from == MRC_CTL_PROFILE_OFFLINE &&
-                        (to == MRC_CTL_PROFILE_ONLINE || to == MRC_CTL_PROFILE_INIT)) ||
-                       (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE) ||
-                       from == to;
-          if (!legal) {
+          if (!legal_profile_transition(from, to)) {
             rc = fail(EINVAL, "illegal CC profile transition");
             return;
           }
