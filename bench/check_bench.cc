@@ -533,6 +533,23 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
   capture_dir();
   benchmark::AddCustomContext("capture", capture_path(capture_dir()));
+  {
+    // The start-up calibration that chose the checker's CRC method (wire/crc.cc).
+    const wire::CrcCalibration& cal = wire::crc_calibration();
+    std::string t;
+    for (wire::CrcPath p :
+         {wire::CrcPath::kTable, wire::CrcPath::kPclmul, wire::CrcPath::kVpclmul512}) {
+      const auto i = static_cast<size_t>(p);
+      if (!cal.supported[i]) continue;
+      char b[64];
+      std::snprintf(b, sizeof b, "%s%s %.0f ns/KiB", t.empty() ? "" : ", ", wire::crc_path_name(p),
+                    cal.ns_per_kib[i]);
+      t += b;
+    }
+    benchmark::AddCustomContext(
+        "crc_calibration", t + " -> " + wire::crc_path_name(cal.chosen) + " (" + cal.how + ")");
+    benchmark::AddCustomContext("crc_path", wire::crc_path_name(wire::crc_path()));
+  }
   for (auto [p, name] :
        {std::pair{wire::CrcPath::kTable, "table"}, std::pair{wire::CrcPath::kPclmul, "pclmul"},
         std::pair{wire::CrcPath::kVpclmul512, "vpclmul512"}}) {

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "wire/samples.h"
@@ -40,12 +41,49 @@ class PathGuard {
 TEST(CrcPaths, TheTableIsAlwaysThereAndTheChosenPathIsSupported) {
   EXPECT_TRUE(crc_path_supported(CrcPath::kTable));
   EXPECT_TRUE(crc_path_supported(crc_path()));
-  // A faster path is chosen whenever the CPU has it.
+  const CrcCalibration& cal = crc_calibration();
+  EXPECT_TRUE(cal.supported[static_cast<size_t>(cal.chosen)]);
+  for (CrcPath p : kAllPaths)
+    EXPECT_EQ(cal.supported[static_cast<size_t>(p)], crc_path_supported(p)) << name_of(p);
+}
+
+// The method is chosen by measured speed, not by CPUID: the chosen one is never slower than
+// another the CPU has by more than the noise allowance (a wider one must win by 5 %).
+TEST(CrcPaths, CalibrationChoosesTheFastestMethod) {
+  const CrcCalibration cal = calibrate_crc_paths(nullptr);
+  EXPECT_STREQ(cal.how, "calibrated");
+  const double chosen = cal.ns_per_kib[static_cast<size_t>(cal.chosen)];
+  EXPECT_GT(chosen, 0);
   for (CrcPath p : kAllPaths) {
-    if (crc_path_supported(p)) {
-      EXPECT_GE(static_cast<int>(crc_path()), static_cast<int>(p));
+    const auto i = static_cast<size_t>(p);
+    if (!cal.supported[i]) {
+      EXPECT_EQ(cal.ns_per_kib[i], 0) << name_of(p);
+      continue;
+    }
+    EXPECT_GT(cal.ns_per_kib[i], 0) << name_of(p);
+    if (static_cast<int>(p) < static_cast<int>(cal.chosen)) {
+      EXPECT_LT(chosen, 0.95 * cal.ns_per_kib[i]) << name_of(p) << " was faster";
+    } else if (p != cal.chosen) {
+      EXPECT_GE(cal.ns_per_kib[i], 0.95 * chosen) << name_of(p) << " was faster by 5 %";
     }
   }
+}
+
+TEST(CrcPaths, AnEnvironmentNameForcesAMethodTheCpuHas) {
+  for (CrcPath p : kAllPaths) {
+    const CrcCalibration cal = calibrate_crc_paths(crc_path_name(p));
+    if (crc_path_supported(p)) {
+      EXPECT_EQ(cal.chosen, p) << name_of(p);
+      EXPECT_STREQ(cal.how, "MRC_CRC_PATH");
+    } else {
+      EXPECT_NE(cal.chosen, p) << name_of(p);
+      EXPECT_NE(std::string(cal.how).find("ignored"), std::string::npos);
+    }
+  }
+  const CrcCalibration bogus = calibrate_crc_paths("avx1024");
+  EXPECT_TRUE(crc_path_supported(bogus.chosen));
+  EXPECT_NE(std::string(bogus.how).find("ignored"), std::string::npos) << bogus.how;
+  EXPECT_STREQ(crc_path_name(CrcPath::kVpclmul512), "vpclmul512");
 }
 
 TEST(CrcPaths, EveryPathGivesTheCheckValue) {

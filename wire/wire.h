@@ -441,14 +441,30 @@ uint32_t usid_active(const Ipv6Addr& da, unsigned lbl_bits = 32, unsigned nfl_bi
 uint32_t crc32(Bytes data, uint32_t crc = 0);  // zlib-compatible (reflected, ~init, ~final)
 // The same CRC with the table method only (no carry-less multiply): the reference in tests.
 uint32_t crc32_portable(Bytes data, uint32_t crc = 0);
-// The CRC-32 methods, fastest last. crc32() and the ICRC use the fastest this CPU has (chosen
-// once, by CPUID); tests and benchmarks may compare them or force one.
+// The CRC-32 methods, widest last. crc32() and the ICRC use the one that ran fastest on this
+// CPU when the process first needed a CRC (crc_calibration(): each method CPUID allows, timed
+// over frame-sized buffers); MRC_CRC_PATH=table|pclmul|vpclmul512 in the environment forces
+// one. Tests and benchmarks may compare them or force one with set_crc_path().
 enum class CrcPath : uint8_t {
   kTable,       // slicing-by-8 tables, any CPU
   kPclmul,      // x86-64 PCLMULQDQ + SSE4.1, 128-bit folding
   kVpclmul512,  // x86-64 AVX-512F + VPCLMULQDQ, 512-bit folding
 };
 bool crc_path_supported(CrcPath path);
+const char* crc_path_name(CrcPath path);  // "table", "pclmul", "vpclmul512"
+struct CrcCalibration {
+  CrcPath chosen = CrcPath::kTable;
+  bool supported[3] = {};     // indexed by CrcPath
+  double ns_per_kib[3] = {};  // best of five rounds over 256-, 1024- and 4096-byte buffers
+  const char* how = "";       // "calibrated", "MRC_CRC_PATH", or why the variable was ignored
+  uint32_t sink = 0;          // keeps the timed work from being optimised away
+};
+// The start-up timing behind crc_path()'s initial method (computed once, on first use, with
+// MRC_CRC_PATH as `forced`).
+const CrcCalibration& crc_calibration();
+// One calibration run: times every method the CPU has (~0.3 ms); `forced` names a method to
+// take instead (ignored, and `how` says so, when it names none the CPU has).
+CrcCalibration calibrate_crc_paths(const char* forced = nullptr);
 CrcPath crc_path();  // the method crc32() and compute_icrc() use now
 // Makes crc32() and compute_icrc() use `path`; false (nothing changed) when the CPU lacks it.
 // Not thread-safe: for tests and benchmarks.
