@@ -34,12 +34,12 @@ std::string opname(const wire::DecodedFrame& f) {
 void Engine::non_roce_rules(const Obs& o, const wire::DecodedFrame& f) {
   if (!f.has_udp || f.off_udp == 0xFFFF) return;
   const size_t start = static_cast<size_t>(f.off_udp) + 8;
-  if (f.udp.dport == prof.roce_port) {
+  if (wire_profile->is_roce_port(f.udp.dport)) {
     // UDP to the RoCE port without a complete BTH.
     judge(FRM_007);
     if (!o.snapped)
       fail(FRM_007, o,
-           "UDP to port " + std::to_string(prof.roce_port) +
+           "UDP to port " + std::to_string(f.udp.dport) +
                " but no complete BTH: " + f.error.describe());
     return;
   }
@@ -49,7 +49,7 @@ void Engine::non_roce_rules(const Obs& o, const wire::DecodedFrame& f) {
   if (is_mrc_opcode(b[0]) && b[2] == 0xFF && b[3] == 0xFF) {
     fail(FRM_002, o,
          "UDP datagram to port " + std::to_string(f.udp.dport) + " carries an MRC BTH (opcode " +
-             hex(b[0], 2) + "); expected port " + std::to_string(prof.roce_port));
+             hex(b[0], 2) + "); expected port " + std::to_string(wire_profile->roce_port()));
   }
 }
 

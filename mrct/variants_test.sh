@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 21 acceptance: a capture of our reference endpoints speaking UDP 4971 with the other EV
+# stripe (mrct craft --reference under scenarios/profiles/wire-4971-high.toml) is recognised by
+# mrct detect and checked conforming with the detected profile, explicitly and with
+# --profile-variant auto; with the default profile it is not conforming. Then every shipped
+# variant's sample capture is detected parameter by parameter through the CLI.
+set -euo pipefail
+MRCT=${MRCT:?set MRCT to the mrct binary}
+SRC=${SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+PROFILES=$SRC/scenarios/profiles
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# 1. The reference conversation under the variant.
+"$MRCT" craft --reference "$tmp/ref" --profile "$PROFILES/wire-4971-high.toml" >"$tmp/paths"
+caps=("$tmp/ref/a-eth0.pcapng" "$tmp/ref/b-eth0.pcapng")
+for c in "${caps[@]}"; do [ -s "$c" ] || fail "no capture $c"; done
+grep -qx "$tmp/ref/a-eth0.pcapng" "$tmp/paths" || fail "craft --reference did not name its captures"
+"$MRCT" decode --summary --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" >"$tmp/sum"
+grep -q " 0 bad ICRC, 0 decode errors" "$tmp/sum" || fail "variant capture: $(cat "$tmp/sum")"
+dports=$("$MRCT" decode --json --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" |
+  grep -o '"dport":[0-9]*' | sort -u | tr '\n' ' ')
+[ "$dports" = '"dport":4971 ' ] || fail "the reference sent to $dports, want 4971 only"
+
+# 2. Detection.
+"$MRCT" detect -o "$tmp/detected.toml" "${caps[@]}" 2>"$tmp/detect.err" ||
+  fail "mrct detect: $(cat "$tmp/detect.err")"
+cat "$tmp/detect.err"
+grep -q '^ports = \[4971\]' "$tmp/detected.toml" || fail "ports not detected: $(cat "$tmp/detected.toml")"
+grep -q '^stripe = "high_in_sport"' "$tmp/detected.toml" || fail "stripe not detected"
+grep -q 'stripe = high_in_sport (confidence 1.00' "$tmp/detect.err" || fail "stripe confidence"
+
+# 3. Conforming with the detected profile, with --profile-variant auto, not with the default.
+check() { "$MRCT" check -q --json "$tmp/report.json" "$@" "${caps[0]}@a" "${caps[1]}@b"; }
+rc=0
+check --profile-variant "$tmp/detected.toml" || rc=$?
+[ $rc -eq 0 ] || fail "check with the detected profile exits $rc: $(head -c 3000 "$tmp/report.json")"
+grep -q '"roce_frames": *[1-9]' "$tmp/report.json" || fail "no RoCE frames judged with the detected profile"
+rc=0
+check --profile-variant auto || rc=$?
+[ $rc -eq 0 ] || fail "check --profile-variant auto exits $rc"
+grep -q 'detected by mrct detect' "$tmp/report.json" || fail "the auto report does not say it detected"
+grep -q 'ev.stripe = high_in_sport' "$tmp/report.json" || fail "the auto report does not list the stripe"
+"$MRCT" check --profile-variant auto "${caps[@]}" >"$tmp/human" 2>&1 || true
+grep -q "detected by mrct detect" "$tmp/human" ||
+  fail "the human report does not say the profile was detected"
+rc=0
+check || rc=$?
+[ $rc -ne 0 ] || fail "the 4971 capture is conforming with the default profile"
+echo "default profile: exit $rc"
+
+# 4. Each shipped variant's crafted sample set, detected through the CLI.
+for v in wire-mrp0 wire-4971-high wire-mrc-client wire-pcap-view; do
+  "$MRCT" craft -o "$tmp/$v.pcap" --profile "$PROFILES/$v.toml" 2>/dev/null
+  "$MRCT" detect -q --name "$v" "$tmp/$v.pcap" >"$tmp/$v.detected.toml"
+  # Every parameter the detector prints must equal the variant's (the name aside; a profile
+  # listing two ports is sent on its first).
+  want=$(sed -n 's/^\(ports\|stripe\|ecmp_flow_label\|eeth_op_bits\|eeth_sva_bit\|cc_type\|bytes\|outer_traffic_class\|wev_carriage\|control\) = \([^ #]*\).*/\1=\2/p' "$PROFILES/$v.toml")
+  got=$(sed -n 's/^\(ports\|stripe\|ecmp_flow_label\|eeth_op_bits\|eeth_sva_bit\|cc_type\|bytes\|outer_traffic_class\|wev_carriage\|control\) = \([^ #]*\).*/\1=\2/p' "$tmp/$v.detected.toml")
+  while IFS= read -r kv; do
+    [ -n "$kv" ] || continue
+    key=${kv%%=*}
+    val=${kv#*=}
+    [ "$key" = ports ] && val=$(echo "$val" | sed 's/,.*\]/]/; s/\[\([0-9]*\).*/[\1]/')
+    echo "$got" | grep -Fqx "$key=$val" || fail "$v: $key: want $val, detected $(echo "$got" | grep "^$key=")"
+  done <<<"$want"
+  echo "$v: detected"
+done
+echo "variants_test: ok"
