@@ -294,6 +294,8 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
       uint64_t total = 0;
       const auto [bit, cnt] = top(sva_bits, &total);
       p.eeth_sva_bit = bit;
+      sva_set += cnt;  // an EETH flagging service time uses SVA too
+      sva_frames += eeth_b1.size();
       add("headers.eeth_sva_bit", std::to_string(bit),
           static_cast<double>(cnt) / static_cast<double>(total),
           ratio(cnt, total) + " EETHs with a flag besides the op set this bit");
@@ -315,10 +317,10 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
   }
   if (sva_set != 0) {
     p.sva = true;
-    add("headers.sva", "true", 1, ratio(sva_set, sva_frames) + " SACK/NACK set SVA");
+    add("headers.sva", "true", 1, ratio(sva_set, sva_frames) + " SACK/NACK/EETH set SVA");
   } else {
     add("headers.sva", "true", 0,
-        sva_frames ? "no SACK/NACK sets SVA (a DUT may simply not report service time)"
+        sva_frames ? "no SACK/NACK/EETH sets SVA (a DUT may simply not report service time)"
                    : "no SACK or NACK");
   }
 

@@ -2,7 +2,7 @@
 # Issue 21 acceptance: a capture of our reference endpoints speaking UDP 4971 with the other EV
 # stripe (mrct craft --reference under scenarios/profiles/wire-4971-high.toml) is recognised by
 # mrct detect and checked conforming with the detected profile, explicitly and with
-# --profile-variant auto; with the default profile it is not conforming. Then every shipped
+# --profile-variant auto; with the default profile it is INCONCLUSIVE (exit 3). Then every shipped
 # variant's sample capture is detected parameter by parameter through the CLI.
 set -euo pipefail
 MRCT=${MRCT:?set MRCT to the mrct binary}
@@ -48,10 +48,16 @@ grep -q 'ev.stripe = high_in_sport' "$tmp/report.json" || fail "the auto report 
 "$MRCT" check --profile-variant auto "${caps[@]}" >"$tmp/human" 2>&1 || true
 grep -q "detected by mrct detect" "$tmp/human" ||
   fail "the human report does not say the profile was detected"
+# With the default profile (MRP0, UDP 4791) nothing in the capture is MRC: INCONCLUSIVE, exit 3,
+# never conforming, and the report says which frames were not recognised and why (the port).
 rc=0
 check || rc=$?
-[ $rc -ne 0 ] || fail "the 4971 capture is conforming with the default profile"
-echo "default profile: exit $rc"
+[ $rc -eq 3 ] || fail "the 4971 capture with the default profile exits $rc, want 3 (INCONCLUSIVE)"
+grep -q '"verdict": *"INCONCLUSIVE"' "$tmp/report.json" ||
+  fail "default profile: verdict is not INCONCLUSIVE: $(grep -o '"verdict": *"[A-Z ]*"' "$tmp/report.json")"
+grep -q '"mrc_frames": *0' "$tmp/report.json" || fail "default profile: MRC frames were judged"
+grep -q '4971' "$tmp/report.json" || fail "default profile: the report does not name port 4971"
+echo "default profile: exit $rc, INCONCLUSIVE"
 
 # 4. Each shipped variant's crafted sample set, detected through the CLI.
 for v in wire-mrp0 wire-4971-high wire-mrc-client wire-pcap-view; do

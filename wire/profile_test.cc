@@ -200,6 +200,24 @@ TEST(WireVariant, EethOpBitsAndSvaBit) {
   EXPECT_NE(x.eeth.rsvd_b1, 0);
 }
 
+TEST(WireVariant, SvaUsed) {
+  // Without SVA the endpoint response cannot flag service time: SVA 0, svc_time 0, ts_echo the
+  // request's ts16 (0x3333) as it was sent; with it, 13 ticks are added and flagged.
+  WireParams p;
+  p.sva = false;
+  const auto prof = make_profile(p);
+  const DecodedFrame f =
+      decode(find(samples::all_samples(*prof), "stev/ENDPOINT_RESPONSE").frame, *prof);
+  EXPECT_FALSE(f.eeth.sva);
+  EXPECT_EQ(f.eeth.svc_time, 0);
+  EXPECT_EQ(f.eeth.ts_echo, 0x3333);
+  const DecodedFrame m =
+      decode(find(samples::all_samples(), "stev/ENDPOINT_RESPONSE").frame, mrp0());
+  EXPECT_TRUE(m.eeth.sva);
+  EXPECT_EQ(m.eeth.svc_time, 0x0D);
+  EXPECT_EQ(m.eeth.ts_echo, 0x3340);
+}
+
 TEST(WireVariant, CcType) {
   WireParams p;
   p.cc_type = 2;

@@ -295,11 +295,14 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     s.bth.dest_qp = kEndpointOpQpn;
     s.bth.psn = 0x0042;
     s.eeth.op = static_cast<uint8_t>(EndpointOp::kEvProbe);
-    s.eeth.sva = true;
+    // The request's ts16 0x3333 plus 13 ticks of service time, flagged by SVA; a profile
+    // without SVA (WireParams::sva false) cannot say the time was added, so it echoes ts16.
+    const bool sva = cur().params().sva;
+    s.eeth.sva = sva;
     s.eeth.entropy = wev;
     s.eeth.port_status_mask = 0x1FE;
-    s.eeth.ts_echo = 0x3340;
-    s.eeth.svc_time = 0x0D;
+    s.eeth.ts_echo = sva ? 0x3340 : 0x3333;
+    s.eeth.svc_time = sva ? 0x0D : 0;
     add(out, prefix + "ENDPOINT_RESPONSE", s);
   }
 }
