@@ -59,7 +59,24 @@ grep -q '"mrc_frames": *0' "$tmp/report.json" || fail "default profile: MRC fram
 grep -q '4971' "$tmp/report.json" || fail "default profile: the report does not name port 4971"
 echo "default profile: exit $rc, INCONCLUSIVE"
 
-# 4. Each shipped variant's crafted sample set, detected through the CLI.
+# 4. The viewer decodes with the profile: the variant capture shows QP flows whose EV lanes are
+# WEVs `mrct decode` reads under the profile (the stripe); without it there is nothing MRC.
+if "$MRCT" view --help >/dev/null 2>&1; then
+  "$MRCT" view --list --no-detect --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" \
+    >"$tmp/view.list" 2>&1 || fail "mrct view --list --profile: $(cat "$tmp/view.list")"
+  lanes=$(grep -o 'EV 0x[0-9a-f]*' "$tmp/view.list" | sed 's/EV //' | sort -u)
+  [ -n "$lanes" ] || fail "mrct view --profile: no EV lanes: $(head -5 "$tmp/view.list")"
+  "$MRCT" decode --json --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" |
+    grep -o '"wev":[0-9]*' | sed 's/"wev"://' | sort -u | xargs printf '0x%08x\n' >"$tmp/wevs"
+  for l in $lanes; do
+    grep -qx "$l" "$tmp/wevs" || fail "mrct view --profile: lane $l is no WEV of the capture"
+  done
+  "$MRCT" view --list --no-detect "${caps[0]}" >"$tmp/view0.list" 2>&1 || true
+  if grep -q 'EV 0x' "$tmp/view0.list"; then fail "mrct view without the profile found EV lanes"; fi
+  echo "mrct view --profile: $(echo "$lanes" | wc -l) EV lanes, all WEVs of the capture"
+fi
+
+# 5. Each shipped variant's crafted sample set, detected through the CLI.
 for v in wire-mrp0 wire-4971-high wire-mrc-client wire-pcap-view; do
   "$MRCT" craft -o "$tmp/$v.pcap" --profile "$PROFILES/$v.toml" 2>/dev/null
   "$MRCT" detect -q --name "$v" "$tmp/$v.pcap" >"$tmp/$v.detected.toml"
