@@ -129,7 +129,8 @@ bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
       if (f.has_inner_ip6) {
         ++srv6_frames;
         const wire::Ipv6Header& in = f.inner_ip6;
-        if (in.dscp != 0 || in.ecn != 0) {
+        // A trimmed frame's outer class is the trimming switch's, not the sender's choice.
+        if (!f.trimmed && (in.dscp != 0 || in.ecn != 0)) {
           if (f.ip6.dscp == in.dscp) ++srv6_tc_copy;
           if (f.ip6.dscp == 0 && f.ip6.ecn == 0) ++srv6_tc_zero;
         }

@@ -54,7 +54,9 @@ void expect_detected(const wire::WireParams& want, const VariantGuess& g) {
   EXPECT_EQ(got.dscp.control, want.dscp.control) << g.summary();
   for (const auto& c : g.confidence) {
     if (c.key == "headers.sva") continue;  // the samples' SACK/NACK never set it
-    EXPECT_GT(c.confidence, 0.9) << c.key << ": " << c.evidence;
+    // The port's confidence is the share of RoCE datagrams to it that are MRC: the sample set
+    // also holds plain RC frames (IBTA opcodes) on the same port, 16 of 108.
+    EXPECT_GT(c.confidence, c.key == "udp.ports" ? 0.8 : 0.9) << c.key << ": " << c.evidence;
   }
 }
 
