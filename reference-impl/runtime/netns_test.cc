@@ -92,8 +92,9 @@ class Topo {
   }
   ~Topo() {
     // Every child of the test was reaped before this point: nothing may still run inside.
-    const std::string procs = sh("for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^" + prefix_ +
-                                 "'); do ip netns pids $n; done");
+    const std::string procs =
+        sh("for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^" + prefix_ +
+           "'); do ip netns pids $n; done");
     EXPECT_TRUE(procs.empty()) << "processes left in the namespaces: " << procs;
     sh("bash " + kTopo + " down " + prefix_);
     const std::string left = sh("ip netns list 2>/dev/null | grep " + prefix_ + " || true");
