@@ -59,6 +59,10 @@ grep -q '"mrc_frames": *0' "$tmp/report.json" || fail "default profile: MRC fram
 grep -q '4971' "$tmp/report.json" || fail "default profile: the report does not name port 4971"
 echo "default profile: exit $rc, INCONCLUSIVE"
 
+# The WEVs of the variant capture as mrct decode reads them under the profile (its stripe).
+"$MRCT" decode --json --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" |
+  grep -o '"wev":[0-9]*' | sed 's/"wev"://' | sort -u | xargs printf '0x%08x\n' >"$tmp/wevs"
+
 # 4. The viewer decodes with the profile: the variant capture shows QP flows whose EV lanes are
 # WEVs `mrct decode` reads under the profile (the stripe); without it there is nothing MRC.
 if "$MRCT" view --help >/dev/null 2>&1; then
@@ -66,8 +70,6 @@ if "$MRCT" view --help >/dev/null 2>&1; then
     >"$tmp/view.list" 2>&1 || fail "mrct view --list --profile: $(cat "$tmp/view.list")"
   lanes=$(grep -o 'EV 0x[0-9a-f]*' "$tmp/view.list" | sed 's/EV //' | sort -u)
   [ -n "$lanes" ] || fail "mrct view --profile: no EV lanes: $(head -5 "$tmp/view.list")"
-  "$MRCT" decode --json --profile "$PROFILES/wire-4971-high.toml" "${caps[0]}" |
-    grep -o '"wev":[0-9]*' | sed 's/"wev"://' | sort -u | xargs printf '0x%08x\n' >"$tmp/wevs"
   for l in $lanes; do
     grep -qx "$l" "$tmp/wevs" || fail "mrct view --profile: lane $l is no WEV of the capture"
   done
@@ -76,7 +78,27 @@ if "$MRCT" view --help >/dev/null 2>&1; then
   echo "mrct view --profile: $(echo "$lanes" | wc -l) EV lanes, all WEVs of the capture"
 fi
 
-# 5. Each shipped variant's crafted sample set, detected through the CLI.
+# 5. The injector reads the same profile: replayed through a trim-everything rule, the variant's
+# data packets are trimmed and logged with the EV the profile's stripe reads; under MRP0 they are
+# not MRC and pass untouched.
+if "$MRCT" inject --help >/dev/null 2>&1; then
+  inject() {
+    "$MRCT" inject replay --link l:a:b --rule '{"type":"trim","p":1}' -i "${caps[0]}" \
+      --no-log-pass "$@" 2>&1 | tail -1
+  }
+  sum=$(inject --profile "$PROFILES/wire-4971-high.toml" --log "$tmp/inject.jsonl")
+  echo "$sum" | grep -q '"trim":[1-9]' || fail "mrct inject --profile: nothing trimmed: $sum"
+  grep -o '"ev":[0-9]*' "$tmp/inject.jsonl" | sed 's/"ev"://' | sort -u |
+    xargs printf '0x%08x\n' >"$tmp/inject.evs"
+  while read -r ev; do
+    grep -qx "$ev" "$tmp/wevs" || fail "mrct inject --profile: EV $ev is no WEV of the capture"
+  done <"$tmp/inject.evs"
+  sum=$(inject --log "$tmp/inject0.jsonl")
+  echo "$sum" | grep -q '"trim":0' || fail "mrct inject without the profile trimmed: $sum"
+  echo "mrct inject --profile: trims the variant's data, $(wc -l <"$tmp/inject.evs") EVs all WEVs"
+fi
+
+# 6. Each shipped variant's crafted sample set, detected through the CLI.
 for v in wire-mrp0 wire-4971-high wire-mrc-client wire-pcap-view; do
   "$MRCT" craft -o "$tmp/$v.pcap" --profile "$PROFILES/$v.toml" 2>/dev/null
   "$MRCT" detect -q --name "$v" "$tmp/$v.pcap" >"$tmp/$v.detected.toml"
