@@ -165,6 +165,24 @@ struct DutProfile {
   wire::DscpPlan dscp;
   wire::EvStripe stripe = wire::EvStripe::kLowInSport;
   uint16_t roce_port = wire::kRoceV2Port;
+  // A wire-profile file's choices (mrct check --profile-variant): when set they win over the
+  // three fields above, which use_wire_params() keeps equal to them.
+  std::optional<wire::WireParams> wire;
+  void use_wire_params(const wire::WireParams& p) {
+    wire = p;
+    dscp = p.dscp;
+    stripe = p.ev_stripe;
+    roce_port = p.udp_ports.front();
+  }
+  // The wire parameters the checker decodes with.
+  wire::WireParams wire_params() const {
+    if (wire) return *wire;
+    wire::WireParams p;
+    p.dscp = dscp;
+    p.ev_stripe = stripe;
+    p.udp_ports = {roce_port};
+    return p;
+  }
   std::vector<NodeProfile> nodes;
   std::vector<CapturePointProfile> capture_points;
   std::vector<QpProfile> qps;
@@ -301,6 +319,8 @@ struct Report {
   uint64_t decisions = 0;
   std::vector<FlowSummary> flows;
   std::vector<std::string> notes;       // input warnings
+  std::string wire_profile;             // name of the wire profile the frames were decoded with
+  std::string wire_profile_origin;      // "default", "file v.toml", "detected (mrct detect)"
   std::vector<Annotation> annotations;  // violating frames, for the annotated pcapng
   uint64_t frames = 0;                  // observations
   uint64_t packets = 0;                 // distinct packets after merging capture points
@@ -381,7 +401,10 @@ CaptureInput parse_capture_arg(std::string_view arg);
 
 struct CheckOptions {
   std::vector<CaptureInput> captures;
-  std::string profile_path;                // DUT profile JSON ("" = none)
+  std::string profile_path;  // DUT profile JSON ("" = none)
+  // Wire profile: a name or TOML file ("" = the DUT profile's dscp/ev_stripe/roce_port, else
+  // MRP0), or "auto": inferred from the captures by detect_variant() first.
+  std::string wire_profile;
   std::vector<std::string> decision_logs;  // injector JSONL
   std::string json_out;                    // "-" = stdout
   std::string junit_out;
@@ -407,6 +430,28 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error);
 // The whole `mrct check`: judge, write the requested reports, print the human summary.
 // Returns the exit code: 0 conforming, 1 not conforming, 2 usage or input error, 3 inconclusive.
 int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err);
+
+// ---------------------------------------------------------------------------------------------
+// Wire-variant detection (mrct detect): the open choices a capture's MRC traffic speaks.
+// ---------------------------------------------------------------------------------------------
+struct ParamConfidence {
+  std::string key;        // profile-file key: "ev.stripe"
+  std::string value;      // as written in the file: "high_in_sport"
+  double confidence = 0;  // 0: no evidence (MRP0's value kept); 1: every piece of evidence agrees
+  std::string evidence;   // "412 of 420 distinguishing echoes match ..."
+};
+struct VariantGuess {
+  wire::WireParams params;
+  std::vector<ParamConfidence> confidence;  // one per parameter inferred
+  uint64_t frames = 0;
+  uint64_t mrc_frames = 0;           // frames that decode as MRC with a valid ICRC (or trimmed)
+  std::string summary() const;       // one line per parameter
+  std::string profile_text() const;  // the profile file, confidences as comments
+};
+// Reads every capture (files; a pipe is read once) and infers the parameters. False with `error`
+// on an unreadable capture. mrc_frames == 0 means there was nothing to infer from.
+bool detect_variant(const std::vector<std::string>& captures, VariantGuess& out,
+                    std::string& error);
 
 // Reporters.
 void write_json(const Report& r, std::ostream& out);

@@ -290,7 +290,7 @@ PsnRec* Flow::rec_create(int64_t ext) {
 // ---------------------------------------------------------------------------------------------
 Engine::Engine(DutProfile p, RuleSelection s, size_t max_ev)
     : prof(std::move(p)), sel(std::move(s)), max_evidence(max_ev) {
-  wire_profile = wire::make_mrp0(prof.dscp, prof.stripe);
+  wire_profile = wire::make_profile(prof.wire_params());
   auto cat = rule_catalogue();
   for (size_t i = 0; i < kRuleCount; ++i)
     enabled[i] = cat[i].implemented && sel.selected(cat[i].id);
@@ -566,7 +566,8 @@ uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
   if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return 0;
   const auto* b = reinterpret_cast<const uint8_t*>(data.data());
   if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return 0;
-  if ((b[kOffUdp + 2] << 8 | b[kOffUdp + 3]) != prof.roce_port) return 0;
+  if (!wire_profile->is_roce_port(static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3])))
+    return 0;
   Addr src, dst;
   std::memcpy(src.data(), b + kOffIp6 + 8, 16);
   std::memcpy(dst.data(), b + kOffIp6 + 24, 16);
@@ -684,7 +685,6 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   ahead_data = nullptr;
   wire::DecodeOptions opt;
   opt.link = link;
-  opt.roce_port = prof.roce_port;
   // The ICRC is verified below, once the merge-table line for this frame is being fetched: the
   // CRC over the whole packet hides that cache miss. Same result as DecodeOptions::verify_icrc.
   opt.verify_icrc = false;
@@ -737,6 +737,12 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   verify_icrc();
   if (!have_addrs) return;
   o.format = frame.ev_format();
+  // A profile that puts the 16-bit UDP EV in the flow label too: such a frame is UDP format,
+  // not STEV, whatever the flow label says.
+  if (o.format == wire::EvFormat::kStev &&
+      wire_profile->params().ecmp_flow_label == wire::EcmpFlowLabel::kEv &&
+      frame.flow_label() == frame.udp.sport)
+    o.format = wire::EvFormat::kUdp;
   o.trimmed = frame.trimmed;
   o.ce = frame.ecn() == 3;
   if (merges_here) {
@@ -766,7 +772,8 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
       break;
   }
   if (fl && fl->prof.ev_format) o.format = *fl->prof.ev_format;
-  o.wev = wire::wev_from_carriage(o.format, prof.stripe, frame.udp.sport, frame.flow_label());
+  o.wev = wire::wev_from_carriage(wire_profile->params(), o.format, frame.udp.sport,
+                                  frame.flow_label());
   o.icrc_bad = frame.icrc_checked && !frame.icrc_ok;
   if (o.first) {
     frame_rules(o, frame, ok);

@@ -27,7 +27,9 @@ void Engine::ev_carriage(const Obs& o, const wire::DecodedFrame& f, const Flow* 
   if (f.l3 == 6) {
     const uint32_t fl_outer = f.ip6.flow_label;
     if (fl_outer & 0xF0000u) e += " flow label " + hex(fl_outer, 5) + " has bits 19:16 set";
-    if (fl && fl->prof.ev_format == wire::EvFormat::kUdp && fl_outer != 0)
+    if (fl && fl->prof.ev_format == wire::EvFormat::kUdp && fl_outer != 0 &&
+        !(wire_profile->params().ecmp_flow_label == wire::EcmpFlowLabel::kEv &&
+          fl_outer == f.udp.sport))
       e += " flow label " + hex(fl_outer, 5) + " in UDP EV format (want 0)";
     if (f.has_inner_ip6 && f.inner_ip6.flow_label != fl_outer)
       e += " inner flow label " + hex(f.inner_ip6.flow_label, 5) + " != outer " + hex(fl_outer, 5);

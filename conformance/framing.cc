@@ -34,12 +34,12 @@ std::string opname(const wire::DecodedFrame& f) {
 void Engine::non_roce_rules(const Obs& o, const wire::DecodedFrame& f) {
   if (!f.has_udp || f.off_udp == 0xFFFF) return;
   const size_t start = static_cast<size_t>(f.off_udp) + 8;
-  if (f.udp.dport == prof.roce_port) {
+  if (wire_profile->is_roce_port(f.udp.dport)) {
     // UDP to the RoCE port without a complete BTH.
     judge(FRM_007);
     if (!o.snapped)
       fail(FRM_007, o,
-           "UDP to port " + std::to_string(prof.roce_port) +
+           "UDP to port " + std::to_string(f.udp.dport) +
                " but no complete BTH: " + f.error.describe());
     return;
   }
@@ -49,7 +49,7 @@ void Engine::non_roce_rules(const Obs& o, const wire::DecodedFrame& f) {
   if (is_mrc_opcode(b[0]) && b[2] == 0xFF && b[3] == 0xFF) {
     fail(FRM_002, o,
          "UDP datagram to port " + std::to_string(f.udp.dport) + " carries an MRC BTH (opcode " +
-             hex(b[0], 2) + "); expected port " + std::to_string(prof.roce_port));
+             hex(b[0], 2) + "); expected port " + std::to_string(wire_profile->roce_port()));
   }
 }
 
@@ -58,7 +58,7 @@ void Engine::unrecognised(const Obs& o, const wire::DecodedFrame& f) {
   using K = UnrecognisedKey;
   if (f.roce) {
     k = {f.op ? K::kNotMrcOpcode : K::kUnknownOpcode, f.bth.opcode, 0};
-  } else if (f.has_udp && f.udp.dport == prof.roce_port) {
+  } else if (f.has_udp && wire_profile->is_roce_port(f.udp.dport)) {
     k = {K::kShortBth, 0, 0};
   } else if (f.has_udp) {
     k = {K::kOtherPort, f.udp.dport, 0};
@@ -93,7 +93,9 @@ void Engine::unrecognised(const Obs& o, const wire::DecodedFrame& f) {
 
 std::string Engine::describe(const UnrecognisedKey& k) const {
   using K = UnrecognisedKey;
-  const std::string port = std::to_string(prof.roce_port);
+  std::string port;  // the wire profile's ports, "4791" or "4971 or 4791"
+  for (uint16_t p : wire_profile->params().udp_ports)
+    port += (port.empty() ? "" : " or ") + std::to_string(p);
   switch (k.kind) {
     case K::kNotIp:
       return "not IP (EtherType " + hex(k.a, 4) + ")";
@@ -110,7 +112,8 @@ std::string Engine::describe(const UnrecognisedKey& k) const {
           "UDP to port " + std::to_string(k.a) + ", not the profile's RoCE port " + port;
       if (k.b & 0x10000u) {
         s += "; the payload starts like an MRC BTH (an MRC opcode, P_Key " + hex(k.b & 0xFFFFu, 4) +
-             "): MRC under another wire variant? Set roce_port in the profile";
+             "): MRC under another wire variant? Try mrct detect, then --profile-variant "
+             "(or auto)";
       }
       return s;
     }

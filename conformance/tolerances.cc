@@ -110,7 +110,7 @@ bool derive_tolerances(const CheckOptions& opts, const DutProfile& prof, Toleran
                        std::string& derivation, std::string& error) {
   constexpr size_t kMaxSamples = 1 << 20;
   constexpr size_t kMaxPending = 1 << 20;
-  const auto wp = wire::make_mrp0(prof.dscp, prof.stripe);
+  const auto wp = wire::make_profile(prof.wire_params());  // every port and choice of it
   // (capture, sender, receiver, PSN): times of data sent and of NACKs awaiting their
   // retransmission.
   using Key = std::tuple<uint32_t, detail::Addr, detail::Addr, uint32_t>;
@@ -126,7 +126,6 @@ bool derive_tolerances(const CheckOptions& opts, const DutProfile& prof, Toleran
     wire::CaptureRecord rec;
     wire::DecodedFrame f;
     wire::DecodeOptions o;
-    o.roce_port = prof.roce_port;
     while (rd.next(rec)) {
       o.link = rec.link;
       if (!wire::decode_frame(rec.data, f, o, *wp) || !f.roce || !f.op) continue;

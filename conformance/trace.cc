@@ -43,14 +43,14 @@ std::optional<Addr> guess_capture_node(const std::string& path, const DutProfile
   wire::CaptureRecord rec;
   wire::DecodedFrame f;
   wire::DecodeOptions opt;
-  opt.roce_port = prof.roce_port;
+  const std::unique_ptr<wire::WireProfile> wp = wire::make_profile(prof.wire_params());
   std::vector<Addr> common;
   bool first = true;
   std::unordered_map<Addr, int, AddrHash> max_hl;  // per source
   int n = 0;
   while (n < 2000 && rd.next(rec)) {
     opt.link = rec.link;
-    wire::decode_frame(rec.data, f, opt);
+    wire::decode_frame(rec.data, f, opt, *wp);
     if (!f.roce) continue;
     Addr s{}, d{};
     if (!roce_addrs(f, s, d)) continue;
@@ -214,6 +214,40 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     error = "no capture files given";
     return false;
   }
+  // The wire profile: given, detected from the captures, or the DUT profile's (MRP0 fields).
+  std::string wire_origin = opts.profile_path.empty() ? "default" : "DUT profile";
+  std::vector<std::string> wire_notes;
+  if (opts.wire_profile == "auto") {
+    std::vector<std::string> paths;
+    for (const auto& c : opts.captures) {
+      if (!detail::regular_file(c.path)) {
+        error = c.path +
+                ": --profile-variant auto reads the captures twice (detect, then check); "
+                "give a file, not a pipe";
+        return false;
+      }
+      paths.push_back(c.path);
+    }
+    VariantGuess g;
+    if (!detect_variant(paths, g, error)) return false;
+    if (g.mrc_frames == 0) {
+      wire_origin = "auto: nothing detected (no MRC frame), MRP0 used";
+    } else {
+      prof.use_wire_params(g.params);
+      wire_origin = "detected by mrct detect from " + std::to_string(g.mrc_frames) + " MRC frames";
+      for (const auto& c : g.confidence) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%.2f", c.confidence);
+        wire_notes.push_back("wire profile (detected): " + c.key + " = " + c.value +
+                             ", confidence " + buf + " (" + c.evidence + ")");
+      }
+    }
+  } else if (!opts.wire_profile.empty()) {
+    std::unique_ptr<wire::WireProfile> wp = wire::open_wire_profile(opts.wire_profile, error);
+    if (!wp) return false;
+    prof.use_wire_params(wp->params());
+    wire_origin = "--profile-variant " + opts.wire_profile;
+  }
   Tolerances preset = preset_tolerances(opts.tolerances);
   std::string derivation;
   if (opts.tolerances == TolerancePreset::kAuto) {
@@ -332,6 +366,18 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   if (!read_decisions(UINT64_MAX)) return false;
   apply_decisions(UINT64_MAX);
   report = ck.finish(last_ts);
+  report.wire_profile = prof.wire_params().name;
+  report.wire_profile_origin = wire_origin;
+  if (!opts.wire_profile.empty()) {
+    const wire::WireParams wp = prof.wire_params();
+    std::string ports;
+    for (uint16_t port : wp.udp_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
+    report.notes.insert(
+        report.notes.begin(),
+        "wire profile " + wp.name + " (" + wire_origin + "): UDP " + ports + ", " +
+            (wp.ev_stripe == wire::EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport"));
+    report.notes.insert(report.notes.begin() + 1, wire_notes.begin(), wire_notes.end());
+  }
   for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {
     report.captures[i].pcapng = src[i].rd->is_pcapng();
     report.captures[i].error = read_errors[i];

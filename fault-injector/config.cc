@@ -520,8 +520,14 @@ bool parse_root(const json& root, Ctx& ctx, InjectorConfig& out) {
   if (!t.get_string("log", c.log_path) || !t.get_bool("log_pass", c.log_pass) ||
       !t.get_string("control", c.control_path) || !t.get_string("profile", c.profile))
     return false;
-  if (!wire::find_profile(c.profile))
-    return t.bad("profile", "unknown wire profile '" + c.profile + "'");
+  if (!wire::find_profile(c.profile)) {
+    // A profile file (a path or *.toml): loaded and registered under its name.
+    std::string why;
+    std::unique_ptr<wire::WireProfile> wp = wire::open_wire_profile(c.profile, why);
+    if (!wp) return t.bad("profile", why);
+    c.profile = std::string(wp->name());
+    wire::register_profile(std::move(wp));
+  }
 
   auto array_of = [&](const char* a, const char* b, const json*& arr, std::string& ptr) {
     arr = nullptr;

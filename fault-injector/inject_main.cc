@@ -45,7 +45,8 @@ void add_common(CLI::App& app, Common& c, bool with_links) {
   app.add_option("--log", c.log_path,
                  "Decision log, JSON lines ('-' = stdout; overrides the config)");
   app.add_flag("--no-log-pass", c.no_log_pass, "Log only frames that were dropped/changed/delayed");
-  app.add_option("--profile", c.profile, "Wire profile (default MRP0)");
+  app.add_option("--profile", c.profile,
+                 "Wire profile: MRP0 or a profile file (TOML, docs/wire-format.md section 19)");
 }
 
 // Config file + command line additions. Returns false after printing the error.
@@ -106,8 +107,15 @@ bool build_config(const Common& c, InjectorConfig& cfg) {
   if (!c.control_path.empty()) cfg.control_path = c.control_path;
   if (!c.profile.empty()) cfg.profile = c.profile;
   if (!wire::find_profile(cfg.profile)) {
-    std::cerr << "mrc-inject: unknown wire profile '" << cfg.profile << "'\n";
-    return false;
+    // A profile file: loaded and registered under its name, which the relay then looks up.
+    std::string why;
+    std::unique_ptr<wire::WireProfile> wp = wire::open_wire_profile(cfg.profile, why);
+    if (!wp) {
+      std::cerr << "mrc-inject: --profile: " << why << "\n";
+      return false;
+    }
+    cfg.profile = std::string(wp->name());
+    wire::register_profile(std::move(wp));
   }
   // Names, link references and rule validity, as the policy will see them.
   try {

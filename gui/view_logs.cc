@@ -269,7 +269,7 @@ void ViewModel::Impl::apply_event_log(const std::string& path) {
 // Decision log
 // ---------------------------------------------------------------------------------------------
 void ViewModel::Impl::apply_decision_log(const std::string& path) {
-  const wire::WireProfile& profile = wire::mrp0();
+  const wire::WireProfile& profile = *wire_profile;
   for_each_json_line(*this, path, [&](uint64_t line, const json& o) {
     const auto t = get_u64(o, "t_ns");
     const std::string action = get_str(o, "action");

@@ -50,7 +50,7 @@ std::optional<uint64_t> parse_time(const std::string& s) {
 struct Args {
   std::string capture;
   std::vector<std::string> events, decisions;
-  std::string report, artifacts;
+  std::string report, artifacts, wire_profile;
   bool no_detect = false;
   std::string qp;
   std::string export_path;
@@ -171,6 +171,8 @@ int view_main(int argc, char** argv) {
   app.name(argc > 0 && argv[0] ? argv[0] : "mrct view");
   app.add_option("capture", a.capture, "Capture file (pcap or pcapng)");
   app.add_option("--events", a.events, "Endpoint event log(s), JSON lines (default: detected)");
+  app.add_option("--profile", a.wire_profile,
+                 "Wire profile: MRP0 or a profile file (TOML, docs/wire-format.md section 19)");
   app.add_option("--decisions", a.decisions,
                  "Injector decision log(s), JSON lines (default: detected)");
   app.add_option("--report", a.report, "Checker report JSON (default: detected)");
@@ -233,6 +235,7 @@ int view_main(int argc, char** argv) {
   opts.report = a.report;
   opts.detect = !a.no_detect;
   opts.artifacts_dir = a.artifacts;
+  opts.wire_profile = a.wire_profile;
 
   if (headless) {
     ViewModel m;

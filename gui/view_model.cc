@@ -360,7 +360,7 @@ bool ViewModel::Impl::index_capture(std::string& error) {
   }
   pcapng = reader.is_pcapng();
 
-  const wire::WireProfile& profile = wire::mrp0();
+  const wire::WireProfile& profile = *wire_profile;
   std::unordered_map<FlowKey, uint32_t, FlowKeyHash> flow_of;
   std::unordered_map<FeedbackKey, uint32_t, FeedbackKeyHash> flow_of_feedback;
   std::vector<FlowBuild> build;
@@ -517,7 +517,7 @@ bool ViewModel::Impl::index_capture(std::string& error) {
           last_flow = fi;
         }
         const uint32_t fl = d.has_inner_ip6 ? d.inner_ip6.flow_label : d.flow_label();
-        fr.wev = wire::wev_from_carriage(d.ev_format(), profile.ev_stripe(), d.udp.sport, fl);
+        fr.wev = wire::wev_from_carriage(profile.params(), d.ev_format(), d.udp.sport, fl);
         fr.flow = fi;
         if (kind == wire::PacketKind::kMrcProbe) {
           fr.kind = MarkKind::kProbe;
@@ -922,6 +922,9 @@ bool ViewModel::load(const LoadOptions& opts_in, std::string& error) {
     error = "no capture file given";
     return false;
   }
+  m.wire_profile =
+      wire::open_wire_profile(m.opts.wire_profile.empty() ? "MRP0" : m.opts.wire_profile, error);
+  if (!m.wire_profile) return false;
   if (m.opts.detect) {
     namespace fs = std::filesystem;
     std::vector<std::string> dirs;
@@ -1018,7 +1021,7 @@ bool ViewModel::decode(uint32_t frame, wire::DecodedFrame& out) const {
   o.link = (impl_->frames[frame].flags & kFlagRawIp) ? wire::LinkType::kRawIp
                                                      : wire::LinkType::kEthernet;
   o.verify_icrc = true;
-  return wire::decode_frame(frame_bytes(frame), out, o);
+  return wire::decode_frame(frame_bytes(frame), out, o, *impl_->wire_profile);
 }
 
 std::string ViewModel::field_tree(uint32_t frame) const {

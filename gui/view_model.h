@@ -191,6 +191,8 @@ struct LoadOptions {
   std::string artifacts_dir;
   // Plane of a lane from the pcapng interface id (+1) when the capture has several interfaces.
   bool planes_from_interfaces = true;
+  // Wire profile: a name or a profile file (TOML, docs/wire-format.md section 19); "" = MRP0.
+  std::string wire_profile;
 };
 
 // Artifacts found in a directory, recognised by content (first JSON line / top-level keys),

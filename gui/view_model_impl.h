@@ -20,6 +20,7 @@ struct RtxEvent {
 
 struct ViewModel::Impl {
   LoadOptions opts;
+  std::unique_ptr<wire::WireProfile> wire_profile;  // opts.wire_profile, or a copy of MRP0
   LoadStats stats;
   std::vector<std::string> warnings;
   std::vector<FrameInfo> frames;

@@ -1,4 +1,6 @@
 // mrct check / mrct rules: thin wrappers over the conformance library.
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -24,6 +26,9 @@ Run add_check(CLI::App& app) {
       ->required();
   app.add_option("--profile", a->opts.profile_path,
                  "DUT profile (JSON): QPs, capabilities, limits");
+  app.add_option("--profile-variant", a->opts.wire_profile,
+                 "wire profile: MRP0, a profile file (TOML), or 'auto' (mrct detect on the "
+                 "captures first; the report says what was inferred)");
   app.add_option("--decisions", a->opts.decision_logs, "injector decision log(s), JSON lines");
   app.add_option("--json", a->opts.json_out, "write the JSON report here ('-' = stdout)");
   app.add_option("--junit", a->opts.junit_out, "write JUnit XML (one testcase per rule)");
@@ -54,6 +59,59 @@ Run add_check(CLI::App& app) {
       a->opts.captures.push_back(mrc::check::parse_capture_arg(c));
     a->opts.tolerances = *mrc::check::parse_tolerance_preset(a->tolerances);
     return mrc::check::run_check(a->opts, std::cout, std::cerr);
+  };
+}
+
+Run add_detect(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> captures;
+    std::string out;
+    std::string name = "detected";
+    bool quiet = false;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("captures", a->captures, "capture files (pcap or pcapng)")->required();
+  app.add_option("-o,--output", a->out, "write the profile file here (default: stdout)");
+  app.add_option("--name", a->name, "profile name written in the file");
+  app.add_flag("-q,--quiet", a->quiet, "no confidence table on stderr");
+  return [a] {
+    mrc::check::VariantGuess g;
+    std::string error;
+    if (!mrc::check::detect_variant(a->captures, g, error)) {
+      std::cerr << "mrct detect: " << error << "\n";
+      return kExitUsage;
+    }
+    g.params.name = a->name;
+    if (!a->quiet) {
+      std::cerr << "mrct detect: " << g.mrc_frames << " MRC frames of " << g.frames << "\n"
+                << g.summary();
+    }
+    if (g.mrc_frames == 0) {
+      std::cerr << "mrct detect: no frame decodes as MRC with a valid ICRC: nothing to infer "
+                   "from (no profile written)\n";
+      return kExitInconclusive;
+    }
+    const std::string text = g.profile_text();
+    if (a->out.empty() || a->out == "-") {
+      std::cout << text;
+      return kExitOk;
+    }
+    // Written whole or not at all.
+    const std::string tmp = a->out + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!(f << text) || !f.flush()) {
+        std::cerr << "mrct detect: cannot write " << tmp << "\n";
+        std::remove(tmp.c_str());
+        return kExitUsage;
+      }
+    }
+    if (std::rename(tmp.c_str(), a->out.c_str()) != 0) {
+      std::cerr << "mrct detect: cannot rename " << tmp << " to " << a->out << "\n";
+      std::remove(tmp.c_str());
+      return kExitUsage;
+    }
+    return kExitOk;
   };
 }
 

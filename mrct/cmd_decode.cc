@@ -2,6 +2,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "mrct/commands.h"
@@ -17,15 +18,16 @@ struct DecodeArgs {
   bool summary = false;
   bool strict = false;
   uint64_t count = 0;
-  uint16_t port = mrc::wire::kRoceV2Port;
+  uint16_t port = 0;
   std::string profile = "MRP0";
 };
 
 int run_decode(const DecodeArgs& a) {
   using namespace mrc::wire;
-  const WireProfile* profile = find_profile(a.profile);
+  std::string why;
+  const std::unique_ptr<WireProfile> profile = open_wire_profile(a.profile, why);
   if (!profile) {
-    std::fprintf(stderr, "mrct decode: unknown wire profile '%s'\n", a.profile.c_str());
+    std::fprintf(stderr, "mrct decode: %s\n", why.c_str());
     return kExitUsage;
   }
   CaptureReader reader;
@@ -54,7 +56,7 @@ int run_decode(const DecodeArgs& a) {
     if (f.roce) ++by_opcode[f.op ? std::string(f.op->name) : "UNKNOWN"];
     line.clear();
     if (a.json) {
-      append_json(line, f, frame_no, rec.ts_ns);
+      append_json(line, f, frame_no, rec.ts_ns, *profile);
       line += '\n';
     } else if (!a.summary) {
       const uint64_t rel = rec.ts_ns - first_ts;
@@ -95,9 +97,10 @@ Run add_decode(CLI::App& app) {
   app.add_flag("--summary", a->summary, "only counts per opcode, ICRC and decode errors");
   app.add_flag("--strict", a->strict, "exit 1 when any frame has a bad ICRC or a decode error");
   app.add_option("-c,--count", a->count, "stop after this many frames");
-  app.add_option("--profile", a->profile, "wire profile (MRP0)");
-  app.add_option("--port", a->port, "UDP destination port of RoCEv2")
-      ->default_val(mrc::wire::kRoceV2Port);
+  app.add_option("--profile", a->profile,
+                 "wire profile: MRP0 or a profile file (TOML, docs/wire-format.md section 19)");
+  app.add_option("--port", a->port,
+                 "the only UDP destination port read as RoCE (default: the profile's ports)");
   return [a] { return run_decode(*a); };
 }
 

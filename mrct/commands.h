@@ -10,8 +10,9 @@ namespace mrct {
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitViolations = 1;  // the input was read, and it is not conforming
-inline constexpr int kExitUsage = 2;       // bad options or unreadable input
+inline constexpr int kExitViolations = 1;    // the input was read, and it is not conforming
+inline constexpr int kExitUsage = 2;         // bad options or unreadable input
+inline constexpr int kExitInconclusive = 3;  // the input was read, and had nothing to judge
 
 using Run = std::function<int()>;
 Run add_decode(CLI::App& app);
@@ -25,6 +26,7 @@ Run add_exec(CLI::App& app, std::vector<std::string> command, std::string python
 Run add_check(CLI::App& app);
 Run add_rules(CLI::App& app);
 Run add_api_suite(CLI::App& app);
+Run add_detect(CLI::App& app);
 #endif
 
 }  // namespace mrct

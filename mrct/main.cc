@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
 #ifdef MRCT_HAVE_CHECK
   add("check", "Check captures against the MRC rule catalogue", mrct::add_check);
   add("rules", "Print the rule catalogue (wire rules and API tests)", mrct::add_rules);
+  add("detect", "Infer the wire variant (port, EV stripe, header bits ...) of captures",
+      mrct::add_detect);
 #endif
 #ifdef MRCT_HAVE_API_SUITE
   add("api-suite", "Run the API conformance suite against a lib_mrc.so", mrct::add_api_suite);

@@ -438,7 +438,7 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   f.has_udp = true;
   if (f.udp.length < 8 || f.udp.length != ip_end - off)
     return fail(f, DecodeErrorCode::kBadLength, Layer::kUdp, off, f.udp.length, ip_end - off);
-  if (f.udp.dport != opts.roce_port) {
+  if (opts.roce_port != 0 ? f.udp.dport != opts.roce_port : !profile.is_roce_port(f.udp.dport)) {
     f.payload = Bytes(frame.data() + off + 8, f.udp.length - 8);
     return true;
   }

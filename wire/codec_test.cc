@@ -554,6 +554,7 @@ class RenumberedProfile final : public WireProfile {
   EvStripe ev_stripe() const override { return mrp0().ev_stripe(); }
   const DscpPlan& dscp() const override { return mrp0().dscp(); }
   size_t min_trim_bytes() const override { return mrp0().min_trim_bytes(); }
+  const WireParams& params() const override { return mrp0().params(); }
 };
 
 TEST(Profile, SecondProfileRegistersAndDecodesByName) {

@@ -46,6 +46,20 @@ uint32_t wev_from_carriage(EvFormat format, EvStripe stripe, uint16_t sport, uin
                                          : (static_cast<uint32_t>(sport) << 16 | fl16);
 }
 
+EvCarriage carry_wev(const WireParams& p, EvFormat format, uint32_t wev) {
+  if (format == EvFormat::kSrv6 && p.srv6_wev == Srv6WevCarriage::kNone) return {};
+  EvCarriage c = carry_wev(format, p.ev_stripe, wev);
+  if (format == EvFormat::kUdp && p.ecmp_flow_label == EcmpFlowLabel::kEv)
+    c.flow_label = static_cast<uint16_t>(wev);  // the 16-bit EV in both; FL[19:16] = 0
+  return c;
+}
+
+uint32_t wev_from_carriage(const WireParams& p, EvFormat format, uint16_t sport,
+                           uint32_t flow_label) {
+  if (format == EvFormat::kSrv6 && p.srv6_wev == Srv6WevCarriage::kNone) return 0;
+  return wev_from_carriage(format, p.ev_stripe, sport, flow_label);
+}
+
 namespace {
 
 // Bit b of a 256-bit big-endian stream (b = 0 is the MSB of byte 0).

@@ -342,7 +342,8 @@ void append_field_tree(std::string& out, const DecodedFrame& f) {
   if (f.error) appendf(out, "  error: %s\n", f.error.describe().c_str());
 }
 
-void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uint64_t ts_ns) {
+void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uint64_t ts_ns,
+                 const WireProfile& profile) {
   Json j(out);
   j.num("frame", frame_no);
   j.num("ts_ns", ts_ns);
@@ -433,10 +434,13 @@ void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uin
     j.num("bth.variant", b.variant);
     if (b.rsvd_b8_6) j.num("bth.reserved_b8_6", 1);
     if (b.rsvd_b8_lo) j.num("bth.reserved_b8_lo", b.rsvd_b8_lo);
-    const EvFormat fmt = f.ev_format();
+    const uint32_t fl = f.has_inner_ip6 ? f.inner_ip6.flow_label : f.flow_label();
+    EvFormat fmt = f.ev_format();
+    if (fmt == EvFormat::kStev && profile.params().ecmp_flow_label == EcmpFlowLabel::kEv &&
+        fl == f.udp.sport)
+      fmt = EvFormat::kUdp;  // the 16-bit EV repeated in the flow label
     j.str("ev_format", ev_format_name(fmt));
-    j.num("wev", wev_from_carriage(fmt, mrp0().ev_stripe(), f.udp.sport,
-                                   f.has_inner_ip6 ? f.inner_ip6.flow_label : f.flow_label()));
+    j.num("wev", wev_from_carriage(profile.params(), fmt, f.udp.sport, fl));
   }
   if (f.has(kHdrMeth)) {
     j.num("meth.rqmsn", f.meth.rqmsn);

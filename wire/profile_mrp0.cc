@@ -117,9 +117,13 @@ uint16_t write_tsr(bool tsr, uint16_t reserved, uint8_t ftype) {
 
 class Mrp0 final : public WireProfile {
  public:
-  Mrp0(const DscpPlan& dscp, EvStripe stripe) : dscp_(dscp), stripe_(stripe) {}
+  explicit Mrp0(WireParams params) : p_(std::move(params)) {
+    eeth_op_mask_ = static_cast<uint8_t>(3u << p_.eeth_op_shift);
+    eeth_sva_mask_ = static_cast<uint8_t>(1u << p_.eeth_sva_bit);
+    eeth_rsvd_mask_ = static_cast<uint8_t>(~(eeth_op_mask_ | eeth_sva_mask_));
+  }
 
-  std::string_view name() const override { return "MRP0"; }
+  std::string_view name() const override { return p_.name; }
 
   const OpcodeInfo* opcode_info(uint8_t opcode) const override {
     return kOpcodes.known[opcode] ? &kOpcodes.by_opcode[opcode] : nullptr;
@@ -194,9 +198,10 @@ class Mrp0 final : public WireProfile {
   }
 
   std::span<const HeaderBit> header_order() const override { return kHeaderOrderAll; }
-  EvStripe ev_stripe() const override { return stripe_; }
-  const DscpPlan& dscp() const override { return dscp_; }
-  size_t min_trim_bytes() const override { return 12 + 4 + 4; }
+  EvStripe ev_stripe() const override { return p_.ev_stripe; }
+  const DscpPlan& dscp() const override { return p_.dscp; }
+  size_t min_trim_bytes() const override { return p_.trim_bytes; }
+  const WireParams& params() const override { return p_; }
 
   void decode_header(HeaderBit h, Bytes bytes, DecodedFrame& f) const override {
     const In in{reinterpret_cast<const uint8_t*>(bytes.data())};
@@ -306,9 +311,9 @@ class Mrp0 final : public WireProfile {
         Eeth& e = f.eeth;
         e.reserved0 = in.u8(0);
         const uint8_t b1 = in.u8(1);
-        e.rsvd_b1 = b1 & 0xC7;  // bits 7..6, 2..0
-        e.op = (b1 >> 4) & 3;
-        e.sva = (b1 >> 3) & 1;
+        e.rsvd_b1 = b1 & eeth_rsvd_mask_;  // MRP0: bits 7..6, 2..0
+        e.op = (b1 >> p_.eeth_op_shift) & 3;
+        e.sva = (b1 & eeth_sva_mask_) != 0;
         e.status = in.u8(2);
         e.vendor = in.u8(3);
         e.entropy = in.u32(4);
@@ -427,7 +432,9 @@ class Mrp0 final : public WireProfile {
       case kHdrEeth: {
         const Eeth& e = f.eeth;
         out.u8(0, e.reserved0);
-        out.u8(1, static_cast<uint32_t>((e.rsvd_b1 & 0xC7) | (e.op & 3) << 4 | (e.sva ? 8 : 0)));
+        out.u8(1, static_cast<uint32_t>((e.rsvd_b1 & eeth_rsvd_mask_) |
+                                        (e.op & 3) << p_.eeth_op_shift |
+                                        (e.sva ? eeth_sva_mask_ : 0)));
         out.u8(2, e.status);
         out.u8(3, e.vendor);
         out.u32(4, e.entropy);
@@ -454,19 +461,28 @@ class Mrp0 final : public WireProfile {
   }
 
  private:
-  DscpPlan dscp_;
-  EvStripe stripe_;
+  WireParams p_;
+  uint8_t eeth_op_mask_ = 0;
+  uint8_t eeth_sva_mask_ = 0;
+  uint8_t eeth_rsvd_mask_ = 0;
 };
 
 }  // namespace
 
 const WireProfile& mrp0() {
-  static const Mrp0 profile{DscpPlan{}, EvStripe::kLowInSport};
+  static const Mrp0 profile{WireParams{}};
   return profile;
 }
 
 std::unique_ptr<WireProfile> make_mrp0(const DscpPlan& dscp, EvStripe stripe) {
-  return std::make_unique<Mrp0>(dscp, stripe);
+  WireParams p;
+  p.dscp = dscp;
+  p.ev_stripe = stripe;
+  return std::make_unique<Mrp0>(std::move(p));
+}
+
+std::unique_ptr<WireProfile> make_profile(const WireParams& params) {
+  return std::make_unique<Mrp0>(params);
 }
 
 namespace {

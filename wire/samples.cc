@@ -66,13 +66,14 @@ const std::vector<std::byte>& pattern(size_t len, uint8_t seed) {
   return v;
 }
 
-FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev) {
+FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev,
+                    const WireProfile& profile) {
   FrameSpec s;
   s.has_eth = true;
   s.eth.src = from.mac;
   s.eth.dst = to.mac;
   const EvFormat fmt = ev_format_of(c);
-  const EvCarriage ev = carry_wev(fmt, mrp0().ev_stripe(), wev);
+  const EvCarriage ev = carry_wev(profile.params(), fmt, wev);
   if (c == Carrier::kUdp4) {
     s.l3 = 4;
     s.ip4.src = from.ip4;
@@ -107,7 +108,7 @@ FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev) {
   }
   s.has_udp = true;
   s.udp.sport = ev.sport;
-  s.udp.dport = kRoceV2Port;
+  s.udp.dport = profile.roce_port();
   s.roce = true;
   s.bth.pkey = 0xFFFF;
   return s;
@@ -115,9 +116,39 @@ FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev) {
 
 namespace {
 
-void add(std::vector<Sample>& out, const std::string& name, const FrameSpec& s,
+// The profile the samples are built under (all_samples' argument).
+const WireProfile* g_profile = nullptr;
+const WireProfile& cur() {
+  return g_profile ? *g_profile : mrp0();
+}
+
+void add(std::vector<Sample>& out, const std::string& name, const FrameSpec& spec,
          const EncodeOptions& o = {}) {
-  auto bytes = encode_frame(s, o);
+  const WireProfile& profile = g_profile ? *g_profile : mrp0();
+  FrameSpec s = spec;
+  // A trimming switch writes its DSCP on the outer header whatever the sender put there.
+  if (s.has_inner_ip6 && profile.params().srv6_outer_tc == Srv6OuterTc::kZero && !s.trimmed) {
+    s.ip6.dscp = 0;
+    s.ip6.ecn = 0;
+  }
+  if (s.trimmed && profile.min_trim_bytes() != 20) {
+    // Another trim size: trim the whole packet the way a switch would.
+    // Sent trimmable (a trimmed DSCP would make the decoder read it as trimmed already).
+    FrameSpec full = s;
+    full.trimmed = false;
+    full.headers = 0;
+    full.ip4.dscp = full.ip6.dscp = full.inner_ip6.dscp = profile.dscp().trimmable;
+    full.payload = Bytes(pattern(256, 7).data(), 256);
+    std::vector<std::byte> bytes = encode_frame(full, o, profile);
+    DecodedFrame d;
+    if (bytes.empty() || !decode_frame(as_bytes(bytes), d, {}, profile)) return;
+    const size_t n = trim_frame({bytes.data(), bytes.size()}, d, s.dscp(), profile);
+    if (n == 0) return;
+    bytes.resize(n);
+    out.push_back({name, std::move(bytes)});
+    return;
+  }
+  auto bytes = encode_frame(s, o, profile);
   if (bytes.empty()) return;
   out.push_back({name, std::move(bytes)});
 }
@@ -126,14 +157,14 @@ void add(std::vector<Sample>& out, const std::string& name, const FrameSpec& s,
 void add_mrc(std::vector<Sample>& out, Carrier c) {
   const Node& rq = requestor();
   const Node& rs = responder();
-  const DscpPlan& dscp = mrp0().dscp();
+  const DscpPlan& dscp = cur().dscp();
   const std::string prefix = std::string(carrier_name(c)) + "/";
   const uint32_t wev = 0x0003a5c1;
   const uint64_t va = 0x00007f0000100000ull;
   const uint32_t pmtu = 1024;
 
   auto data = [&](uint8_t opcode, uint32_t psn, size_t len, uint32_t offset_pkts) {
-    FrameSpec s = base_spec(c, rq, rs, wev);
+    FrameSpec s = base_spec(c, rq, rs, wev, cur());
     s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmable;
     s.ip6.ecn = s.ip4.ecn = s.inner_ip6.ecn = 2;  // ECT(0), same TC in both headers
     s.bth.opcode = opcode;
@@ -186,7 +217,7 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     add(out, prefix + "WRITE_MIDDLE/trimmed-lasthop", s);
   }
   auto control = [&](uint8_t opcode) {
-    FrameSpec s = base_spec(c, rs, rq, 0x00051e07);
+    FrameSpec s = base_spec(c, rs, rq, 0x00051e07, cur());
     s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.control;
     s.bth.opcode = opcode;
     s.bth.dest_qp = rq.qpn;
@@ -205,6 +236,7 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     s.seth.cack_psn = 1001;
     s.seth.sack_offset = 2;
     s.seth.sack_bitmap = 0x5;
+    s.seth.cc_type = cur().params().cc_type;
     s.cc_state = {0x1234, false, 2, false, 0, 13};
     add(out, prefix + "SACK", s);
     FrameSpec pr = s;
@@ -222,6 +254,7 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     s.neth.dpdcid = static_cast<uint16_t>(rq.qpn);
     s.neth.nack_psn = 1007;
     s.neth.ts_echo = 0x1234;
+    s.neth.cc_type = cur().params().cc_type;
     add(out, prefix + "NACK", s);
   }
   {
@@ -231,7 +264,7 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     add(out, prefix + "TRANSPORT_ACK", s);
   }
   {
-    FrameSpec s = base_spec(c, rq, rs, wev);
+    FrameSpec s = base_spec(c, rq, rs, wev, cur());
     s.ip6.dscp = s.ip4.dscp = s.inner_ip6.dscp = dscp.trimmable;
     s.ip6.ecn = s.ip4.ecn = s.inner_ip6.ecn = 2;  // ECT(0)
     s.bth.opcode = 0xDE;
@@ -245,7 +278,7 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     add(out, prefix + "RELIABILITY_PROBE", s);
   }
   {
-    FrameSpec s = base_spec(c, rq, rs, wev);
+    FrameSpec s = base_spec(c, rq, rs, wev, cur());
     s.bth.opcode = 0xD8;
     s.bth.dest_qp = kEndpointOpQpn;
     s.bth.psn = 0x0042;
@@ -262,11 +295,14 @@ void add_mrc(std::vector<Sample>& out, Carrier c) {
     s.bth.dest_qp = kEndpointOpQpn;
     s.bth.psn = 0x0042;
     s.eeth.op = static_cast<uint8_t>(EndpointOp::kEvProbe);
-    s.eeth.sva = true;
+    // The request's ts16 0x3333 plus 13 ticks of service time, flagged by SVA; a profile
+    // without SVA (WireParams::sva false) cannot say the time was added, so it echoes ts16.
+    const bool sva = cur().params().sva;
+    s.eeth.sva = sva;
     s.eeth.entropy = wev;
     s.eeth.port_status_mask = 0x1FE;
-    s.eeth.ts_echo = 0x3340;
-    s.eeth.svc_time = 0x0D;
+    s.eeth.ts_echo = sva ? 0x3340 : 0x3333;
+    s.eeth.svc_time = sva ? 0x0D : 0;
     add(out, prefix + "ENDPOINT_RESPONSE", s);
   }
 }
@@ -275,7 +311,7 @@ void add_ibta(std::vector<Sample>& out) {
   const Node& rq = requestor();
   const Node& rs = responder();
   auto rc = [&](Carrier c, uint8_t opcode, uint32_t psn, size_t len) {
-    FrameSpec s = base_spec(c, rq, rs, 0xc0de);
+    FrameSpec s = base_spec(c, rq, rs, 0xc0de, cur());
     s.ip6.flow_label = 0;
     s.bth.opcode = opcode;
     s.bth.dest_qp = rs.qpn;
@@ -294,7 +330,7 @@ void add_ibta(std::vector<Sample>& out) {
     add(out, p + "RC_WRITE_ONLY_IMM", rc(c, 0x0B, 14, 3));
     add(out, p + "RC_SEND_ONLY", rc(c, 0x04, 15, 20));
     add(out, p + "RC_READ_REQUEST", rc(c, 0x0C, 16, 0));
-    FrameSpec ack = base_spec(c, rs, rq, 0xc0df);
+    FrameSpec ack = base_spec(c, rs, rq, 0xc0df, cur());
     ack.ip6.flow_label = 0;
     ack.bth.opcode = 0x11;
     ack.bth.dest_qp = rq.qpn;
@@ -306,12 +342,14 @@ void add_ibta(std::vector<Sample>& out) {
 
 }  // namespace
 
-std::vector<Sample> all_samples() {
+std::vector<Sample> all_samples(const WireProfile& profile) {
+  // Not thread-safe, like the profile registry: samples are built once per process.
+  g_profile = &profile;
   std::vector<Sample> out;
   for (Carrier c : all_carriers()) add_mrc(out, c);
   {
     // VLAN-tagged STEV data packet.
-    FrameSpec s = base_spec(Carrier::kStev, requestor(), responder(), 0x00120034);
+    FrameSpec s = base_spec(Carrier::kStev, requestor(), responder(), 0x00120034, cur());
     s.eth.has_vlan = true;
     s.eth.vlan_tci = 0x2064;
     s.bth.opcode = 0xCA;
@@ -344,6 +382,7 @@ std::vector<Sample> all_samples() {
     arp[13] = std::byte{0x06};
     out.push_back({"arp", arp});
   }
+  g_profile = nullptr;
   return out;
 }
 

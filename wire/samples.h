@@ -30,7 +30,9 @@ const Node& responder();
 
 // Outer layers for a packet from `from` to `to` in carrier c with wire EV `wev`, ready for the
 // caller to fill BTH and headers. SRv6 carriers get an outer DA made of a uSID path.
-FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev);
+// `profile` decides the carriage (stripe, ECMP flow label, SRv6) and the destination port.
+FrameSpec base_spec(Carrier c, const Node& from, const Node& to, uint32_t wev,
+                    const WireProfile& profile = mrp0());
 
 struct Sample {
   std::string name;  // "<carrier>/<opcode name>[/variant]"
@@ -39,7 +41,9 @@ struct Sample {
 
 // Every MRP0 opcode in every carrier, plus a trimmed data packet per carrier, VLAN-tagged
 // and IPv4 variants, plain IBTA RC packets (WRITE/ACK/SEND/READ), and two non-RoCE frames.
-std::vector<Sample> all_samples();
+// Under another profile (mrct craft --profile): the same packets with that profile's open
+// choices (port, carriage, EETH bits, cc_type, trim size, SRv6 outer class).
+std::vector<Sample> all_samples(const WireProfile& profile = mrp0());
 
 // A deterministic payload pattern (byte i = (seed + i * 31) mod 251).
 const std::vector<std::byte>& pattern(size_t len, uint8_t seed = 0);

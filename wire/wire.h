@@ -398,6 +398,12 @@ struct EvCarriage {
 };
 EvCarriage carry_wev(EvFormat format, EvStripe stripe, uint32_t wev);
 uint32_t wev_from_carriage(EvFormat format, EvStripe stripe, uint16_t sport, uint32_t flow_label);
+struct WireParams;
+// The same under every open choice of a profile: the stripe, the ECMP flow-label content and the
+// SRv6 carriage (with Srv6WevCarriage::kNone the carriage is empty and the WEV reads as 0).
+EvCarriage carry_wev(const WireParams& p, EvFormat format, uint32_t wev);
+uint32_t wev_from_carriage(const WireParams& p, EvFormat format, uint16_t sport,
+                           uint32_t flow_label);
 
 // ---------------------------------------------------------------------------------------------
 // EV expansion (OCP mrc_ctl.h algorithm; see docs/wire-format.md)
@@ -533,7 +539,7 @@ enum class LinkType : uint8_t { kEthernet, kRawIp };  // pcap DLT_EN10MB / DLT_R
 struct DecodeOptions {
   LinkType link = LinkType::kEthernet;
   bool verify_icrc = false;  // costs a CRC over the whole packet; result in icrc_ok, not an error
-  uint16_t roce_port = kRoceV2Port;
+  uint16_t roce_port = 0;    // the only MRC destination port; 0: the profile's ports
 };
 
 struct DecodedFrame {
@@ -697,7 +703,44 @@ struct DscpPlan {
   uint8_t trimmed = 12;
   uint8_t trimmed_lasthop = 16;
   uint8_t control = 46;
+  bool operator==(const DscpPlan&) const = default;
 };
+
+// The open choices of the public sources, one parameter each (docs/wire-format.md section 19):
+// our default (MRP0) and the alternatives seen in independent reconstructions. A profile file
+// (TOML, load_wire_profile) sets them; every tool that reads or writes MRC bytes accepts one.
+enum class EcmpFlowLabel : uint8_t {
+  kZero,  // UDP EV format over IPv6: flow label 0, ECMP hashes the port only (MRP0)
+  kEv,    // the 16-bit EV also in the flow label (MRC-Client's ECMP mode)
+};
+enum class Srv6OuterTc : uint8_t {
+  kCopy,  // outer traffic class = inner DSCP/ECN (MRP0)
+  kZero,  // outer traffic class 0 (MRC-Client)
+};
+enum class Srv6WevCarriage : uint8_t {
+  kSportAndFlowLabel,  // WEV in the UDP source port and both flow labels, per the stripe (MRP0)
+  kNone,               // only the outer DA names the path: sport and flow labels carry no WEV
+};
+struct WireParams {
+  std::string name = "MRP0";
+  std::vector<uint16_t> udp_ports{kRoceV2Port};  // MRC destination ports; the first is sent to
+  EvStripe ev_stripe = EvStripe::kLowInSport;
+  EcmpFlowLabel ecmp_flow_label = EcmpFlowLabel::kZero;
+  uint8_t eeth_op_shift = 4;  // EETH byte 1: op in bits 5..4 (4, MRP0) or 3..2 (2)
+  uint8_t eeth_sva_bit = 3;   // EETH byte 1 bit of SVA (must not overlap the op bits)
+  bool sva = true;            // service time signalled by SVA (SETH/NETH byte 16 bit 0, EETH)
+  uint8_t cc_type = 0;        // SETH/NETH cc_type a sender writes for NSCC (MRP0 0, others 2)
+  uint16_t trim_bytes = 20;   // bytes after UDP a trimmed data packet keeps (BTH+METH+TSETH)
+  Srv6OuterTc srv6_outer_tc = Srv6OuterTc::kCopy;
+  Srv6WevCarriage srv6_wev = Srv6WevCarriage::kSportAndFlowLabel;
+  DscpPlan dscp;
+
+  bool is_roce_port(uint16_t port) const;
+  bool operator==(const WireParams&) const = default;
+};
+// Empty when the parameters are consistent, else what is wrong ("eeth_sva_bit: bit 3 overlaps
+// the EETH op bits 3..2").
+std::string validate_wire_params(const WireParams& p);
 
 class WireProfile {
  public:
@@ -717,10 +760,33 @@ class WireProfile {
   virtual const DscpPlan& dscp() const = 0;
   // Bytes after UDP a trimmed data packet keeps (BTH+METH+TSETH in MRP0).
   virtual size_t min_trim_bytes() const = 0;
+  // Every open choice this profile was built with (name, ports, stripe, ...).
+  virtual const WireParams& params() const = 0;
+  bool is_roce_port(uint16_t port) const { return params().is_roce_port(port); }
+  uint16_t roce_port() const { return params().udp_ports.front(); }
 };
 
 // MRP0 with a different DSCP plan or stripe, for deployments that configure them.
 std::unique_ptr<WireProfile> make_mrp0(const DscpPlan& dscp, EvStripe stripe);
+// MRP0's layouts with every open choice as given (validate_wire_params first).
+std::unique_ptr<WireProfile> make_profile(const WireParams& params);
+
+// Profile files (TOML; format in docs/wire-format.md section 19, examples in
+// scenarios/profiles/wire-*.toml). Every key is optional; absent keys keep MRP0's value.
+// On error returns false with `error` naming the origin, the key and the line:
+// "v.toml:3: udp.ports: expected an array of ports 1..65535".
+bool parse_wire_params(std::string_view toml_text, std::string_view origin, WireParams& out,
+                       std::string& error);
+bool load_wire_params(const std::string& path, WireParams& out, std::string& error);
+// The profile file text for `p` (every key, with a comment per key); parse_wire_params reads it
+// back to `p`. `comments` (key -> text) replaces the default comment of a key (mrct detect puts
+// its confidence there).
+std::string format_wire_params(
+    const WireParams& p, const std::vector<std::pair<std::string, std::string>>& comments = {});
+// A profile by name ("MRP0" or a registered one) or from a file: what `--profile X` means in
+// every tool. A name is tried first; anything containing '/' or ending in .toml is a file.
+// Returns nullptr with `error` set.
+std::unique_ptr<WireProfile> open_wire_profile(const std::string& name_or_path, std::string& error);
 
 // Profiles by name, so tools select one with `--profile NAME`. "MRP0" is always registered; a
 // new profile registers itself once at start-up (a later one with the same name replaces it).
@@ -796,6 +862,8 @@ std::optional<Ipv4Addr> parse_ipv4(std::string_view s);
 
 void append_summary(std::string& out, const DecodedFrame& f);
 void append_field_tree(std::string& out, const DecodedFrame& f);
-void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uint64_t ts_ns);
+// `profile` decides how "wev" reads the carriage (stripe, ECMP flow label, SRv6 carriage).
+void append_json(std::string& out, const DecodedFrame& f, uint64_t frame_no, uint64_t ts_ns,
+                 const WireProfile& profile = mrp0());
 
 }  // namespace mrc::wire

@@ -572,7 +572,7 @@ void Endpoint::on_packet(std::span<const std::byte> frame, uint8_t port, uint64_
   wire::DecodeOptions opts;
   const bool ok = wire::decode_frame(frame, f, opts, *d.prof);
   if (!f.roce) {
-    if (!ok && f.has_udp && f.udp.dport == wire::kRoceV2Port)
+    if (!ok && f.has_udp && d.prof->is_roce_port(f.udp.dport))
       ++d.stats.rx_decode_errors;
     else
       ++d.stats.rx_not_roce;

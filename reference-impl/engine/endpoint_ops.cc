@@ -143,7 +143,7 @@ bool Endpoint::Impl::build_ep_response(const CtrlPkt& c, uint64_t now, TxPacket&
   // same value as svc_time, or the requester's RTT (ts_echo - ts16 - svc_time) is off.
   const uint64_t svc_ticks =
       std::min<uint64_t>(now > c.arrival_ns ? (now - c.arrival_ns) >> 7 : 0, 0xFFFF);
-  const bool sva = cfg.caps.svc_time;
+  const bool sva = cfg.caps.svc_time && prof->params().sva;
   s.eeth.op = c.code;
   s.eeth.sva = sva;
   s.eeth.status = c.status;

@@ -29,7 +29,8 @@ wire::FrameSpec& Endpoint::Impl::begin_frame(const Route& r, const wire::Ipv6Add
   s.eth.src = pc.mac;
   s.eth.dst = pc.next_hop_mac;
 
-  const wire::EvCarriage carriage = wire::carry_wev(cfg.ev_format, prof->ev_stripe(), r.wev);
+  const wire::WireParams& wp = prof->params();
+  const wire::EvCarriage carriage = wire::carry_wev(wp, cfg.ev_format, r.wev);
   if (ipv4) {
     s.eth.ethertype = wire::kEtherTypeIpv4;
     s.l3 = 4;
@@ -45,7 +46,7 @@ wire::FrameSpec& Endpoint::Impl::begin_frame(const Route& r, const wire::Ipv6Add
     wire::Ipv6Header inner;
     inner.dscp = dscp;
     inner.ecn = ecn;
-    inner.flow_label = cfg.ev_format == wire::EvFormat::kUdp ? 0 : (carriage.flow_label & 0xFFFFF);
+    inner.flow_label = carriage.flow_label & 0xFFFFF;
     inner.next_header = wire::kIpProtoUdp;
     inner.hop_limit = 64;
     inner.src = cfg.gid;
@@ -54,6 +55,12 @@ wire::FrameSpec& Endpoint::Impl::begin_frame(const Route& r, const wire::Ipv6Add
       // IPv6-in-IPv6: the outer DA is the SRv6 path (expanded EV bytes 0..15), the inner header
       // names the nodes (paper 2.2, MRP0 C.1).
       s.ip6 = inner;
+      if (wp.srv6_outer_tc == wire::Srv6OuterTc::kZero) {
+        // The switches see DSCP 0 and mark ECN on the outer header the sender left at 0 (not
+        // ECT): an open choice of the public sources (docs/wire-format.md section 19).
+        s.ip6.dscp = 0;
+        s.ip6.ecn = 0;
+      }
       s.ip6.next_header = r.srh ? wire::kIpProtoRouting : wire::kIpProtoIpv6;
       s.ip6.src = pc.srv6_source.value_or(cfg.gid);
       std::copy_n(r.srv6->begin(), 16, s.ip6.dst.begin());
@@ -77,7 +84,7 @@ wire::FrameSpec& Endpoint::Impl::begin_frame(const Route& r, const wire::Ipv6Add
   }
   s.has_udp = true;
   s.udp.sport = carriage.sport;
-  s.udp.dport = wire::kRoceV2Port;
+  s.udp.dport = prof->roce_port();
   s.roce = true;
   s.bth.opcode = opcode;
   s.op = prof->opcode_info(opcode);
@@ -108,7 +115,7 @@ bool Endpoint::Impl::finish_frame(TxPacket& out, uint8_t port) {
 uint32_t Endpoint::Impl::wev_of_frame(const wire::DecodedFrame& f) const {
   const uint32_t fl = f.has_inner_ip6 ? f.inner_ip6.flow_label : f.flow_label();
   const wire::EvFormat fmt = ipv4 ? wire::EvFormat::kUdp : cfg.ev_format;
-  return wire::wev_from_carriage(fmt, prof->ev_stripe(), f.udp.sport, fl);
+  return wire::wev_from_carriage(prof->params(), fmt, f.udp.sport, fl);
 }
 
 wire::Ipv6Addr Endpoint::Impl::frame_src(const wire::DecodedFrame& f) const {

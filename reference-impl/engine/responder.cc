@@ -324,7 +324,8 @@ bool Qp::build_ctrl(const CtrlPkt& c, uint64_t now_ns, TxPacket& out) {
   if (rx_.empty()) return false;
   Endpoint::Impl& ep = *ep_;
   const uint8_t control = ep.prof->dscp().control;
-  const bool sva = ep.cfg.caps.svc_time && c.has_ts;
+  // A profile without the SVA flag (WireParams::sva) has no way to say the time was added.
+  const bool sva = ep.cfg.caps.svc_time && ep.prof->params().sva && c.has_ts;
   const uint64_t svc_ticks = now_ns > c.arrival_ns ? (now_ns - c.arrival_ns) >> 7 : 0;
   const uint16_t ts_echo = static_cast<uint16_t>(c.ts16 + (sva ? svc_ticks : 0));
   switch (c.kind) {
@@ -351,7 +352,7 @@ bool Qp::build_ctrl(const CtrlPkt& c, uint64_t now_ns, TxPacket& out) {
       h.port_status = static_cast<uint8_t>((ep.local_port_mask >> 1) & 0xFF);
       h.psv = true;
       h.cack_psn = rcv_cack_;
-      h.cc_type = 0;
+      h.cc_type = ep.prof->params().cc_type;
       h.sva = sva;
       if ((mrc_.cap & kCapDynamicMpr) && ep.cfg.caps.dynamic_mpr)
         h.mpr = rsp_mpr_units_ != 0 ? rsp_mpr_units_ : mrc_.mpr_dest;
@@ -387,6 +388,7 @@ bool Qp::build_ctrl(const CtrlPkt& c, uint64_t now_ns, TxPacket& out) {
       n.spdcid = static_cast<uint16_t>(qpn_ & 0xFFFF);
       n.dpdcid = static_cast<uint16_t>(attr_.dest_qp_num & 0xFFFF);
       n.nack_psn = c.psn;
+      n.cc_type = ep.prof->params().cc_type;
       n.sva = sva;
       n.m = c.m;
       n.ts_echo = c.has_ts ? ts_echo : 0;

@@ -60,6 +60,7 @@ struct Options {
   std::string ev_format = "stev";
   std::string ev_profile;
   std::string cc_profile;
+  std::string wire_profile;
   uint32_t evs = 0;
   uint32_t pmtu = 0;
   uint32_t timeout = 18;
@@ -150,6 +151,8 @@ struct Setup {
   uint64_t probe_interval_ns = 1'000'000;
   uint64_t ep_timeout_ns = 50'000'000;
   uint32_t sack_gap = 0;  // 0: the engine's default
+  // --wire-profile: shared so that copies of the Setup keep it alive (null: MRP0).
+  std::shared_ptr<const wire::WireProfile> wire_profile;
 };
 
 // NSCC scaled for software paths (veth and Linux routers in namespaces, shared CPUs): their
@@ -262,6 +265,12 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
   std::optional<wire::EvFormat> f = wire::parse_ev_format(o.ev_format);
   if (!f) return usage_error(prog, "--ev-format '" + o.ev_format + "': udp, stev or srv6");
   s.format = *f;
+  if (!o.wire_profile.empty()) {
+    std::string why;
+    std::unique_ptr<wire::WireProfile> wp = wire::open_wire_profile(o.wire_profile, why);
+    if (!wp) return usage_error(prog, "--wire-profile: " + why);
+    s.wire_profile = std::move(wp);
+  }
   std::optional<Mutant> m = parse_mutant(o.mutant);
   if (!m) return usage_error(prog, "--mutant '" + o.mutant + "' is unknown (see --list-mutants)");
   s.mutant = *m;
@@ -644,6 +653,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.endpoint.name = o.name.empty() ? role : o.name;
   rc.endpoint.gid = s.gid;
   rc.endpoint.ev_format = s.format;
+  rc.endpoint.profile = s.wire_profile.get();
   rc.endpoint.seed = o.seed * 1000003ull + (role == "server" ? 2 : 1);
   rc.endpoint.probe_interval_ns = s.probe_interval_ns;
   rc.endpoint.ep_request_timeout_ns = s.ep_timeout_ns;
@@ -1542,6 +1552,9 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--ev-format", o.ev_format, "udp | stev | srv6")->capture_default_str();
   app.add_option("--ev-profile", o.ev_profile, "EV profile (TOML)");
   app.add_option("--cc-profile", o.cc_profile, "CC profile (TOML)");
+  app.add_option("--wire-profile", o.wire_profile,
+                 "wire profile: MRP0 or a file (TOML, docs/wire-format.md section 19): UDP port, "
+                 "EV stripe, header bits, cc_type ... (sent to and received on its first port)");
   app.add_option("--cc", o.cc,
                  "congestion control without a profile file: veth (default: NSCC scaled for "
                  "software paths, see cc-veth.toml), nscc (OCP/UET constants) or none");

@@ -173,6 +173,7 @@ Status Runtime::Impl::open() {
     io.ring_frames = cfg.rx_ring_frames;
     io.batch = std::max<uint32_t>(1, cfg.batch);
     io.ev_format = cfg.endpoint.ev_format;
+    io.roce_port = (cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0()).roce_port();
     uint32_t fb = 1024;
     while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     io.frame_bytes = fb;
@@ -187,7 +188,9 @@ Status Runtime::Impl::open() {
                                          : open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx);
     if (!s.ok()) return s;
   }
-  if (Status s = open_sink_socket(sink); !s.ok()) {
+  if (Status s = open_sink_socket(
+          sink, (cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0()).roce_port());
+      !s.ok()) {
     // Not fatal: another endpoint in this namespace may hold the port without SO_REUSEADDR.
     std::fprintf(stderr, "mrc runtime: warning: %s; the kernel may answer RoCE packets with ICMP\n",
                  s.message.c_str());

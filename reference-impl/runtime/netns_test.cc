@@ -92,8 +92,9 @@ class Topo {
   }
   ~Topo() {
     // Every child of the test was reaped before this point: nothing may still run inside.
-    const std::string procs = sh("for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^" + prefix_ +
-                                 "'); do ip netns pids $n; done");
+    const std::string procs =
+        sh("for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^" + prefix_ +
+           "'); do ip netns pids $n; done");
     EXPECT_TRUE(procs.empty()) << "processes left in the namespaces: " << procs;
     sh("bash " + kTopo + " down " + prefix_);
     const std::string left = sh("ip netns list 2>/dev/null | grep " + prefix_ + " || true");
@@ -414,6 +415,46 @@ TEST_F(NetnsTest, SourcePortAndFlowLabelSurviveTheRouter) {
   // match, and it must have seen most.
   EXPECT_GE(matched * 10, sent.size() * 9) << td.output();
   EXPECT_GT(matched, 100u);
+}
+
+// --wire-profile: the endpoint speaks a variant (UDP 4971, EV[31:16] in the source port) end to
+// end through the routers. Every MRC frame goes to 4971, and every SACK echoes a WEV the data
+// packets carried under the high stripe.
+TEST_F(NetnsTest, WireProfileVariantPortAndStripe) {
+  const std::string path = std::string(MRC_SOURCE_DIR) + "/scenarios/profiles/wire-4971-high.toml";
+  wire::WireParams p;
+  std::string err;
+  ASSERT_TRUE(wire::load_wire_params(path, p, err)) << err;
+  const std::unique_ptr<wire::WireProfile> prof = wire::make_profile(p);
+  Topo t('w', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "50", "--evs", "16", "--ev-format", "stev",
+                             "--wire-profile", path});
+  expect_verified(r, 50);
+  std::set<uint32_t> sent_wevs, echoed;
+  uint64_t mrc_frames = 0, other_port = 0;
+  for (const char* cap : {"cli-a1.pcap", "cli-a2.pcap"}) {
+    wire::CaptureReader c;
+    ASSERT_TRUE(c.open(t.file(cap))) << c.error();
+    wire::CaptureRecord rec;
+    while (c.next(rec)) {
+      wire::DecodedFrame f;
+      wire::DecodeOptions any;
+      any.roce_port = 4791;
+      if (wire::decode_frame(rec.data, f, any, *prof) && f.roce) ++other_port;
+      if (!wire::decode_frame(rec.data, f, {}, *prof) || !f.roce || !f.op) continue;
+      ++mrc_frames;
+      EXPECT_EQ(f.udp.dport, 4971);
+      if (f.op->kind == wire::PacketKind::kMrcData)
+        sent_wevs.insert(
+            wire::wev_from_carriage(p, wire::EvFormat::kStev, f.udp.sport, f.ip6.flow_label));
+      if (f.op->kind == wire::PacketKind::kMrcSack) echoed.insert(f.seth.entropy);
+    }
+  }
+  EXPECT_GT(mrc_frames, 100u);
+  EXPECT_EQ(other_port, 0u);
+  ASSERT_FALSE(echoed.empty());
+  for (uint32_t e : echoed) EXPECT_TRUE(sent_wevs.count(e)) << "SACK echoes 0x" << std::hex << e;
 }
 
 // The kernel-socket back end: raw IPv6 transmit, UDP receive with the header rebuilt.

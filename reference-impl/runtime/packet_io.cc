@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -54,7 +55,11 @@ class PacketIo final : public PortIo {
     const int v2 = TPACKET_V2;
     if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VERSION, &v2, sizeof v2) < 0)
       return sys_error("PACKET_VERSION on " + cfg.iface.name);
-    sock_fprog prog{static_cast<unsigned short>(std::size(kRoceFilter)), kRoceFilter};
+    // The filter with the wire profile's port in instruction 3.
+    std::array<sock_filter, std::size(kRoceFilter)> filter;
+    std::copy(std::begin(kRoceFilter), std::end(kRoceFilter), filter.begin());
+    filter[3].k = cfg.roce_port;
+    sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
     if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
       return sys_error("SO_ATTACH_FILTER on " + cfg.iface.name);
     // Our own transmissions must not come back through the ring (and kernel-sent frames are
@@ -215,7 +220,7 @@ Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out) {
   return Status::Ok();
 }
 
-Status open_sink_socket(Fd& out) {
+Status open_sink_socket(Fd& out, uint16_t roce_port) {
   Fd s(socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.ok()) return sys_error("socket(AF_INET6, SOCK_DGRAM) for the port-4791 sink");
   const int one = 1, zero = 0;
@@ -228,9 +233,9 @@ Status open_sink_socket(Fd& out) {
     return sys_error("SO_ATTACH_FILTER on the port-4791 sink");
   sockaddr_in6 sa{};
   sa.sin6_family = AF_INET6;
-  sa.sin6_port = htons(wire::kRoceV2Port);
+  sa.sin6_port = htons(roce_port);
   if (bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
-    return sys_error("bind [::]:4791 for the sink socket");
+    return sys_error("bind [::]:" + std::to_string(roce_port) + " for the sink socket");
   out = std::move(s);
   return Status::Ok();
 }

@@ -56,9 +56,9 @@ class SocketIo final : public PortIo {
     (void)setsockopt(rx_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
     sockaddr_in6 sa{};
     sa.sin6_family = AF_INET6;
-    sa.sin6_port = htons(wire::kRoceV2Port);
+    sa.sin6_port = htons(cfg.roce_port);
     if (bind(rx_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
-      return sys_error("bind [::]:4791 on " + name);
+      return sys_error("bind [::]:" + std::to_string(cfg.roce_port) + " on " + name);
 
     const size_t b = cfg.batch;
     rx_bufs_.assign(b, std::vector<std::byte>(cfg.frame_bytes));
@@ -158,7 +158,7 @@ class SocketIo final : public PortIo {
     std::memcpy(b.data() + kEth + 8, &from.sin6_addr, 16);
     std::memcpy(b.data() + kEth + 24, dst.data(), 16);
     put(kEth + kIp6, ntohs(from.sin6_port), 2);
-    put(kEth + kIp6 + 2, wire::kRoceV2Port, 2);
+    put(kEth + kIp6 + 2, cfg_.roce_port, 2);
     put(kEth + kIp6 + 4, kUdp + len, 2);
     put(kEth + kIp6 + 6, 0, 2);
     return {b.data(), kEth + kIp6 + kUdp + len};

@@ -86,6 +86,7 @@ struct PortIoConfig {
   uint32_t frame_bytes = 8192;
   uint32_t batch = 64;
   wire::EvFormat ev_format = wire::EvFormat::kStev;
+  uint16_t roce_port = wire::kRoceV2Port;  // the wire profile's first port
 };
 
 Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);
@@ -93,7 +94,7 @@ Status open_socket_io(const PortIoConfig& cfg, const wire::Ipv6Addr& gid,
                       std::unique_ptr<PortIo>& out);
 Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
 Status open_socket_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
-// UDP socket bound to [::]:4791 that drops everything it gets (see runtime.h).
-Status open_sink_socket(Fd& out);
+// UDP socket bound to [::]:roce_port that drops everything it gets (see runtime.h).
+Status open_sink_socket(Fd& out, uint16_t roce_port = wire::kRoceV2Port);
 
 }  // namespace mrc::runtime

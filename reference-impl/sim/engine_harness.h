@@ -253,6 +253,8 @@ struct HarnessConfig {
   bool keep_events = true;
   bool keep_decisions = true;
   std::function<void(eng::EndpointConfig&)> tweak_endpoint;  // per-node overrides
+  // Wire profile of the endpoints and the simulator (not owned; nullptr: MRP0).
+  const wire::WireProfile* profile = nullptr;
   // Other nodes on the fabric (not owned), after the engine nodes: e.g. a ScriptedNode that
   // injects hostile frames. They have no address, so nothing is routed to them.
   std::vector<std::pair<std::string, Node*>> extra_nodes;
@@ -290,6 +292,7 @@ class Harness {
       ec.seed = cfg_.seed * 1000 + i + 1;
       ec.ev_format = wire::EvFormat::kStev;
       ec.probe_interval_ns = cfg_.probe_interval_ns;
+      ec.profile = cfg_.profile;
       for (uint8_t p = 1; p <= cfg_.planes; ++p) {
         eng::PortConfig pc;
         pc.mac = {0x02, 0, 0, 0, static_cast<uint8_t>(i + 1), p};
@@ -450,6 +453,7 @@ class Harness {
     SimConfig s;
     s.seed = c.seed;
     s.keep_decisions = c.keep_decisions;
+    s.profile = c.profile;
     return s;
   }
 

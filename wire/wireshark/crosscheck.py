@@ -94,47 +94,39 @@ FRAME_KEYS = {
     "inner.dscp", "inner.ecn", "sport", "dport", "udp.length", "udp.checksum", "error",
 }
 
-# Keys the decoder JSON gained when every field of every header became visible (issue 21): the
-# outer headers' remaining fields, the BTH variant byte, the pad bytes and the reserved
-# fields it prints when they are non-zero. Not yet compared with
-# the built-in dissectors (ip.hdr_len, ipv6.plen, ...) or the plugin: listed, with that reason,
-# so that any other new key still shows up as uncovered.
-NEW_FIELD_KEYS = {
-    "ip4.ihl",
-    "ip4.total_length",
-    "ip4.id",
-    "ip4.flags",
-    "ip4.frag_offset",
-    "ip4.protocol",
-    "ip4.checksum",
-    "ip6.payload_length",
-    "ip6.next_header",
-    "inner.payload_length",
-    "inner.next_header",
-    "inner.hop_limit",
-    "srh.next_header",
-    "srh.hdr_ext_len",
-    "srh.routing_type",
-    "srh.flags",
-    "srh.tag",
-    "vlan.pcp",
-    "vlan.dei",
-    "bth.variant",
-    "pad_bytes",
-    "bth.reserved_b8_6",
-    "bth.reserved_b8_lo",
-    "cc.reserved",
-    "eeth.reserved12",
-    "eeth.reserved_b1",
-    "erth.reserved_b1",
-    "neth.reserved_cc_flags",
-    "seth.reserved_b1",
-    "seth.reserved_byte0",
-    "seth.reserved_cc_flags",
+# Keys the decoder JSON gained when every field of every header became visible (issue 21).
+# The outer headers' fields against Wireshark's built-in dissectors (mrct key -> tshark field;
+# the value as tshark shows it, after `scale`): compared in outer_layers().
+OUTER_IP4 = [("ip4.ihl", "ip.hdr_len", 4), ("ip4.total_length", "ip.len", 1),
+             ("ip4.id", "ip.id", 1), ("ip4.frag_offset", "ip.frag_offset", 1),
+             ("ip4.protocol", "ip.proto", 1), ("ip4.checksum", "ip.checksum", 1)]
+OUTER_IP6 = [("ip6.payload_length", "ipv6.plen"), ("ip6.next_header", "ipv6.nxt")]
+INNER_IP6 = [("inner.payload_length", "ipv6.plen"), ("inner.next_header", "ipv6.nxt"),
+             ("inner.hop_limit", "ipv6.hlim")]
+SRH_FIELDS = [("srh.next_header", "ipv6.routing.nxt"), ("srh.hdr_ext_len", "ipv6.routing.len"),
+              ("srh.routing_type", "ipv6.routing.type"), ("srh.flags", "ipv6.routing.srh.flags"),
+              ("srh.tag", "ipv6.routing.srh.tag")]
+# MRC reserved fields mrct prints only when non-zero, against the plugin's field for the same
+# bits (absent in mrct = 0): compared in plugin(), present or not.
+RESERVED_PLUGIN = {
+    "bth.reserved_b8_6": "mrc.bth.rsvd6", "bth.reserved_b8_lo": "mrc.bth.rsvd_lo",
+    "cc.reserved": "mrc.cc.rsvd", "eeth.reserved_b1": "mrc.eeth.rsvd_b1",
+    "erth.reserved_b1": "mrc.erth.rsvd_b1", "neth.reserved_cc_flags": "mrc.neth.cc_flags_rsvd",
+    "seth.reserved_b1": "mrc.seth.rsvd_b1", "seth.reserved_byte0": "mrc.seth.reserved0",
+    "seth.reserved_cc_flags": "mrc.seth.cc_flags_rsvd", "eeth.reserved12": "mrc.eeth.reserved12",
 }
-FRAME_KEYS |= NEW_FIELD_KEYS
-NOT_COMPARED.update({(k, "any"): "new decoder key (every field visible, issue 21); its "
-                     "comparison with Wireshark is not written yet" for k in NEW_FIELD_KEYS})
+PLUGIN_NAME.update(RESERVED_PLUGIN)
+PLUGIN_NAME["bth.variant"] = "mrc.variant"
+PLUGIN_KEY = {field: key for key, field in PLUGIN_NAME.items()}
+# What Wireshark 4.0 has no field for, with the reason.
+NOT_COMPARED.update({
+    ("bth.variant", "rc"): "the built-in InfiniBand dissector shows no field for BTH byte 4 "
+                           "(IBTA reserved); on MRC opcodes the plugin's mrc.variant is compared",
+    ("pad_bytes", "error"): "on a frame mrct could not decode, it prints pad_bytes 0 and the "
+                            "plugin shows no pad",
+})
+FRAME_KEYS |= {k for k, _, _ in OUTER_IP4} | {k for k, _ in OUTER_IP6 + INNER_IP6 + SRH_FIELDS}
+FRAME_KEYS |= {"ip4.flags", "vlan.pcp", "vlan.dei"}
 
 # Built-in InfiniBand fields: the BTH (every RoCE frame) and the IBTA headers.
 BUILTIN_BTH = [
@@ -604,6 +596,10 @@ class Checker:
                 self.key(fr, "builtin eth.type <-> eth.type", "eth.type", show(eth, "eth.type"))
         if "vlan.id" in rec:
             self.key(fr, "builtin vlan.id <-> vlan.id", "vlan.id", show(vlan or {}, "vlan.id"))
+        if "vlan.pcp" in rec:
+            self.key(fr, "builtin vlan.priority <-> vlan.pcp", "vlan.pcp",
+                     show(vlan or {}, "vlan.priority"))
+            self.key(fr, "builtin vlan.dei <-> vlan.dei", "vlan.dei", show(vlan or {}, "vlan.dei"))
 
         # The outer IP header is the first IPv4/IPv6 layer; SRv6's inner one the second IPv6.
         ips = [(p, f) for p, f, _ in pkt.protos if p in ("ip", "ipv6")]
@@ -617,6 +613,13 @@ class Checker:
             self.key(fr, "builtin ip.dsfield.dscp <-> dscp", "dscp", show(f, "ip.dsfield.dscp"))
             self.key(fr, "builtin ip.dsfield.ecn <-> ecn", "ecn", show(f, "ip.dsfield.ecn"))
             self.key(fr, "builtin ip.ttl <-> ttl", "ttl", show(f, "ip.ttl"))
+            for key, name, scale in OUTER_IP4:
+                if key in rec:
+                    got = show(f, name)
+                    self.key(fr, f"builtin {name} <-> {key}", key,
+                             None if got is None else got // scale)
+            if "ip4.flags" in rec:
+                self.key(fr, "builtin ip.flags <-> ip4.flags", "ip4.flags", show(f, "ip.flags"))
             # The codec writes the header checksum (crosscheck.py's own cuts recompute it).
             self.compare(fr, "builtin ip.checksum.status = Good <-> IPv4 frame", 1,
                          show(f, "ip.checksum.status"), ())
@@ -629,6 +632,9 @@ class Checker:
             self.key(fr, "builtin ipv6.tclass.ecn <-> ecn", "ecn", show(f, "ipv6.tclass.ecn"))
             self.key(fr, "builtin ipv6.flow <-> flow_label", "flow_label", show(f, "ipv6.flow"))
             self.key(fr, "builtin ipv6.hlim <-> hop_limit", "hop_limit", show(f, "ipv6.hlim"))
+            for key, name in OUTER_IP6:
+                if key in rec:
+                    self.key(fr, f"builtin {name} <-> {key}", key, show(f, name))
         if "srh.segments_left" in rec:
             f = (pkt.layers("ipv6.routing") or [{}])[0]
             self.key(fr, "builtin ipv6.routing.segleft <-> srh.segments_left", "srh.segments_left",
@@ -637,6 +643,9 @@ class Checker:
                      show(f, "ipv6.routing.srh.last_entry"))
             self.key(fr, "builtin ipv6.routing.srh.addr[] <-> srh.segments", "srh.segments",
                      [norm(seg[0]) for seg in f.get("ipv6.routing.srh.addr", [])])
+            for key, name in SRH_FIELDS:
+                if key in rec:
+                    self.key(fr, f"builtin {name} <-> {key}", key, show(f, name))
         if "inner.src" in rec:
             v6 = [f for p, f in ips if p == "ipv6"]
             f = v6[1] if len(v6) > 1 else {}
@@ -650,6 +659,9 @@ class Checker:
                      show(f, "ipv6.tclass.dscp"))
             self.key(fr, "builtin inner ipv6.tclass.ecn <-> inner.ecn", "inner.ecn",
                      show(f, "ipv6.tclass.ecn"))
+            for key, name in INNER_IP6:
+                if key in rec:
+                    self.key(fr, f"builtin inner {name} <-> {key}", key, show(f, name))
 
         udp = self.udp(fr)
         if "sport" in rec:
@@ -680,9 +692,12 @@ class Checker:
             self.key(fr, f"builtin {name} <-> {key}", key, show(ib, name))
         # IBTA's seven reserved bits of BTH byte 8 hold MRC's RTX (bit 5) and TS (bit 4).
         r7 = show(ib, "infiniband.bth.reserved7")
-        self.compare(fr, "builtin infiniband.bth.reserved7 & 0x30 <-> rtx<<5 | ts<<4",
-                     int(rec["rtx"]) << 5 | int(rec["ts"]) << 4,
-                     None if r7 is None else r7 & 0x30, ("rtx", "ts"))
+        # Bit 6 and bits 3..0 stay reserved (mrct prints them only when non-zero).
+        self.compare(fr, "builtin infiniband.bth.reserved7 <-> reserved_b8_6<<6 | rtx<<5 | ts<<4 "
+                     "| reserved_b8_lo",
+                     rec.get("bth.reserved_b8_6", 0) << 6 | int(rec["rtx"]) << 5 |
+                     int(rec["ts"]) << 4 | rec.get("bth.reserved_b8_lo", 0),
+                     r7, ("rtx", "ts", "bth.reserved_b8_6", "bth.reserved_b8_lo"))
 
     def ibta(self, fr):
         """A RoCE frame with an IBTA opcode: the built-in dissector decodes all of it."""
@@ -704,9 +719,9 @@ class Checker:
         if "error" not in rec:
             # The built-in dissector hands payload and pad on to the data dissector.
             data = pkt.anywhere("data.len")
-            self.compare(fr, "builtin data.len <-> payload_len + pad",
-                         rec["payload_len"] + rec["pad"], to_int(data[0]) if data else 0,
-                         ("payload_len",))
+            self.compare(fr, "builtin data.len <-> payload_len + pad_bytes",
+                         rec["payload_len"] + rec["pad_bytes"], to_int(data[0]) if data else 0,
+                         ("payload_len", "pad_bytes"))
         self.key(fr, "derived non-MRC opcode <-> trimmed = false", "trimmed", 0)
         # The EV format and WEV, recomputed from tshark's IP and UDP headers.
         ips = [(p, f) for p, f, _ in pkt.protos if p in ("ip", "ipv6")]
@@ -733,7 +748,15 @@ class Checker:
             self.compare(fr, "plugin MRC tree present", 1, 0, ())
         mapped = set()
         for key, value in rec.items():
-            if key in FRAME_KEYS or (key == "payload_len" and "error" in rec):
+            if key in FRAME_KEYS or (key in ("payload_len", "pad_bytes") and "error" in rec):
+                continue
+            if key in RESERVED_PLUGIN:
+                continue  # below, present or not
+            if key == "pad_bytes":
+                # The plugin shows the pad as a byte string (absent when there is none).
+                pad = fields.get("mrc.pad_bytes")
+                got = len(pad[0][0].split(":")) if pad and pad[0][0] else 0
+                self.compare(fr, "plugin mrc.pad_bytes length <-> pad_bytes", value, got, (key,))
                 continue
             if key in PLUGIN_VALUE_NAME:
                 name = PLUGIN_VALUE_NAME[key]
@@ -743,6 +766,18 @@ class Checker:
             name = PLUGIN_NAME.get(key, "mrc." + key)
             mapped.add(name)
             self.key(fr, f"plugin {name} <-> {key}", key, show(fields, name, value))
+        # Reserved fields: mrct prints them when non-zero; the plugin shows them whenever the
+        # header is there. Either way the values agree (absent in mrct = 0).
+        for key, name in RESERVED_PLUGIN.items():
+            if key not in rec and (name not in fields or "error" in rec):
+                continue  # no such header, or cut short where mrct printed nothing
+            if key == "eeth.reserved12":
+                theirs = fields[name][0][0].replace(":", "").lower() if name in fields else None
+                ours = rec.get(key, "00" * 16)
+            else:
+                theirs = show(fields, name)
+                ours = rec.get(key, 0)
+            self.compare(fr, f"plugin {name} <-> {key} (0 when absent)", ours, theirs, (key,))
         # A plugin field standing for an mrct key this frame lacks is a disagreement too.
         for name in fields:
             if not name.startswith("mrc.") or name in mapped or name in PLUGIN_ONLY:

@@ -63,6 +63,83 @@ local BTH_BYTES = 12
 local ICRC_BYTES = 4
 local ROCE_PORT = 4791
 
+-- Open choices of the wire profile (docs/wire-format.md section 19), from a profile file: the
+-- "Wire profile file" preference, or MRC_WIRE_PROFILE in the environment (tshark runs). Only
+-- the keys this dissector uses are read; the C++ tools validate the rest.
+local wire = { ports = { ROCE_PORT }, stripe_high = nil, eeth_op_shift = 4, eeth_sva_bit = 3,
+               dscp_trimmed = nil, dscp_trimmed_lasthop = nil, ecmp_flow_label_ev = false,
+               srv6_wev_none = false }
+
+-- A reader for the flat TOML the profile files use: [table] headers, key = value with
+-- integers, booleans, "strings" and [integer, ...] arrays, # comments. Returns nil, why.
+local function read_profile(path)
+  local fh, err = io.open(path, "r")
+  if not fh then return nil, "cannot open " .. path .. ": " .. tostring(err) end
+  local out, section, n = {}, "", 0
+  for line in fh:lines() do
+    n = n + 1
+    -- Cut a comment: the first # outside a "string".
+    local quoted, cut = false, nil
+    for i = 1, #line do
+      local c = line:sub(i, i)
+      if c == '"' then
+        quoted = not quoted
+      elseif c == "#" and not quoted then
+        cut = i
+        break
+      end
+    end
+    if cut then line = line:sub(1, cut - 1) end
+    line = line:gsub("^%s+", ""):gsub("%s+$", "")
+    if line ~= "" then
+      local t = line:match("^%[([%w_]+)%]$")
+      if t then
+        section = t .. "."
+      else
+        local k, v = line:match("^([%w_]+)%s*=%s*(.-)$")
+        if not k then fh:close(); return nil, path .. ":" .. n .. ": not key = value" end
+        local val
+        if v:match('^".*"$') then
+          val = v:sub(2, -2)
+        elseif v == "true" or v == "false" then
+          val = v == "true"
+        elseif v:match("^%[.*%]$") then
+          val = {}
+          for x in v:gmatch("%d+") do val[#val + 1] = tonumber(x) end
+        elseif tonumber(v) then
+          val = tonumber(v)
+        else
+          fh:close()
+          return nil, path .. ":" .. n .. ": " .. section .. k .. ": unreadable value " .. v
+        end
+        out[section .. k] = val
+      end
+    end
+  end
+  fh:close()
+  return out
+end
+
+local function apply_profile(path)
+  wire = { ports = { ROCE_PORT }, stripe_high = nil, eeth_op_shift = 4, eeth_sva_bit = 3,
+           dscp_trimmed = nil, dscp_trimmed_lasthop = nil, ecmp_flow_label_ev = false,
+           srv6_wev_none = false }
+  if path == nil or path == "" then return end
+  local p, why = read_profile(path)
+  if not p then
+    report_failure("MRC wire profile: " .. why)
+    return
+  end
+  if type(p["udp.ports"]) == "table" and #p["udp.ports"] > 0 then wire.ports = p["udp.ports"] end
+  if p["ev.stripe"] ~= nil then wire.stripe_high = p["ev.stripe"] == "high_in_sport" end
+  wire.ecmp_flow_label_ev = p["ev.ecmp_flow_label"] == "ev"
+  if p["headers.eeth_op_bits"] == "3..2" then wire.eeth_op_shift = 2 end
+  if p["headers.eeth_sva_bit"] then wire.eeth_sva_bit = p["headers.eeth_sva_bit"] end
+  wire.dscp_trimmed = p["dscp.trimmed"]
+  wire.dscp_trimmed_lasthop = p["dscp.trimmed_lasthop"]
+  wire.srv6_wev_none = p["srv6.wev_carriage"] == "none"
+end
+
 local NACK_CODES = {
   [0x01] = "TRIMMED",
   [0x02] = "TRIMMED_LASTHOP",
@@ -205,9 +282,11 @@ add("erth_reserved_tsr", "uint16", "mrc.erth.reserved_tsr", "Reserved", HEX, nil
 add("erth_ftype", "uint16", "mrc.erth.ftype", "FTYPE", DEC, nil, 0x000F)
 -- EETH
 add("eeth_reserved0", "uint8", "mrc.eeth.reserved0", "Reserved (byte 0)", HEX)
-add("eeth_rsvd_b1", "uint8", "mrc.eeth.rsvd_b1", "Reserved (byte 1)", HEX, nil, 0xC7)
-add("eeth_op", "uint8", "mrc.eeth.op", "Operation", DEC, ENDPOINT_OPS, 0x30)
-add("eeth_sva", "bool", "mrc.eeth.sva", "SVA (service time added)", 8, nil, 0x08)
+-- Byte 1's layout is a profile choice (op at bits 5..4 or 3..2, the SVA bit): values are
+-- computed and added explicitly rather than through fixed masks.
+add("eeth_rsvd_b1", "uint8", "mrc.eeth.rsvd_b1", "Reserved (byte 1)", HEX)
+add("eeth_op", "uint8", "mrc.eeth.op", "Operation", DEC, ENDPOINT_OPS)
+add("eeth_sva", "bool", "mrc.eeth.sva", "SVA (service time added)")
 add("eeth_status", "uint8", "mrc.eeth.status", "Status", DEC, EETH_STATUS)
 add("eeth_vendor", "uint8", "mrc.eeth.vendor", "Vendor", HEX)
 add("eeth_entropy", "uint32", "mrc.eeth.entropy", "Entropy (request WEV)", HEX)
@@ -266,6 +345,17 @@ mrc.prefs.dscp_trimmed = Pref.uint("DSCP TRIMMED", 12,
 mrc.prefs.dscp_trimmed_lasthop = Pref.uint("DSCP TRIMMED_LASTHOP", 16,
                                            "DSCP the last-hop switch writes on a packet it trimmed")
 mrc.prefs.verify_icrc = Pref.bool("Verify ICRC", true, "Recompute the ICRC of every MRC packet")
+mrc.prefs.profile = Pref.string("Wire profile file", os.getenv("MRC_WIRE_PROFILE") or "",
+                                "Profile file (TOML, docs/wire-format.md section 19): UDP ports, "
+                                .. "EV stripe, EETH bits, DSCP plan; overrides the settings above")
+local function stripe_high()
+  if wire.stripe_high ~= nil then return wire.stripe_high end
+  return mrc.prefs.stripe == STRIPE_HIGH_IN_SPORT
+end
+local function dscp_trimmed() return wire.dscp_trimmed or mrc.prefs.dscp_trimmed end
+local function dscp_trimmed_lasthop()
+  return wire.dscp_trimmed_lasthop or mrc.prefs.dscp_trimmed_lasthop
+end
 
 ----------------------------------------------------------------------------------------------
 -- Outer layers, read through field extractors: the dissector itself sees only the UDP payload
@@ -517,10 +607,13 @@ end
 function dissect_header.eeth(t, r)
   check_reserved(t:add(f.eeth_reserved0, r(0, 1)), r(0, 1), "EETH byte 0")
   local b1 = r(1, 1):uint()
-  check_reserved_bits(t:add(f.eeth_rsvd_b1, r(1, 1)), b1, 0xC7, "EETH byte 1 reserved bits")
-  local op = band(rshift(b1, 4), 0x03)
-  check_op(t:add(f.eeth_op, r(1, 1)), op)
-  t:add(f.eeth_sva, r(1, 1))
+  local sva_mask = lshift(1, wire.eeth_sva_bit)
+  local rsvd_mask = band(bnot(bor(lshift(3, wire.eeth_op_shift), sva_mask)), 0xFF)
+  check_reserved_bits(t:add(f.eeth_rsvd_b1, r(1, 1), band(b1, rsvd_mask)), b1, rsvd_mask,
+                      "EETH byte 1 reserved bits")
+  local op = band(rshift(b1, wire.eeth_op_shift), 0x03)
+  check_op(t:add(f.eeth_op, r(1, 1), op), op)
+  t:add(f.eeth_sva, r(1, 1), band(b1, sva_mask) ~= 0)
   t:add(f.eeth_status, r(2, 1))
   t:add(f.eeth_vendor, r(3, 1))
   t:add(f.eeth_entropy, r(4, 4))
@@ -555,12 +648,14 @@ local function entropy(layers)
   local fmt = "udp"
   if layers.inner_ip6 then
     fmt = "srv6"
-  elseif layers.outer.version == 6 and layers.outer.flow_label ~= 0 then
+  elseif layers.outer.version == 6 and layers.outer.flow_label ~= 0 and
+         not (wire.ecmp_flow_label_ev and layers.outer.flow_label == layers.sport) then
     fmt = "stev"
   end
   if fmt == "udp" then return fmt, layers.sport end
+  if fmt == "srv6" and wire.srv6_wev_none then return fmt, 0 end
   local fl16 = band(layers.carrier.flow_label, 0xFFFF)
-  if mrc.prefs.stripe == STRIPE_HIGH_IN_SPORT then
+  if stripe_high() then
     return fmt, bor(lshift(layers.sport, 16), fl16)
   end
   return fmt, bor(lshift(fl16, 16), layers.sport)
@@ -622,7 +717,7 @@ local function dissect_mrc(tvb, pinfo, tree)
     root:add(f.wev, wev):set_generated()
     local dscp = layers.outer.dscp
     trimmed = is_data(opcode) and
-              (dscp == mrc.prefs.dscp_trimmed or dscp == mrc.prefs.dscp_trimmed_lasthop)
+              (dscp == dscp_trimmed() or dscp == dscp_trimmed_lasthop())
   end
   local trim_item = root:add(f.trimmed, trimmed)
   trim_item:set_generated()
@@ -723,6 +818,7 @@ end
 local udp_port_table = DissectorTable.get("udp.port")
 local original = udp_port_table:get_dissector(ROCE_PORT)
 local data_dissector = Dissector.get("data")
+apply_profile(mrc.prefs.profile)
 
 function mrc.dissector(tvb, pinfo, tree)
   local is_mrc = tvb:len() >= 1 and OPCODE_NAMES[tvb(0, 1):uint()] ~= nil
@@ -756,4 +852,20 @@ function mrc.dissector(tvb, pinfo, tree)
   return tvb:len()
 end
 
-udp_port_table:add(ROCE_PORT, mrc)
+-- The profile's ports (4791 unless a profile file says otherwise); a changed preference
+-- re-registers them.
+local registered = {}
+local function register_ports()
+  for _, port in ipairs(registered) do udp_port_table:remove(port, mrc) end
+  registered = {}
+  for _, port in ipairs(wire.ports) do
+    udp_port_table:add(port, mrc)
+    registered[#registered + 1] = port
+  end
+end
+register_ports()
+
+function mrc.prefs_changed()
+  apply_profile(mrc.prefs.profile)
+  register_ports()
+end
