@@ -38,7 +38,7 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 69 };
 enum { PROTOCOL_VERSION = 1, MAX_PEERS = 64, MAX_EVS = 1024, LINE_MAX_BYTES = 1 << 20 };
 #define FMT_PROFILE_ID 1
 #define CC_PROFILE_ID 1
-#define EV_PROFILE_BASE 100 /* + peer index: one explicit EV profile per peer */
+#define EV_PROFILE_BASE 100              /* + peer index: one explicit EV profile per peer */
 #define BUFFER_LIMIT_BYTES (64ull << 20) /* per connection */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -52,9 +52,9 @@ struct peer_server {
 struct config {
   const char* role; /* client, server, node */
   const char* device;
-  const char* ev_format;    /* stev, srv6, udp */
-  const char* gid;          /* node GID text; empty: port 1's GID index 3 */
-  const char* ev_profile;   /* explicit EV profile TOML (port, da / val) or empty */
+  const char* ev_format;        /* stev, srv6, udp */
+  const char* gid;              /* node GID text; empty: port 1's GID index 3 */
+  const char* ev_profile;       /* explicit EV profile TOML (port, da / val) or empty */
   const char* peer_ev_profiles; /* node mode: GID=path,... */
   const char* cc;               /* nscc, none, "" */
   const char* cc_profile;       /* TOML with an [nscc] table, or empty */
@@ -79,12 +79,34 @@ struct config {
   int gid_index;                 /* -1: find the node GID */
 };
 
-static struct config cfg = {
-    .role = "", .device = "", .ev_format = "stev", .gid = "", .ev_profile = "",
-    .peer_ev_profiles = "", .cc = "", .cc_profile = "", .listen_addr = "", .event_log = "",
-    .result_path = "", .name = "", .port = 18515, .evs_per_plane = 4, .pmtu = 4096, .mpr = 64,
-    .wimm = 64, .timeout = 18, .retry_linear = 7, .retry_exp = 7, .size = 65536, .iters = 1000,
-    .qps = 1, .tx_depth = 16, .stall_s = 30, .seed = 1, .clients = -1, .gid_index = -1};
+static struct config cfg = {.role = "",
+                            .device = "",
+                            .ev_format = "stev",
+                            .gid = "",
+                            .ev_profile = "",
+                            .peer_ev_profiles = "",
+                            .cc = "",
+                            .cc_profile = "",
+                            .listen_addr = "",
+                            .event_log = "",
+                            .result_path = "",
+                            .name = "",
+                            .port = 18515,
+                            .evs_per_plane = 4,
+                            .pmtu = 4096,
+                            .mpr = 64,
+                            .wimm = 64,
+                            .timeout = 18,
+                            .retry_linear = 7,
+                            .retry_exp = 7,
+                            .size = 65536,
+                            .iters = 1000,
+                            .qps = 1,
+                            .tx_depth = 16,
+                            .stall_s = 30,
+                            .seed = 1,
+                            .clients = -1,
+                            .gid_index = -1};
 
 static void die_usage(const char* fmt, ...) {
   va_list ap;
@@ -107,9 +129,12 @@ static uint64_t parse_u64(const char* what, const char* text, uint64_t lo, uint6
   errno = 0;
   unsigned long long v = strtoull(text, &end, 0);
   uint64_t mult = 1;
-  if (end && (*end == 'K' || *end == 'k')) mult = 1024, end++;
-  else if (end && (*end == 'M' || *end == 'm')) mult = 1024 * 1024, end++;
-  else if (end && *end == 'G') mult = 1024ull * 1024 * 1024, end++;
+  if (end && (*end == 'K' || *end == 'k'))
+    mult = 1024, end++;
+  else if (end && (*end == 'M' || *end == 'm'))
+    mult = 1024 * 1024, end++;
+  else if (end && *end == 'G')
+    mult = 1024ull * 1024 * 1024, end++;
   if (errno || end == text || *end != '\0' || v * mult < lo || v * mult > hi)
     die_usage("%s: '%s' is not a number in %" PRIu64 "..%" PRIu64, what, text, lo, hi);
   return v * mult;
@@ -173,7 +198,7 @@ static void config_from_env(void) {
   } else {
     /* node: MRC_SERVERS=node=addr,... (the peers this host writes to), MRC_CLIENTS=N */
     char* list = strdup(env_or("MRC_SERVERS", ""));
-    for (char* save = NULL, *tok = strtok_r(list, ",", &save); tok;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
       if (cfg.nservers == MAX_PEERS) die_usage("MRC_SERVERS: more than %d servers", MAX_PEERS);
       char* eq = strchr(tok, '=');
@@ -266,9 +291,12 @@ static int json_u64(const char* obj, const char* key, uint64_t* out) {
 static int json_bool(const char* obj, const char* key, int* out) {
   const char* v = json_find(obj, key);
   if (!v) return -1;
-  if (!strncmp(v, "true", 4)) *out = 1;
-  else if (!strncmp(v, "false", 5)) *out = 0;
-  else return -1;
+  if (!strncmp(v, "true", 4))
+    *out = 1;
+  else if (!strncmp(v, "false", 5))
+    *out = 0;
+  else
+    return -1;
   return 0;
 }
 static int json_str(const char* obj, const char* key, char* out, size_t cap) {
@@ -395,8 +423,8 @@ static int chan_expect(struct chan* c, const char* type, char** line, int timeou
                        size_t errcap) {
   int r = chan_recv(c, line, timeout_ms);
   if (r) {
-    snprintf(err, errcap, "control connection: %s waiting for '%s'",
-             r == -2 ? "timeout" : "closed", type);
+    snprintf(err, errcap, "control connection: %s waiting for '%s'", r == -2 ? "timeout" : "closed",
+             type);
     return -1;
   }
   char got[32] = "";
@@ -429,6 +457,9 @@ static int g_have_cc;
 static struct mrc_cq* g_ev_cq;
 static atomic_uint_least64_t g_ev_retired;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Test only (mrc_perf_netns_test.sh): fill with another seed than the one announced, so that
+ * the peer's verification must fail. */
+static uint64_t g_seed_skew;
 static FILE* g_log;
 
 struct peer_profile {
@@ -453,19 +484,32 @@ static void log_event(const char* fmt, ...) {
 
 static const char* wc_status_name(enum ibv_wc_status s) {
   switch (s) {
-    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR: return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR: return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR: return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR: return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_REM_INV_REQ_ERR: return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR: return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR: return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR: return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_FATAL_ERR: return "IBV_WC_FATAL_ERR";
-    case IBV_WC_GENERAL_ERR: return "IBV_WC_GENERAL_ERR";
-    default: return ibv_wc_status_str(s);
+    case IBV_WC_SUCCESS:
+      return "IBV_WC_SUCCESS";
+    case IBV_WC_LOC_LEN_ERR:
+      return "IBV_WC_LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "IBV_WC_LOC_QP_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR:
+      return "IBV_WC_LOC_PROT_ERR";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "IBV_WC_WR_FLUSH_ERR";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "IBV_WC_REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "IBV_WC_REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR:
+      return "IBV_WC_REM_OP_ERR";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "IBV_WC_RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "IBV_WC_RNR_RETRY_EXC_ERR";
+    case IBV_WC_FATAL_ERR:
+      return "IBV_WC_FATAL_ERR";
+    case IBV_WC_GENERAL_ERR:
+      return "IBV_WC_GENERAL_ERR";
+    default:
+      return ibv_wc_status_str(s);
   }
 }
 
@@ -552,12 +596,13 @@ static int make_format_profile(void) {
   fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
   fa.ev_fmt_mode = mode;
   fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
-  fa.ev_fmt_op.fmt_fields = mode == MRC_CTL_EV_FMT_MODE_STEV ? stev
-                            : mode == MRC_CTL_EV_FMT_MODE_UDP ? udp : srv6;
+  fa.ev_fmt_op.fmt_fields = mode == MRC_CTL_EV_FMT_MODE_STEV  ? stev
+                            : mode == MRC_CTL_EV_FMT_MODE_UDP ? udp
+                                                              : srv6;
   fa.ev_fmt_op.fmt_field_count = mode == MRC_CTL_EV_FMT_MODE_STEV ? 2 : 1;
-  if (mrc_ctl_modify_ev_fmt_profile(g_ctx, FMT_PROFILE_ID, &fa,
-                                    MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
-                                        MRC_CTL_EV_FMT_PROFILE_OP))
+  if (mrc_ctl_modify_ev_fmt_profile(
+          g_ctx, FMT_PROFILE_ID, &fa,
+          MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP))
     return ctl_fail("EV format profile to OFFLINE");
   memset(&fa, 0, sizeof fa);
   fa.profile_state = MRC_CTL_PROFILE_ONLINE;
@@ -603,10 +648,18 @@ static int make_ev_profile(uint64_t id, struct mrc_ctl_ev* evs, int n) {
 /* NSCC from a CC profile TOML's [nscc] table (`name = number` lines); absent keys keep the
  * values scaled for namespaces on a shared host. */
 static int make_cc_profile(void) {
-  static struct mrc_ctl_cc_nscc_cfg nscc = {
-      .adjust_bytes_threshold = 32768, .adjust_period_threshold = 200000, .base_rtt = 100000,
-      .eta = 600, .fi = 1, .fi_scale = 0.5f, .gamma = 0.8f, .max_md_jump = 0.5f,
-      .max_cwnd = 4194304, .qa_gate = 3, .qa_threshold = 20000000, .target_delay = 2000000};
+  static struct mrc_ctl_cc_nscc_cfg nscc = {.adjust_bytes_threshold = 32768,
+                                            .adjust_period_threshold = 200000,
+                                            .base_rtt = 100000,
+                                            .eta = 600,
+                                            .fi = 1,
+                                            .fi_scale = 0.5f,
+                                            .gamma = 0.8f,
+                                            .max_md_jump = 0.5f,
+                                            .max_cwnd = 4194304,
+                                            .qa_gate = 3,
+                                            .qa_threshold = 20000000,
+                                            .target_delay = 2000000};
   if (*cfg.cc_profile) {
     FILE* f = fopen(cfg.cc_profile, "r");
     if (!f) die_usage("%s: cannot read the CC profile: %s", cfg.cc_profile, strerror(errno));
@@ -614,18 +667,30 @@ static int make_cc_profile(void) {
     double v;
     while (fgets(line, sizeof line, f)) {
       if (sscanf(line, " %63[a-z_] = %lf", key, &v) != 2) continue;
-      if (!strcmp(key, "base_rtt")) nscc.base_rtt = (uint32_t)v;
-      else if (!strcmp(key, "target_delay")) nscc.target_delay = (uint32_t)v;
-      else if (!strcmp(key, "qa_threshold")) nscc.qa_threshold = (uint32_t)v;
-      else if (!strcmp(key, "adjust_period_threshold")) nscc.adjust_period_threshold = (uint32_t)v;
-      else if (!strcmp(key, "adjust_bytes_threshold")) nscc.adjust_bytes_threshold = (uint32_t)v;
-      else if (!strcmp(key, "max_cwnd")) nscc.max_cwnd = (uint32_t)v;
-      else if (!strcmp(key, "eta")) nscc.eta = (float)v;
-      else if (!strcmp(key, "fi")) nscc.fi = (float)v;
-      else if (!strcmp(key, "fi_scale")) nscc.fi_scale = (float)v;
-      else if (!strcmp(key, "gamma")) nscc.gamma = (float)v;
-      else if (!strcmp(key, "max_md_jump")) nscc.max_md_jump = (float)v;
-      else if (!strcmp(key, "qa_gate")) nscc.qa_gate = (uint8_t)v;
+      if (!strcmp(key, "base_rtt"))
+        nscc.base_rtt = (uint32_t)v;
+      else if (!strcmp(key, "target_delay"))
+        nscc.target_delay = (uint32_t)v;
+      else if (!strcmp(key, "qa_threshold"))
+        nscc.qa_threshold = (uint32_t)v;
+      else if (!strcmp(key, "adjust_period_threshold"))
+        nscc.adjust_period_threshold = (uint32_t)v;
+      else if (!strcmp(key, "adjust_bytes_threshold"))
+        nscc.adjust_bytes_threshold = (uint32_t)v;
+      else if (!strcmp(key, "max_cwnd"))
+        nscc.max_cwnd = (uint32_t)v;
+      else if (!strcmp(key, "eta"))
+        nscc.eta = (float)v;
+      else if (!strcmp(key, "fi"))
+        nscc.fi = (float)v;
+      else if (!strcmp(key, "fi_scale"))
+        nscc.fi_scale = (float)v;
+      else if (!strcmp(key, "gamma"))
+        nscc.gamma = (float)v;
+      else if (!strcmp(key, "max_md_jump"))
+        nscc.max_md_jump = (float)v;
+      else if (!strcmp(key, "qa_gate"))
+        nscc.qa_gate = (uint8_t)v;
     }
     fclose(f);
   }
@@ -663,7 +728,7 @@ static int controller_setup(void) {
   }
   /* MRC_PEER_EV_PROFILES=GID=path,... */
   char* list = strdup(cfg.peer_ev_profiles);
-  for (char* save = NULL, *tok = strtok_r(list, ",", &save); tok;
+  for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
        tok = strtok_r(NULL, ",", &save)) {
     char* eq = strchr(tok, '=');
     if (!eq || g_nprofiles == MAX_PEERS) die_usage("MRC_PEER_EV_PROFILES: bad entry '%s'", tok);
@@ -819,8 +884,11 @@ static void set_error(struct conn* c, const char* fmt, ...) {
 }
 
 static enum ibv_mtu mtu_enum(uint32_t b) {
-  return b >= 4096 ? IBV_MTU_4096 : b >= 2048 ? IBV_MTU_2048 : b >= 1024 ? IBV_MTU_1024
-         : b >= 512 ? IBV_MTU_512 : IBV_MTU_256;
+  return b >= 4096   ? IBV_MTU_4096
+         : b >= 2048 ? IBV_MTU_2048
+         : b >= 1024 ? IBV_MTU_1024
+         : b >= 512  ? IBV_MTU_512
+                     : IBV_MTU_256;
 }
 
 static int create_qps(struct conn* c) {
@@ -830,8 +898,11 @@ static int create_qps(struct conn* c) {
   uint64_t ev_profile = profile_for(&c->peer_gid);
   for (uint32_t q = 0; q < c->qps; q++) {
     struct mrc_qp_init_attr qia = {
-        .send_cq = c->cq, .recv_cq = c->cq,
-        .cap = {.max_send_wr = depth, .max_recv_wr = cfg.wimm + 1, .max_send_sge = 1,
+        .send_cq = c->cq,
+        .recv_cq = c->cq,
+        .cap = {.max_send_wr = depth,
+                .max_recv_wr = cfg.wimm + 1,
+                .max_send_sge = 1,
                 .max_recv_sge = 1},
         .pd = g_pd,
         .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
@@ -840,7 +911,8 @@ static int create_qps(struct conn* c) {
     if (!c->qp[q]) return set_error(c, "mrc_create_qp: %s", strerror(errno)), -1;
     struct ibv_qp_attr v = {.qp_state = IBV_QPS_INIT,
                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-    struct mrc_qp_attr m = {.profile = {.ev_profile_id = ev_profile, .cc_profile_id = CC_PROFILE_ID}};
+    struct mrc_qp_attr m = {
+        .profile = {.ev_profile_id = ev_profile, .cc_profile_id = CC_PROFILE_ID}};
     int mmask = (ev_profile ? MRC_QP_EV_PROFILE_ID : 0) | (g_have_cc ? MRC_QP_CC_PROFILE_ID : 0);
     if (mrc_modify_qp(c->qp[q], &v, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &m, mmask))
       return set_error(c, "QP to INIT: %s", strerror(errno)), -1;
@@ -950,9 +1022,9 @@ static void client_transfer(struct conn* c) {
         const uint64_t m = posted[q];
         const uint32_t slot = (uint32_t)(m % c->tx_depth);
         uint8_t* src = c->buf + ((size_t)q * c->tx_depth + slot) * c->size;
-        fill_pattern(src, c->size, c->seed, q, m);
-        struct ibv_sge sge = {.addr = (uintptr_t)src, .length = (uint32_t)c->size,
-                              .lkey = c->mr->lkey};
+        fill_pattern(src, c->size, c->seed + g_seed_skew, q, m);
+        struct ibv_sge sge = {
+            .addr = (uintptr_t)src, .length = (uint32_t)c->size, .lkey = c->mr->lkey};
         struct ibv_send_wr wr, *bad = NULL;
         memset(&wr, 0, sizeof wr);
         wr.wr_id = ((uint64_t)q << 40) | m;
@@ -1090,8 +1162,8 @@ static void verify_json(struct conn* c, char* out, size_t cap) {
            ",\"bytes_checked\":%" PRIu64 ",\"first_bad\":\"%s\",\"imm_expected\":%" PRIu64
            ",\"imm_received\":%" PRIu64 ",\"imm_missing\":%" PRIu64 ",\"imm_duplicates\":%" PRIu64
            "}",
-           c->v_checked, c->v_bad, c->v_bytes, fb, c->imm_expected, c->imm_received,
-           c->imm_missing, c->imm_dup);
+           c->v_checked, c->v_bad, c->v_bytes, fb, c->imm_expected, c->imm_received, c->imm_missing,
+           c->imm_dup);
 }
 
 static void send_error(struct conn* c) {
@@ -1192,10 +1264,14 @@ static void serve(struct conn* c) {
   json_str(line, "error", c->peer_error, sizeof c->peer_error);
   uint64_t* per_qp = calloc(c->qps, sizeof *per_qp);
   const char* arr = json_find(line, "messages");
-  for (uint32_t q = 0; arr && *arr == '[' && q < c->qps; q++) {
-    arr++;
-    per_qp[q] = strtoull(arr, (char**)&arr, 10);
-    if (*arr != ',') break;
+  if (arr && *arr == '[') {
+    for (uint32_t q = 0; q < c->qps; q++) {
+      arr++; /* '[' or ',' */
+      while (*arr == ' ') arr++;
+      per_qp[q] = strtoull(arr, (char**)&arr, 10);
+      while (*arr == ' ') arr++;
+      if (*arr != ',') break;
+    }
   }
   free(line);
   /* The client's completions mean its writes landed; immediates complete with them. */
@@ -1214,8 +1290,9 @@ static void serve(struct conn* c) {
   verify_json(c, v, sizeof v);
   json_escape(err, sizeof err, c->error);
   char res[2048];
-  snprintf(res, sizeof res, "{\"type\":\"result\",\"verify\":%s,\"error\":\"%s\",\"retired\":%" PRIu64 "}",
-           v, err, (uint64_t)atomic_load(&g_ev_retired));
+  snprintf(res, sizeof res,
+           "{\"type\":\"result\",\"verify\":%s,\"error\":\"%s\",\"retired\":%" PRIu64 "}", v, err,
+           (uint64_t)atomic_load(&g_ev_retired));
   chan_send(&c->ch, res);
 }
 
@@ -1266,7 +1343,8 @@ static void request(struct conn* c) {
   uint64_t limit = BUFFER_LIMIT_BYTES / c->qps / c->size;
   c->slots = c->iters && c->iters < limit ? c->iters : limit;
   if (c->slots < c->tx_depth && (c->iters == 0 || c->slots < c->iters))
-    return set_error(c, "%" PRIu64 " message slots of %" PRIu64 " bytes fit, fewer than tx_depth %u",
+    return set_error(c,
+                     "%" PRIu64 " message slots of %" PRIu64 " bytes fit, fewer than tx_depth %u",
                      c->slots, c->size, c->tx_depth);
   char me[64];
   gid_text(&g_gid, me, sizeof me);
@@ -1274,10 +1352,10 @@ static void request(struct conn* c) {
   snprintf(hello, sizeof hello,
            "{\"type\":\"hello\",\"version\":%d,\"gid\":\"%s\",\"ev_format\":\"%s\",\"planes\":%d,"
            "\"size\":%" PRIu64 ",\"iters\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-           ",\"qps\":%u,\"tx_depth\":%u,\"imm\":%s,\"seed\":%" PRIu64 ",\"pmtu\":%u,\"slots\":%" PRIu64
-           ",\"mutant\":\"\",\"name\":\"%s\"}",
-           PROTOCOL_VERSION, me, cfg.ev_format, g_planes, c->size, c->iters, c->duration_ns,
-           c->qps, c->tx_depth, c->imm ? "true" : "false", c->seed, c->pmtu, c->slots, cfg.name);
+           ",\"qps\":%u,\"tx_depth\":%u,\"imm\":%s,\"seed\":%" PRIu64
+           ",\"pmtu\":%u,\"slots\":%" PRIu64 ",\"mutant\":\"\",\"name\":\"%s\"}",
+           PROTOCOL_VERSION, me, cfg.ev_format, g_planes, c->size, c->iters, c->duration_ns, c->qps,
+           c->tx_depth, c->imm ? "true" : "false", c->seed, c->pmtu, c->slots, cfg.name);
   if (chan_send(&c->ch, hello)) return set_error(c, "control connection closed sending 'hello'");
   char* line = NULL;
   if (chan_expect(&c->ch, "welcome", &line, CTL_TIMEOUT_MS, c->error, sizeof c->error)) return;
@@ -1285,8 +1363,8 @@ static void request(struct conn* c) {
   uint64_t slots = 0, pmtu = 0, wimm = 0;
   if (json_str(line, "gid", gid, sizeof gid) || parse_gid(gid, &c->peer_gid) ||
       json_u64(line, "slots", &slots) || json_u64(line, "pmtu", &pmtu) ||
-      json_u64(line, "max_wimm_dest", &wimm) ||
-      json_qps(line, c->remote, 1024) != (int)c->qps || slots == 0 || slots > c->slots) {
+      json_u64(line, "max_wimm_dest", &wimm) || json_qps(line, c->remote, 1024) != (int)c->qps ||
+      slots == 0 || slots > c->slots) {
     free(line);
     return set_error(c, "bad welcome from the server");
   }
@@ -1348,8 +1426,8 @@ static void request(struct conn* c) {
 }
 
 static int conn_ok(const struct conn* c) {
-  return !c->error[0] && !c->peer_error[0] && c->have_verify && c->v_checked > 0 &&
-         c->v_bad == 0 && (!c->imm || (c->imm_missing == 0 && c->imm_dup == 0));
+  return !c->error[0] && !c->peer_error[0] && c->have_verify && c->v_checked > 0 && c->v_bad == 0 &&
+         (!c->imm || (c->imm_missing == 0 && c->imm_dup == 0));
 }
 
 static int cmp_u64(const void* a, const void* b) {
@@ -1367,8 +1445,8 @@ static void conn_json(struct conn* c, char* out, size_t cap) {
            "{\"messages_checked\":%" PRIu64 ",\"messages_bad\":%" PRIu64
            ",\"bytes_checked\":%" PRIu64 ",\"first_bad\":\"%s\",\"imm\":{\"expected\":%" PRIu64
            ",\"received\":%" PRIu64 ",\"missing\":%" PRIu64 ",\"duplicates\":%" PRIu64 "}}",
-           c->v_checked, c->v_bad, c->v_bytes, fb, c->imm_expected, c->imm_received,
-           c->imm_missing, c->imm_dup);
+           c->v_checked, c->v_bad, c->v_bytes, fb, c->imm_expected, c->imm_received, c->imm_missing,
+           c->imm_dup);
   char lat[256] = "";
   if (c->nlat) {
     qsort(c->lat_ns, c->nlat, sizeof *c->lat_ns, cmp_u64);
@@ -1379,8 +1457,10 @@ static void conn_json(struct conn* c, char* out, size_t cap) {
   }
   const double gbps = c->seconds > 0 ? (double)c->bytes * 8 / c->seconds / 1e9 : 0;
   snprintf(out, cap,
-           "{\"role\":\"%s\",\"peer\":\"%s\",\"op\":\"%s\",\"size\":%" PRIu64 ",\"qps\":%u,"
-           "\"tx_depth\":%u,\"bytes\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"seconds\":%.6f,"
+           "{\"role\":\"%s\",\"peer\":\"%s\",\"op\":\"%s\",\"size\":%" PRIu64
+           ",\"qps\":%u,"
+           "\"tx_depth\":%u,\"bytes\":%" PRIu64 ",\"messages\":%" PRIu64
+           ",\"seconds\":%.6f,"
            "\"gbit_per_s\":%.4f,\"msg_per_s\":%.1f%s,\"error\":\"%s\",\"peer_error\":\"%s\","
            "\"verify\":%s%s,\"ev\":{\"retired\":%" PRIu64 "},\"ok\":%s}",
            c->client ? "client" : "server", c->peer, c->imm ? "write_with_imm" : "write", c->size,
@@ -1397,8 +1477,10 @@ static atomic_int g_running;
 
 static void* conn_thread(void* arg) {
   struct conn* c = arg;
-  if (c->client) request(c);
-  else serve(c);
+  if (c->client)
+    request(c);
+  else
+    serve(c);
   atomic_fetch_sub(&g_running, 1);
   return NULL;
 }
@@ -1433,26 +1515,30 @@ static int listen_socket(void) {
 }
 
 static void usage(FILE* f) {
-  fprintf(f,
-          "usage: mrc-perf --dut                      (the DUT contract: MRC_* environment)\n"
-          "       mrc-perf server [options]           (accepts clients until killed, or --clients N)\n"
-          "       mrc-perf client SERVER [options]    (SERVER: the server's IPv4/IPv6 control address)\n"
-          "options:\n"
-          "  --test write_bw|write_lat|write_imm   (write_lat: tx-depth 1, latency percentiles)\n"
-          "  --size BYTES  --sweep MIN:MAX   message size, or a sweep over powers of two\n"
-          "  --iters N | --duration S        messages per QP, or seconds\n"
-          "  --qps N  --tx-depth N  --port P  --device NAME  --gid IPV6  --gid-index N\n"
-          "  --ev-format stev|srv6|udp  --evs-per-plane N  --ev-profile TOML  --cc-profile TOML\n"
-          "  --mpr N  --wimm N  --timeout T  --retry LIN:EXP  --pmtu BYTES  --seed N\n"
-          "  --listen ADDR  --clients N  --stall S  --event-log FILE  --result FILE\n"
-          "Prints one JSON object (per connection in client/server mode). Exit 0: every transfer\n"
-          "completed and verified; 1: a failure; 2: usage; 69: not supported.\n");
+  fprintf(
+      f,
+      "usage: mrc-perf --dut                      (the DUT contract: MRC_* environment)\n"
+      "       mrc-perf server [options]           (accepts clients until killed, or --clients N)\n"
+      "       mrc-perf client SERVER [options]    (SERVER: the server's IPv4/IPv6 control "
+      "address)\n"
+      "options:\n"
+      "  --test write_bw|write_lat|write_imm   (write_lat: tx-depth 1, latency percentiles)\n"
+      "  --size BYTES  --sweep MIN:MAX   message size, or a sweep over powers of two\n"
+      "  --iters N | --duration S        messages per QP, or seconds\n"
+      "  --qps N  --tx-depth N  --port P  --device NAME  --gid IPV6  --gid-index N\n"
+      "  --ev-format stev|srv6|udp  --evs-per-plane N  --ev-profile TOML  --cc-profile TOML\n"
+      "  --mpr N  --wimm N  --timeout T  --retry LIN:EXP  --pmtu BYTES  --seed N\n"
+      "  --listen ADDR  --clients N  --stall S  --event-log FILE  --result FILE\n"
+      "Prints one JSON object (per connection in client/server mode). Exit 0: every transfer\n"
+      "completed and verified; 1: a failure; 2: usage; 69: not supported.\n");
 }
 
 static void config_from_args(int argc, char** argv) {
   int i = 1;
-  if (i < argc && (!strcmp(argv[i], "server") || !strcmp(argv[i], "client"))) cfg.role = argv[i++];
-  else die_usage("give --dut, server or client (mrc-perf --help)");
+  if (i < argc && (!strcmp(argv[i], "server") || !strcmp(argv[i], "client")))
+    cfg.role = argv[i++];
+  else
+    die_usage("give --dut, server or client (mrc-perf --help)");
   if (!strcmp(cfg.role, "client")) {
     if (i >= argc) die_usage("client: the server's control address is required");
     snprintf(cfg.servers[0].addr, sizeof cfg.servers[0].addr, "%s", argv[i++]);
@@ -1464,42 +1550,69 @@ static void config_from_args(int argc, char** argv) {
     if (i + 1 >= argc) die_usage("%s: needs a value", o);
     const char* v = argv[++i];
     if (!strcmp(o, "--test")) {
-      if (!strcmp(v, "write_lat")) cfg.tx_depth = 1;
-      else if (!strcmp(v, "write_imm")) cfg.imm = 1;
-      else if (strcmp(v, "write_bw")) die_usage("--test %s: write_bw, write_lat or write_imm", v);
-    } else if (!strcmp(o, "--size")) cfg.size = parse_u64(o, v, 1, 1ull << 30);
+      if (!strcmp(v, "write_lat"))
+        cfg.tx_depth = 1;
+      else if (!strcmp(v, "write_imm"))
+        cfg.imm = 1;
+      else if (strcmp(v, "write_bw"))
+        die_usage("--test %s: write_bw, write_lat or write_imm", v);
+    } else if (!strcmp(o, "--size"))
+      cfg.size = parse_u64(o, v, 1, 1ull << 30);
     else if (!strcmp(o, "--sweep")) {
       char a[32], b[32];
       if (sscanf(v, "%31[^:]:%31s", a, b) != 2) die_usage("--sweep %s: MIN:MAX", v);
       cfg.sweep_min = parse_u64(o, a, 1, 1ull << 30);
       cfg.sweep_max = parse_u64(o, b, cfg.sweep_min, 1ull << 30);
-    } else if (!strcmp(o, "--iters")) cfg.iters = parse_u64(o, v, 1, 1ull << 40), cfg.duration_ns = 0;
-    else if (!strcmp(o, "--duration")) cfg.duration_ns = (uint64_t)(atof(v) * 1e9), cfg.iters = 0;
-    else if (!strcmp(o, "--qps")) cfg.qps = (uint32_t)parse_u64(o, v, 1, 1024);
-    else if (!strcmp(o, "--tx-depth")) cfg.tx_depth = (uint32_t)parse_u64(o, v, 1, 16384);
-    else if (!strcmp(o, "--port")) cfg.port = (int)parse_u64(o, v, 1, 65535);
-    else if (!strcmp(o, "--device")) cfg.device = v;
-    else if (!strcmp(o, "--gid")) cfg.gid = v;
-    else if (!strcmp(o, "--gid-index")) cfg.gid_index = (int)parse_u64(o, v, 0, 255);
-    else if (!strcmp(o, "--ev-format")) cfg.ev_format = v;
-    else if (!strcmp(o, "--evs-per-plane")) cfg.evs_per_plane = (int)parse_u64(o, v, 1, 256);
-    else if (!strcmp(o, "--ev-profile")) cfg.ev_profile = v;
-    else if (!strcmp(o, "--cc-profile")) cfg.cc_profile = v;
-    else if (!strcmp(o, "--mpr")) cfg.mpr = (uint32_t)parse_u64(o, v, 1, 65535);
-    else if (!strcmp(o, "--wimm")) cfg.wimm = (uint32_t)parse_u64(o, v, 1, 65535);
-    else if (!strcmp(o, "--timeout")) cfg.timeout = (uint32_t)parse_u64(o, v, 1, 31);
+    } else if (!strcmp(o, "--iters"))
+      cfg.iters = parse_u64(o, v, 1, 1ull << 40), cfg.duration_ns = 0;
+    else if (!strcmp(o, "--duration"))
+      cfg.duration_ns = (uint64_t)(atof(v) * 1e9), cfg.iters = 0;
+    else if (!strcmp(o, "--qps"))
+      cfg.qps = (uint32_t)parse_u64(o, v, 1, 1024);
+    else if (!strcmp(o, "--tx-depth"))
+      cfg.tx_depth = (uint32_t)parse_u64(o, v, 1, 16384);
+    else if (!strcmp(o, "--port"))
+      cfg.port = (int)parse_u64(o, v, 1, 65535);
+    else if (!strcmp(o, "--device"))
+      cfg.device = v;
+    else if (!strcmp(o, "--gid"))
+      cfg.gid = v;
+    else if (!strcmp(o, "--gid-index"))
+      cfg.gid_index = (int)parse_u64(o, v, 0, 255);
+    else if (!strcmp(o, "--ev-format"))
+      cfg.ev_format = v;
+    else if (!strcmp(o, "--evs-per-plane"))
+      cfg.evs_per_plane = (int)parse_u64(o, v, 1, 256);
+    else if (!strcmp(o, "--ev-profile"))
+      cfg.ev_profile = v;
+    else if (!strcmp(o, "--cc-profile"))
+      cfg.cc_profile = v;
+    else if (!strcmp(o, "--mpr"))
+      cfg.mpr = (uint32_t)parse_u64(o, v, 1, 65535);
+    else if (!strcmp(o, "--wimm"))
+      cfg.wimm = (uint32_t)parse_u64(o, v, 1, 65535);
+    else if (!strcmp(o, "--timeout"))
+      cfg.timeout = (uint32_t)parse_u64(o, v, 1, 31);
     else if (!strcmp(o, "--retry")) {
       unsigned a, b;
       if (sscanf(v, "%u:%u", &a, &b) != 2) die_usage("--retry %s: LINEAR:EXP", v);
       cfg.retry_linear = a, cfg.retry_exp = b;
-    } else if (!strcmp(o, "--pmtu")) cfg.pmtu = (uint32_t)parse_u64(o, v, 256, 4096);
-    else if (!strcmp(o, "--seed")) cfg.seed = parse_u64(o, v, 0, UINT64_MAX);
-    else if (!strcmp(o, "--listen")) cfg.listen_addr = v;
-    else if (!strcmp(o, "--clients")) cfg.clients = (int)parse_u64(o, v, 1, MAX_PEERS);
-    else if (!strcmp(o, "--stall")) cfg.stall_s = atof(v);
-    else if (!strcmp(o, "--event-log")) cfg.event_log = v;
-    else if (!strcmp(o, "--result")) cfg.result_path = v;
-    else die_usage("unknown option %s (mrc-perf --help)", o);
+    } else if (!strcmp(o, "--pmtu"))
+      cfg.pmtu = (uint32_t)parse_u64(o, v, 256, 4096);
+    else if (!strcmp(o, "--seed"))
+      cfg.seed = parse_u64(o, v, 0, UINT64_MAX);
+    else if (!strcmp(o, "--listen"))
+      cfg.listen_addr = v;
+    else if (!strcmp(o, "--clients"))
+      cfg.clients = (int)parse_u64(o, v, 1, MAX_PEERS);
+    else if (!strcmp(o, "--stall"))
+      cfg.stall_s = atof(v);
+    else if (!strcmp(o, "--event-log"))
+      cfg.event_log = v;
+    else if (!strcmp(o, "--result"))
+      cfg.result_path = v;
+    else
+      die_usage("unknown option %s (mrc-perf --help)", o);
   }
   if (strcmp(cfg.ev_format, "stev") && strcmp(cfg.ev_format, "srv6") &&
       strcmp(cfg.ev_format, "udp"))
@@ -1511,9 +1624,12 @@ int main(int argc, char** argv) {
     usage(stdout);
     return EXIT_OK;
   }
+  g_seed_skew = strtoull(env_or("MRCPERF_TEST_SEED_SKEW", "0"), NULL, 10);
   const int dut = argc >= 2 && !strcmp(argv[1], "--dut");
-  if (dut) config_from_env();
-  else config_from_args(argc, argv);
+  if (dut)
+    config_from_env();
+  else
+    config_from_args(argc, argv);
   if (*cfg.event_log) {
     g_log = fopen(cfg.event_log, "w");
     if (!g_log) die_usage("%s: %s", cfg.event_log, strerror(errno));
