@@ -592,14 +592,18 @@ static int make_format_profile(void) {
   uint32_t mode = !strcmp(cfg.ev_format, "srv6")  ? MRC_CTL_EV_FMT_MODE_SRV6
                   : !strcmp(cfg.ev_format, "udp") ? MRC_CTL_EV_FMT_MODE_UDP
                                                   : MRC_CTL_EV_FMT_MODE_STEV;
-  struct mrc_ctl_ev_fmt_field stev[2] = {{16}, {16}}, udp[1] = {{16}}, srv6[1] = {{128}};
+  /* SRv6: the EV is the outer DA, 128 bits, as four 32-bit fields. */
+  struct mrc_ctl_ev_fmt_field stev[2] = {{16}, {16}}, udp[1] = {{16}},
+                              srv6[4] = {{32}, {32}, {32}, {32}};
   fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
   fa.ev_fmt_mode = mode;
   fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
   fa.ev_fmt_op.fmt_fields = mode == MRC_CTL_EV_FMT_MODE_STEV  ? stev
                             : mode == MRC_CTL_EV_FMT_MODE_UDP ? udp
                                                               : srv6;
-  fa.ev_fmt_op.fmt_field_count = mode == MRC_CTL_EV_FMT_MODE_STEV ? 2 : 1;
+  fa.ev_fmt_op.fmt_field_count = mode == MRC_CTL_EV_FMT_MODE_STEV   ? 2
+                                 : mode == MRC_CTL_EV_FMT_MODE_SRV6 ? 4
+                                                                    : 1;
   if (mrc_ctl_modify_ev_fmt_profile(
           g_ctx, FMT_PROFILE_ID, &fa,
           MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP))
