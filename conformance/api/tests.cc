@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1249,22 +1252,42 @@ void t_imm_completion_fields(Fixture& f) {
   if (std::memcmp(src.data(), dst.data(), dst.size()) != 0) fail("the written bytes differ");
 }
 
-// Waits up to `seconds` for an async event of `type` on the context (polling its fd).
+// Waits up to `seconds` for an async event of `type` on the context. mrc_get_async_event
+// blocks (mrc.h), so it runs on a helper thread; one that never returns is left behind (the
+// test process ends with the test).
 bool wait_async(Fixture& f, Node& n, ibv_event_type type, mrc_async_event& out, double seconds) {
   if (!f.api.mrc_get_async_event) fail("mrc_get_async_event not found in the library");
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  const int fd = n.ctx()->async_fd;
-  while (std::chrono::steady_clock::now() < end) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool found = false;
     mrc_async_event ev{};
-    if (f.api.mrc_get_async_event(n.ctx(), &ev) != 0) continue;
-    const bool match = ev.event_type == type;
-    if (match) out = ev;
-    if (f.api.mrc_ack_async_event) f.api.mrc_ack_async_event(&ev);
-    if (match) return true;
-  }
-  return false;
+  };
+  auto sh = std::make_shared<Shared>();
+  mrc_context* ctx = n.ctx();
+  const Api& api = f.api;
+  std::thread([sh, ctx, &api, type] {
+    for (;;) {
+      mrc_async_event ev{};
+      if (api.mrc_get_async_event(ctx, &ev) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // EAGAIN: nothing yet
+        continue;
+      }
+      const bool match = ev.event_type == type;
+      if (api.mrc_ack_async_event) api.mrc_ack_async_event(&ev);
+      if (match) {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->found = true;
+        sh->ev = ev;
+        sh->cv.notify_all();
+        return;
+      }
+    }
+  }).detach();
+  std::unique_lock<std::mutex> lk(sh->mu);
+  sh->cv.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return sh->found; });
+  if (sh->found) out = sh->ev;
+  return sh->found;
 }
 
 void t_cq_overflow(Fixture& f) {
@@ -1316,8 +1339,7 @@ void t_imm_accounting(Fixture& f) {
   mrc_qp_attr dest{};
   dest.wimm.max_wimm_dest = 2;
   ibv_qp_attr v = n.rtr_attr(n.qpn(b));
-  expect_ok(f.api.mrc_modify_qp(a, &v, Node::kRtrMask, &dest, MRC_QP_MAX_WIMM_DEST),
-            "INIT -> RTR");
+  expect_ok(f.api.mrc_modify_qp(a, &v, Node::kRtrMask, &dest, MRC_QP_MAX_WIMM_DEST), "INIT -> RTR");
   v = n.rtr_attr(n.qpn(a));
   expect_ok(f.api.mrc_modify_qp(b, &v, Node::kRtrMask, &dest, MRC_QP_MAX_WIMM_DEST),
             "INIT -> RTR (max_wimm_dest 2)");
@@ -1358,7 +1380,8 @@ void t_imm_accounting(Fixture& f) {
   int sends = 0;
   for (const ibv_wc& wc : wcs) {
     if (wc.status != IBV_WC_SUCCESS)
-      fail("completion status " + std::to_string(wc.status) + " with six WRITE_WITH_IMMs on "
+      fail("completion status " + std::to_string(wc.status) +
+           " with six WRITE_WITH_IMMs on "
            "max_wimm 2 and six receives posted");
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
       const uint32_t k = ntohl(wc.imm_data);
@@ -1379,8 +1402,7 @@ void t_imm_accounting(Fixture& f) {
   if (err.empty()) fail("a WRITE_WITH_IMM to a QP with no receive posted: no completion in 10 s");
   if (err[0].status == IBV_WC_SUCCESS)
     fail("a WRITE_WITH_IMM to a QP with no receive posted completed successfully");
-  if (err[0].status == IBV_WC_RNR_RETRY_EXC_ERR)
-    fail("IBV_WC_RNR_RETRY_EXC_ERR: MRC has no RNR");
+  if (err[0].status == IBV_WC_RNR_RETRY_EXC_ERR) fail("IBV_WC_RNR_RETRY_EXC_ERR: MRC has no RNR");
 }
 
 void t_ctl_eperm(Fixture& f) {

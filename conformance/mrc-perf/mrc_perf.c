@@ -1003,6 +1003,15 @@ static void record_latency(struct conn* c, uint64_t ns) {
   c->lat_ns[c->nlat++] = ns;
 }
 
+/* After a run of empty polls, sleep a little instead of spinning: a software device's engine
+ * runs on a thread of this process that a spinning application would starve of CPU when cores
+ * are few (the scenario hosts share the machine's cores). */
+static void idle_wait(unsigned* idle) {
+  if (++*idle < 256) return;
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, NULL);
+}
+
 /* Requester: posts WRITEs (or WRITE_WITH_IMMs) on every QP, up to tx_depth outstanding, for
  * iters messages per QP or duration_ns; message m of QP q goes to remote slot m % slots. */
 static void client_transfer(struct conn* c) {
@@ -1016,6 +1025,7 @@ static void client_transfer(struct conn* c) {
   const uint64_t stall_ns = (uint64_t)(cfg.stall_s * 1e9);
   int stop_posting = 0;
   struct ibv_wc wc[64];
+  unsigned idle = 0;
   for (;;) {
     const uint64_t t = now_ns();
     if (c->duration_ns && t - t0 >= c->duration_ns) stop_posting = 1;
@@ -1086,7 +1096,12 @@ static void client_transfer(struct conn* c) {
       set_error(c, "stalled: no completion for %.1f s", cfg.stall_s);
       break;
     }
-    if (n == 0) poll_ev_events();
+    if (n == 0) {
+      poll_ev_events();
+      idle_wait(&idle);
+    } else {
+      idle = 0;
+    }
   }
   c->seconds = (double)(now_ns() - t0) / 1e9;
   free(posted);
