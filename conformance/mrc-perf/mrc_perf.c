@@ -456,6 +456,9 @@ static int g_have_profiles; /* our EV profiles are ONLINE (else the device's def
 static int g_have_cc;
 static struct mrc_cq* g_ev_cq;
 static atomic_uint_least64_t g_ev_retired;
+/* ASSUMED_BAD events per EV profile (index: id - EV_PROFILE_BASE): a connection reports those
+ * of its own profile, the EVs towards its peer. */
+static atomic_uint_least64_t g_ev_retired_by_profile[MAX_PEERS + 1];
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Test only (mrc_perf_netns_test.sh): fill with another seed than the one announced, so that
  * the peer's verification must fail. */
@@ -770,7 +773,12 @@ static void poll_ev_events(void) {
   int n;
   while ((n = mrc_ctl_poll_ev_event(g_ev_cq, 64, evs)) > 0) {
     for (int i = 0; i < n; i++) {
-      if (evs[i].state == MRC_CTL_EV_ASSUMED_BAD) atomic_fetch_add(&g_ev_retired, 1);
+      if (evs[i].state == MRC_CTL_EV_ASSUMED_BAD) {
+        atomic_fetch_add(&g_ev_retired, 1);
+        const uint64_t k = (uint64_t)evs[i].profile_id - EV_PROFILE_BASE;
+        if (evs[i].profile_id >= EV_PROFILE_BASE && k <= MAX_PEERS)
+          atomic_fetch_add(&g_ev_retired_by_profile[k], 1);
+      }
       log_event("\"kind\":\"ev_state\",\"profile\":%" PRIu64 ",\"port\":%u,\"state\":\"%s\"",
                 (uint64_t)evs[i].profile_id, evs[i].ev.port,
                 evs[i].state == MRC_CTL_EV_ASSUMED_BAD ? "ASSUMED_BAD" : "GOOD");
@@ -877,6 +885,7 @@ struct conn {
   uint64_t* imm_seen_cap;
   uint64_t* imm_received_q;
   int unsupported;
+  uint64_t ev_profile; /* ours, 0: the device's default */
 };
 
 static void set_error(struct conn* c, const char* fmt, ...) {
@@ -900,6 +909,7 @@ static int create_qps(struct conn* c) {
   c->cq = mrc_create_cq(g_ctx, (int)(c->qps * (depth + c->max_wimm + 8)), NULL, NULL, 0);
   if (!c->cq) return set_error(c, "mrc_create_cq: %s", strerror(errno)), -1;
   uint64_t ev_profile = profile_for(&c->peer_gid);
+  c->ev_profile = ev_profile;
   for (uint32_t q = 0; q < c->qps; q++) {
     struct mrc_qp_init_attr qia = {
         .send_cq = c->cq,
@@ -1007,8 +1017,8 @@ static void record_latency(struct conn* c, uint64_t ns) {
  * runs on a thread of this process that a spinning application would starve of CPU when cores
  * are few (the scenario hosts share the machine's cores). */
 static void idle_wait(unsigned* idle) {
-  if (++*idle < 256) return;
-  struct timespec ts = {0, 20000};
+  if (++*idle < 16) return;
+  struct timespec ts = {0, 50000};
   nanosleep(&ts, NULL);
 }
 
@@ -1454,6 +1464,11 @@ static int cmp_u64(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+static uint64_t conn_retired(const struct conn* c) {
+  if (c->ev_profile < EV_PROFILE_BASE || c->ev_profile - EV_PROFILE_BASE > MAX_PEERS) return 0;
+  return (uint64_t)atomic_load(&g_ev_retired_by_profile[c->ev_profile - EV_PROFILE_BASE]);
+}
+
 /* One connection's result object (the DUT contract's fields). */
 static void conn_json(struct conn* c, char* out, size_t cap) {
   char v[1024], err[600] = "", perr[600] = "", fb[256] = "";
@@ -1486,7 +1501,7 @@ static void conn_json(struct conn* c, char* out, size_t cap) {
            c->qps, c->tx_depth, c->bytes, c->messages, c->seconds, gbps,
            c->seconds > 0 ? (double)c->messages / c->seconds : 0, lat, err, perr,
            c->have_verify ? v : "null", c->unsupported ? ",\"unsupported\":\"see error\"" : "",
-           (uint64_t)atomic_load(&g_ev_retired), conn_ok(c) ? "true" : "false");
+           conn_retired(c), conn_ok(c) ? "true" : "false");
 }
 
 /* ------------------------------------------------------------------------------------------ */
