@@ -406,12 +406,16 @@ static int chan_recv(struct chan* c, char** line, int timeout_ms) {
     }
     if (c->len >= LINE_MAX_BYTES - 1) return -1;
     uint64_t t = now_ns();
-    if (t >= until) return -2;
+    if (t >= until && timeout_ms != 0) return -2;
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     int wait = until == UINT64_MAX ? 1000 : (int)((until - t) / 1000000ull + 1);
+    if (timeout_ms == 0) wait = 0;
     int r = poll(&pfd, 1, wait);
     if (r < 0 && errno != EINTR) return -1;
-    if (r <= 0) continue;
+    if (r <= 0) {
+      if (timeout_ms == 0) return -2;
+      continue;
+    }
     ssize_t got = recv(c->fd, c->buf + c->len, LINE_MAX_BYTES - 1 - c->len, 0);
     if (got <= 0) return -1;
     c->len += (size_t)got;
@@ -884,6 +888,7 @@ struct conn {
   uint8_t** imm_seen;
   uint64_t* imm_seen_cap;
   uint64_t* imm_received_q;
+  uint64_t imm_received_total;
   int unsupported;
   uint64_t ev_profile; /* ours, 0: the device's default */
 };
@@ -904,6 +909,14 @@ static enum ibv_mtu mtu_enum(uint32_t b) {
                      : IBV_MTU_256;
 }
 
+/* Receives a responder keeps posted per QP for immediates: max_wimm_dest, plus what the
+ * requester may have in flight, plus slack for the time between a receive completing and this
+ * program reposting it (the requester may send the next immediate as soon as it is acked). */
+static uint32_t recv_depth(const struct conn* c) {
+  uint32_t n = cfg.wimm + c->tx_depth + 256;
+  return n > 8192 ? 8192 : n;
+}
+
 static int create_qps(struct conn* c) {
   uint32_t depth = c->tx_depth + 1;
   c->cq = mrc_create_cq(g_ctx, (int)(c->qps * (depth + c->max_wimm + 8)), NULL, NULL, 0);
@@ -915,7 +928,7 @@ static int create_qps(struct conn* c) {
         .send_cq = c->cq,
         .recv_cq = c->cq,
         .cap = {.max_send_wr = depth,
-                .max_recv_wr = cfg.wimm + 1,
+                .max_recv_wr = recv_depth(c) + 1,
                 .max_send_sge = 1,
                 .max_recv_sge = 1},
         .pd = g_pd,
@@ -1153,6 +1166,7 @@ static void server_poll(struct conn* c) {
         c->imm_seen[q][m] = 1;
       }
       c->imm_received_q[q]++;
+      c->imm_received_total++;
       post_imm_recv(c, q);
     }
   }
@@ -1273,14 +1287,23 @@ static void serve(struct conn* c) {
   if (connect_qps(c)) return send_error(c);
   if (c->imm)
     for (uint32_t q = 0; q < c->qps; q++)
-      for (uint32_t k = 0; k < cfg.wimm; k++)
+      for (uint32_t k = 0; k < recv_depth(c); k++)
         if (post_imm_recv(c, q)) return send_error(c);
   if (chan_send(&c->ch, "{\"type\":\"ready\"}")) return set_error(c, "control connection closed");
-  /* Receive until the client says done. */
+  /* Receive until the client says done; receives are reposted as soon as they complete (MRC
+   * has no RNR: an immediate that finds no receive is fatal for the QP). */
+  unsigned idle = 0;
   for (;;) {
+    const uint64_t before = c->imm_received_total;
     server_poll(c);
-    int r = chan_recv(&c->ch, &line, 1);
-    if (r == -2) continue;
+    int r = chan_recv(&c->ch, &line, 0);
+    if (r == -2) {
+      if (c->imm_received_total == before)
+        idle_wait(&idle);
+      else
+        idle = 0;
+      continue;
+    }
     if (r == -1) return set_error(c, "control connection closed before 'done'");
     break;
   }
