@@ -1030,8 +1030,8 @@ static void record_latency(struct conn* c, uint64_t ns) {
  * runs on a thread of this process that a spinning application would starve of CPU when cores
  * are few (the scenario hosts share the machine's cores). */
 static void idle_wait(unsigned* idle) {
-  if (++*idle < 16) return;
-  struct timespec ts = {0, 50000};
+  if (++*idle < 8) return;
+  struct timespec ts = {0, 100000};
   nanosleep(&ts, NULL);
 }
 
@@ -1296,7 +1296,8 @@ static void serve(struct conn* c) {
   for (;;) {
     const uint64_t before = c->imm_received_total;
     server_poll(c);
-    int r = chan_recv(&c->ch, &line, 0);
+    /* Without immediates nothing needs the CQ in time: wait on the control connection. */
+    int r = chan_recv(&c->ch, &line, c->imm ? 0 : 50);
     if (r == -2) {
       if (c->imm_received_total == before)
         idle_wait(&idle);
