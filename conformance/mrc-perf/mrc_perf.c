@@ -38,7 +38,10 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 69 };
 enum { PROTOCOL_VERSION = 1, MAX_PEERS = 64, MAX_EVS = 1024, LINE_MAX_BYTES = 1 << 20 };
 #define FMT_PROFILE_ID 1
 #define CC_PROFILE_ID 1
-#define EV_PROFILE_BASE 100              /* + peer index: one explicit EV profile per peer */
+#define EV_PROFILE_BASE 100 /* + peer index: one explicit EV profile per peer */
+/* A responder's QPs get their own copy of the peer's profile (+ this): the EV states of the
+ * requester's QPs are theirs alone, as with one endpoint process per pair. */
+#define EV_PROFILE_RESPONDER (MAX_PEERS + 1)
 #define BUFFER_LIMIT_BYTES (64ull << 20) /* per connection */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -462,7 +465,7 @@ static struct mrc_cq* g_ev_cq;
 static atomic_uint_least64_t g_ev_retired;
 /* ASSUMED_BAD events per EV profile (index: id - EV_PROFILE_BASE): a connection reports those
  * of its own profile, the EVs towards its peer. */
-static atomic_uint_least64_t g_ev_retired_by_profile[MAX_PEERS + 1];
+static atomic_uint_least64_t g_ev_retired_by_profile[2 * (MAX_PEERS + 1)];
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Test only (mrc_perf_netns_test.sh): fill with another seed than the one announced, so that
  * the peer's verification must fail. */
@@ -735,7 +738,9 @@ static int controller_setup(void) {
   }
   if (n > 0) {
     g_default_profile = EV_PROFILE_BASE;
-    if (make_ev_profile(g_default_profile, evs, n)) return -1;
+    if (make_ev_profile(g_default_profile, evs, n) ||
+        make_ev_profile(g_default_profile + EV_PROFILE_RESPONDER, evs, n))
+      return -1;
   }
   /* MRC_PEER_EV_PROFILES=GID=path,... */
   char* list = strdup(cfg.peer_ev_profiles);
@@ -748,7 +753,7 @@ static int controller_setup(void) {
     if (parse_gid(tok, &p->gid)) die_usage("MRC_PEER_EV_PROFILES: '%s' is not a GID", tok);
     p->id = EV_PROFILE_BASE + 1 + (uint64_t)g_nprofiles;
     int k = read_ev_profile(eq + 1, evs, MAX_EVS);
-    if (make_ev_profile(p->id, evs, k)) {
+    if (make_ev_profile(p->id, evs, k) || make_ev_profile(p->id + EV_PROFILE_RESPONDER, evs, k)) {
       free(list);
       return -1;
     }
@@ -780,7 +785,7 @@ static void poll_ev_events(void) {
       if (evs[i].state == MRC_CTL_EV_ASSUMED_BAD) {
         atomic_fetch_add(&g_ev_retired, 1);
         const uint64_t k = (uint64_t)evs[i].profile_id - EV_PROFILE_BASE;
-        if (evs[i].profile_id >= EV_PROFILE_BASE && k <= MAX_PEERS)
+        if (evs[i].profile_id >= EV_PROFILE_BASE && k < 2 * (MAX_PEERS + 1))
           atomic_fetch_add(&g_ev_retired_by_profile[k], 1);
       }
       log_event("\"kind\":\"ev_state\",\"profile\":%" PRIu64 ",\"port\":%u,\"state\":\"%s\"",
@@ -922,6 +927,7 @@ static int create_qps(struct conn* c) {
   c->cq = mrc_create_cq(g_ctx, (int)(c->qps * (depth + c->max_wimm + 8)), NULL, NULL, 0);
   if (!c->cq) return set_error(c, "mrc_create_cq: %s", strerror(errno)), -1;
   uint64_t ev_profile = profile_for(&c->peer_gid);
+  if (ev_profile && !c->client) ev_profile += EV_PROFILE_RESPONDER;
   c->ev_profile = ev_profile;
   for (uint32_t q = 0; q < c->qps; q++) {
     struct mrc_qp_init_attr qia = {
@@ -1489,7 +1495,8 @@ static int cmp_u64(const void* a, const void* b) {
 }
 
 static uint64_t conn_retired(const struct conn* c) {
-  if (c->ev_profile < EV_PROFILE_BASE || c->ev_profile - EV_PROFILE_BASE > MAX_PEERS) return 0;
+  if (c->ev_profile < EV_PROFILE_BASE || c->ev_profile - EV_PROFILE_BASE >= 2 * (MAX_PEERS + 1))
+    return 0;
   return (uint64_t)atomic_load(&g_ev_retired_by_profile[c->ev_profile - EV_PROFILE_BASE]);
 }
 
