@@ -21,7 +21,7 @@ cases=(
   "max_timeout|MRC_QP_TIMEOUT > 24 clamped, not refused|MRC-API-021|"
   "retry_range|retry linear_cnt > 7 / exp_cnt > 25 clamped|MRC-API-022|"
   "hide_ev_event|opt_attr hides MRC_CTL_OPT_CAP_EV_EVENT||MRC-API-035"
-  "crash|mrc_poll_cq segfaults|MRC-API-007 MRC-API-024|"
+  "crash|mrc_poll_cq segfaults|MRC-API-007 MRC-API-024 MRC-API-038 MRC-API-040|"
   "hang|mrc_create_qp_hint never returns|MRC-API-010|"
   "wrong_byte_len|receive completions report byte_len + 1|MRC-API-038|"
   "ignore_max_wimm|MRC_QP_MAX_WIMM above the device max clamped, not refused|MRC-API-023|"
