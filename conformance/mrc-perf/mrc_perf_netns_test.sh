@@ -40,8 +40,10 @@ ip -n "$b" link set "mpf$$y" mtu 9000 up
 set +e
 port=$((20000 + $$ % 20000))
 fails=0
-A() { ip netns exec "$a" env MRC_SOFT_IFACES="mpf$$x" MRC_SOFT_GID=fd78::1 "$@"; }
-B() { ip netns exec "$b" env MRC_SOFT_IFACES="mpf$$y" MRC_SOFT_GID=fd78::2 "$@"; }
+# Arrays, not functions: a background job then is the process itself (ip netns exec, env and
+# timeout exec one another), so killing $! ends the server.
+A=(ip netns exec "$a" env MRC_SOFT_IFACES="mpf$$x" MRC_SOFT_GID=fd78::1)
+B=(ip netns exec "$b" env MRC_SOFT_IFACES="mpf$$y" MRC_SOFT_GID=fd78::2)
 check() {  # NAME EXPECTED_RC RC FILE PATTERN...
   local name=$1 want=$2 got=$3 file=$4
   shift 4
@@ -57,7 +59,7 @@ check() {  # NAME EXPECTED_RC RC FILE PATTERN...
   fi
 }
 server_start() {  # the mrc-perf server, accepting clients until killed
-  A timeout 300 "$perf" server --port "$port" --gid fd78::1 > "$tmp/server.log" 2>&1 &
+  "${A[@]}" timeout 300 "$perf" server --port "$port" --gid fd78::1 > "$tmp/server.log" 2>&1 &
   spid=$!
 }
 server_stop() {
@@ -67,21 +69,21 @@ server_stop() {
 }
 
 server_start
-B timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_bw \
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_bw \
   --sweep 1:1M --iters 20 --tx-depth 8 > "$tmp/sweep.json" 2>&1
 check "write_bw sweep 1 B..1 MiB, verified" 0 $? "$tmp/sweep.json" '"size":1,' \
   '"size":1048576,' '"messages_bad":0'
 if grep -q '"ok":false' "$tmp/sweep.json"; then
   echo "FAIL a sweep point did not verify"; fails=$((fails + 1))
 fi
-B timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_imm \
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_imm \
   --size 4096 --iters 300 --qps 4 --tx-depth 16 > "$tmp/imm.json" 2>&1
 check "write_imm on 4 QPs: every immediate, once" 0 $? "$tmp/imm.json" '"messages":1200' \
   '"missing":0,"duplicates":0' '"messages_checked":' '"ok":true'
-B timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_lat \
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_lat \
   --size 64 --iters 200 > "$tmp/lat.json" 2>&1
 check "write_lat: latency percentiles" 0 $? "$tmp/lat.json" '"latency_us":{"min":' '"ok":true'
-B timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --size 65536 \
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --size 65536 \
   --duration 1 --qps 2 > "$tmp/dur.json" 2>&1
 check "write_bw for 1 s on 2 QPs" 0 $? "$tmp/dur.json" '"ok":true'
 server_stop
@@ -91,12 +93,12 @@ ip netns exec "$a" timeout 120 "$mrct" endpoint server --json --ifaces "mpf$$x" 
   --port "$port" --ev-format stev --listen 10.78.0.1 > "$tmp/ref-server.json" 2>&1 &
 spid=$!
 sleep 0.5
-B timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_imm \
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_imm \
   --size 65536 --iters 200 --qps 2 > "$tmp/to-ref.json" 2>&1
 check "mrc-perf client -> mrct endpoint server" 0 $? "$tmp/to-ref.json" '"messages_bad":0' \
   '"ok":true'
 wait "$spid"; spid=
-A timeout 120 "$perf" server --port "$port" --gid fd78::1 --clients 1 > "$tmp/perf-server.json" 2>&1 &
+"${A[@]}" timeout 120 "$perf" server --port "$port" --gid fd78::1 --clients 1 > "$tmp/perf-server.json" 2>&1 &
 spid=$!
 sleep 0.5
 ip netns exec "$b" timeout 120 "$mrct" endpoint client --json --ifaces "mpf$$y" --gid fd78::2 \
@@ -111,7 +113,7 @@ spid=
 # A client whose data does not follow the pattern the server expects: MRCPERF_TEST_SEED_SKEW
 # makes the client fill its buffers with another seed than the one it announces.
 server_start
-B env MRCPERF_TEST_SEED_SKEW=1 timeout 120 "$perf" client 10.78.0.1 --port "$port" \
+"${B[@]}" MRCPERF_TEST_SEED_SKEW=1 timeout 120 "$perf" client 10.78.0.1 --port "$port" \
   --gid fd78::2 --size 4096 --iters 50 > "$tmp/bad.json" 2>&1
 check "wrong data is reported and fails" 1 $? "$tmp/bad.json" '"messages_bad":50' '"ok":false'
 server_stop
