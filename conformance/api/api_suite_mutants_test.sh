@@ -29,6 +29,7 @@ cases=(
   "no_cq_err|CQ overrun: IBV_EVENT_CQ_ERR swallowed|MRC-API-039|"
   "no_eperm|controller call without CAP_NET_ADMIN succeeds|MRC-API-041|"
   "probe_lost|one endpoint probe response fewer than arrived|MRC-API-042|"
+  "no_ev_event|the EV event CQ never delivers an event|MRC-API-035|"
 )
 status=0
 printf '| MRC_SHIM_BREAK | breakage | failed test IDs | expected | verdict |\n|---|---|---|---|---|\n'

@@ -459,6 +459,8 @@ static union ibv_gid g_gid;
 static int g_gid_index;
 static int g_planes;
 static uint32_t g_port_mtu = 4096;
+static uint32_t g_max_qp_wr = 1024; /* the device's, from ibv_query_device */
+static uint32_t g_max_cqe = 4096;
 static int g_have_profiles; /* our EV profiles are ONLINE (else the device's default) */
 static int g_have_cc;
 static struct mrc_cq* g_ev_cq;
@@ -826,6 +828,8 @@ static int open_device(void) {
   struct ibv_device_attr da;
   if (ibv_query_device(g_vctx, &da)) return -1;
   g_planes = da.phys_port_cnt;
+  if (da.max_qp_wr > 2) g_max_qp_wr = (uint32_t)da.max_qp_wr;
+  if (da.max_cqe > 0) g_max_cqe = (uint32_t)da.max_cqe;
   struct ibv_port_attr pa;
   if (ibv_query_port(g_vctx, 1, &pa) == 0) {
     static const uint32_t mtus[] = {0, 256, 512, 1024, 2048, 4096};
@@ -918,13 +922,17 @@ static enum ibv_mtu mtu_enum(uint32_t b) {
  * requester may have in flight, plus slack for the time between a receive completing and this
  * program reposting it (the requester may send the next immediate as soon as it is acked). */
 static uint32_t recv_depth(const struct conn* c) {
-  uint32_t n = cfg.wimm + c->tx_depth + 256;
-  return n > 8192 ? 8192 : n;
+  uint32_t n = cfg.wimm + c->tx_depth + 4096;
+  return n + 1 > g_max_qp_wr ? g_max_qp_wr - 1 : n;
 }
 
 static int create_qps(struct conn* c) {
   uint32_t depth = c->tx_depth + 1;
-  c->cq = mrc_create_cq(g_ctx, (int)(c->qps * (depth + c->max_wimm + 8)), NULL, NULL, 0);
+  /* Room for every completion that can be pending: the sends in flight and every posted
+   * receive (an overrun CQ loses completions). */
+  uint64_t cqe = (uint64_t)c->qps * (depth + (c->client ? 0 : recv_depth(c)) + 8);
+  if (cqe > g_max_cqe) cqe = g_max_cqe;
+  c->cq = mrc_create_cq(g_ctx, (int)cqe, NULL, NULL, 0);
   if (!c->cq) return set_error(c, "mrc_create_cq: %s", strerror(errno)), -1;
   uint64_t ev_profile = profile_for(&c->peer_gid);
   if (ev_profile && !c->client) ev_profile += EV_PROFILE_RESPONDER;

@@ -127,6 +127,12 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* ctx, uint64_t id,
   return rc;
 }
 
+/* EV events never delivered: the EV event CQ always polls empty. */
+int mrc_ctl_poll_ev_event(struct mrc_cq* cq, int num_entries, struct mrc_ctl_ev_event* events) {
+  if (breaks("no_ev_event")) return 0;
+  return REAL(mrc_ctl_poll_ev_event)(cq, num_entries, events);
+}
+
 /* an endpoint probe response lost: one response fewer than arrived. */
 int mrc_ctl_ep_batch_send_wait(struct mrc_context* ctx, uint8_t req_tc,
                                enum mrc_ctl_ep_op_type op_type, struct mrc_ctl_ep_req* req,
