@@ -915,7 +915,6 @@ class _Run:
         ctl = splice.add_control_network(fab, endpoint_hosts)
         files = fab.write_plan(self.out)
         relays = []
-        spliced = []
         if uses_injector:
             wanted = []
             for sel in sc.passthrough:
@@ -928,7 +927,6 @@ class _Run:
                     for sel in f.rule["links"]:
                         wanted += sclib.select_links(plan, sel)
             uniq = list({lk.name: lk for lk in wanted}.values())
-            spliced = uniq
             relays = splice.splice_links(fab, uniq)
             self.log(f"injector relays on {len(relays)} link(s): "
                      f"{', '.join(r['name'] for r in relays)}")
@@ -951,19 +949,9 @@ class _Run:
             self.log("note: wire captures on back_to_back cables see only what the peer "
                      "receives")
         snap = sc.capture.snaplen or None
-        # Ports whose cable the injector splices: its relay forwards each plane on its own, so
-        # frames of two planes can cross on the way to the switch.
-        relayed = {p.ifname for lk in spliced for p in lk.ends()}
         for host in sorted(wire_hosts):
             for port in plan.ports_of(host):
                 peer = port.peer
-                if port.ifname in relayed and self._host_is_dut(host, pairs):
-                    # A DUT writes no capture of its own: its transmit order (the responder-order
-                    # rules judge it) is seen on its own port, before the relay.
-                    cap = fab.capture(port.ifname, snaplen=snap,
-                                      path=os.path.join(capdir, f"{host}-{port.ifname}.pcap"))
-                    self.capture_map[cap.path] = {"node": host, "port": port.plane + 1}
-                    continue
                 cap = fab.capture(peer.ifname, snaplen=snap,
                                   path=os.path.join(capdir, f"{peer.node}-{peer.ifname}.pcap"))
                 # the host's frames, seen at the switch end of its cable (the veth may reorder)
@@ -1087,14 +1075,6 @@ class _Run:
         with open(os.path.join(self.out, "faults.jsonl"), "w") as f:
             for ev in self.faults:
                 f.write(json.dumps(ev) + "\n")
-
-    def _host_is_dut(self, host: str, pairs) -> bool:
-        """Whether the DUT runs on this host: in node mode when it serves one of the host's
-        roles through its `node` command, else when it plays the host's role."""
-        roles = {r for c, s in pairs for r, n in (("client", c), ("server", s)) if n == host}
-        if self.node_mode:
-            return self.opts.dut.serves_node(roles)
-        return any(self.opts.dut.plays(r) for r in roles)
 
     def _node_endpoints(self, plan, pairs, ctl, epdir, capdir, files, own_pcap) -> None:
         """Node mode: one process per host, one logical endpoint per (pair, role) for judging."""
