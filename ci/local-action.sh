@@ -19,6 +19,11 @@
 #   MRC_ACTION_SUMMARY    Markdown summary file (default: $GITHUB_STEP_SUMMARY, else OUT/summary.md)
 #   MRC_ACTION_JOBS       scenarios at once (default 1)
 #   MRC_ACTION_CAPTURES   keep pcaps: all, failed (default: only of cases that did not pass), none
+#   MRC_ACTION_API_LIB    a lib_mrc.so: run the API suite on it (`mrct api-suite --lib`) before
+#                         the scenarios; its reports go to OUT/api/ and its table to the summary
+#   MRC_ACTION_API_ARGS   more `mrct api-suite` options (e.g. "--device mlx5_0"), space-separated
+#   MRC_ACTION_API_ENV    environment for the API suite, space-separated NAME=VALUE (e.g.
+#                         "MRC_SOFT_IO=loopback" for the reference library without a wire)
 # Exit code: the suite's (0 nothing failed, 1 something failed, 2 usage), or the failing step's.
 set -euo pipefail
 
@@ -36,6 +41,9 @@ strict=${MRC_ACTION_STRICT:-0}
 summary=${MRC_ACTION_SUMMARY:-${GITHUB_STEP_SUMMARY:-}}
 jobs=${MRC_ACTION_JOBS:-1}
 captures=${MRC_ACTION_CAPTURES:-failed}
+api_lib=${MRC_ACTION_API_LIB:-}
+api_args=${MRC_ACTION_API_ARGS:-}
+api_env=${MRC_ACTION_API_ENV:-}
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 SUDO=""
@@ -58,8 +66,26 @@ fi
 [ -x "$mrct" ] || { echo "local-action: no mrct binary at $mrct" >&2; exit 2; }
 mrct=$(cd "$(dirname "$mrct")" && pwd)/$(basename "$mrct")
 
-step "suite"
 mkdir -p "$out"
+api_rc=0
+if [ -n "$api_lib" ]; then
+  step "API suite ($api_lib)"
+  [ -f "$api_lib" ] || { echo "local-action: MRC_ACTION_API_LIB=$api_lib: no such file" >&2; exit 2; }
+  mkdir -p "$out/api"
+  read -r -a extra <<< "$api_args"
+  read -r -a envs <<< "$api_env"
+  # root: the reference library's device opens AF_PACKET sockets, and the EPERM tests drop
+  # CAP_NET_ADMIN themselves.
+  $SUDO env "${envs[@]}" "$mrct" api-suite --lib "$(cd "$(dirname "$api_lib")" && pwd)/$(basename "$api_lib")" \
+    --json "$out/api/api-suite.json" --junit "$out/api/api-suite.xml" --md "$out/api/api-suite.md" \
+    "${extra[@]}" || api_rc=$?
+  if [ -f "$out/api/api-suite.md" ] && [ -n "$summary" ]; then
+    cat "$out/api/api-suite.md" >> "$summary"
+  fi
+  echo "API suite: exit $api_rc"
+fi
+
+step "suite"
 args=(suite)
 read -r -a paths <<< "$scenarios"
 args+=("${paths[@]}" --out "$out/suite" --mrct "$mrct" --jobs "$jobs" --keep-captures "$captures")
@@ -87,6 +113,7 @@ else
   echo "local-action: the suite wrote no report (exit $rc)" >&2
   [ "$rc" -ne 0 ] || rc=1
 fi
+[ "$api_rc" -eq 0 ] || [ "$rc" -ne 0 ] || rc=$api_rc
 # Artifacts readable by the (non-root) upload step.
 [ -z "$SUDO" ] || $SUDO chown -R "$(id -u):$(id -g)" "$out" 2>/dev/null || true
 echo "artifacts: $out"

@@ -9,9 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "conformance/internal.h"
+#include "conformance/report_text/report_text.h"
 
 namespace mrc::check {
 namespace {
+
+using report_text::md_cell;
+using report_text::xml_escape;
 
 std::string capture_name(const Report& r, uint32_t c) {
   if (c == UINT32_MAX || c >= r.captures.size()) return "";
@@ -93,49 +97,6 @@ std::string tolerance_line(const Report& r) {
     for (const auto& k : r.tolerances.from_profile) s += " " + k;
   }
   return s;
-}
-
-std::string xml(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        // XML 1.0 forbids most control characters.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          o += ' ';
-        else
-          o += c;
-    }
-  }
-  return o;
-}
-
-std::string md(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '|')
-      o += "\\|";
-    else if (c == '\n')
-      o += ' ';
-    else
-      o += c;
-  }
-  return o;
 }
 
 std::string area_of(std::string_view id) {
@@ -309,8 +270,9 @@ void write_junit(const Report& r, std::ostream& out) {
            "skipped=\"0\">\n"
         << "    <testcase classname=\"mrc.conformance.VERDICT\" name=\"verdict\">\n"
         << "      <error type=\"inconclusive\" message=\""
-        << xml("INCONCLUSIVE: " + (r.inconclusive.empty() ? std::string() : r.inconclusive[0]))
-        << "\">" << xml(body) << "</error>\n"
+        << xml_escape("INCONCLUSIVE: " +
+                      (r.inconclusive.empty() ? std::string() : r.inconclusive[0]))
+        << "\">" << xml_escape(body) << "</error>\n"
         << "    </testcase>\n  </testsuite>\n";
   }
   for (const auto& a : order) {
@@ -320,31 +282,31 @@ void write_junit(const Report& r, std::ostream& out) {
       f += failing(x);
       s += skipped(x);
     }
-    out << "  <testsuite name=\"MRC-" << xml(a) << "\" tests=\"" << v.size() << "\" failures=\""
-        << f << "\" errors=\"0\" skipped=\"" << s << "\">\n";
+    out << "  <testsuite name=\"MRC-" << xml_escape(a) << "\" tests=\"" << v.size()
+        << "\" failures=\"" << f << "\" errors=\"0\" skipped=\"" << s << "\">\n";
     for (auto* x : v) {
-      out << "    <testcase classname=\"mrc.conformance." << xml(a) << "\" name=\""
-          << xml(x->rule->id) << "\">\n";
+      out << "    <testcase classname=\"mrc.conformance." << xml_escape(a) << "\" name=\""
+          << xml_escape(x->rule->id) << "\">\n";
       std::string body;
       for (const auto& e : x->evidence) body += where(r, e) + ": " + e.message + "\n";
       if (x->status == Status::kFail) {
         out << "      <failure type=\"" << severity_name(x->rule->severity) << "\" message=\""
-            << xml(std::to_string(x->violations) +
-                   " violation(s) of: " + std::string(x->rule->statement))
-            << "\">" << xml(body) << "</failure>\n";
+            << xml_escape(std::to_string(x->violations) +
+                          " violation(s) of: " + std::string(x->rule->statement))
+            << "\">" << xml_escape(body) << "</failure>\n";
       } else if (x->status == Status::kWarn) {
         out << "      <properties><property name=\"mrc.status\" value=\"warn\"/></properties>\n"
             << "      <skipped message=\""
-            << xml("WARNING: " + std::to_string(x->violations) + " violation(s) of " +
-                   std::string(x->rule->id) + ": " + std::string(x->rule->statement) +
-                   (x->evidence.empty()
-                        ? std::string()
-                        : " First: " + where(r, x->evidence[0]) + ": " + x->evidence[0].message))
+            << xml_escape("WARNING: " + std::to_string(x->violations) + " violation(s) of " +
+                          std::string(x->rule->id) + ": " + std::string(x->rule->statement) +
+                          (x->evidence.empty() ? std::string()
+                                               : " First: " + where(r, x->evidence[0]) + ": " +
+                                                     x->evidence[0].message))
             << "\"/>\n"
-            << "      <system-out>" << xml(body) << "</system-out>\n";
+            << "      <system-out>" << xml_escape(body) << "</system-out>\n";
       } else if (skipped(x)) {
         out << "      <skipped message=\""
-            << xml(std::string(status_name(x->status)) + ": " + x->reason) << "\"/>\n";
+            << xml_escape(std::string(status_name(x->status)) + ": " + x->reason) << "\"/>\n";
       }
       out << "    </testcase>\n";
     }
@@ -356,7 +318,7 @@ void write_junit(const Report& r, std::ostream& out) {
 void write_markdown(const Report& r, std::ostream& out) {
   const uint64_t fails = r.count(Status::kFail);
   out << "## MRC conformance: " << verdict_name(r.verdict()) << "\n\n";
-  for (const auto& why : r.inconclusive) out << "- " << md(why) << "\n";
+  for (const auto& why : r.inconclusive) out << "- " << md_cell(why) << "\n";
   if (!r.inconclusive.empty()) out << "\n";
   out << "| pass | fail | warn | not applicable | not run | frames | MRC frames | packets | QPs |\n"
       << "|---|---|---|---|---|---|---|---|---|\n"
@@ -364,8 +326,8 @@ void write_markdown(const Report& r, std::ostream& out) {
       << " | " << r.count(Status::kNotApplicable) << " | " << r.count(Status::kNotRun) << " | "
       << r.frames << " | " << r.mrc_frames << " | " << r.packets << " | " << r.flows.size()
       << " |\n\n";
-  out << "Tolerances: **" << r.tolerances.preset << "** (" << md(tolerance_line(r)) << ")";
-  if (!r.tolerances.derivation.empty()) out << ". Derived: " << md(r.tolerances.derivation);
+  out << "Tolerances: **" << r.tolerances.preset << "** (" << md_cell(tolerance_line(r)) << ")";
+  if (!r.tolerances.derivation.empty()) out << ". Derived: " << md_cell(r.tolerances.derivation);
   out << "\n\n";
   bool any = false;
   for (const auto& rr : r.results) {
@@ -375,21 +337,23 @@ void write_markdown(const Report& r, std::ostream& out) {
       any = true;
     }
     out << "| [`" << rr.rule->id << "`](" << docs_base() << rule_doc(rr.rule->id) << ") "
-        << md(rr.rule->statement) << " (" << md_refs(rr.rule->refs) << ") | "
+        << md_cell(rr.rule->statement) << " (" << md_refs(rr.rule->refs) << ") | "
         << status_name(rr.status) << " | " << rr.violations << " | "
-        << (rr.evidence.empty() ? "" : md(where(r, rr.evidence[0]) + ": " + rr.evidence[0].message))
+        << (rr.evidence.empty() ? ""
+                                : md_cell(where(r, rr.evidence[0]) + ": " + rr.evidence[0].message))
         << " |\n";
   }
   if (any) out << "\n";
   if (!r.unrecognised.empty()) {
     out << "### Frames not recognised as MRC\n\n| Frames | Why | For example |\n|---|---|---|\n";
     for (const auto& u : r.unrecognised)
-      out << "| " << u.frames << " | " << md(u.reason) << " | " << md(examples(r, u)) << " |\n";
+      out << "| " << u.frames << " | " << md_cell(u.reason) << " | " << md_cell(examples(r, u))
+          << " |\n";
     out << "\n";
   }
   if (!r.notes.empty()) {
     out << "### Notes\n\n";
-    for (const auto& n : r.notes) out << "- " << md(n) << "\n";
+    for (const auto& n : r.notes) out << "- " << md_cell(n) << "\n";
     out << "\n";
   }
   out << "<details><summary>All " << r.results.size() << " rules</summary>\n\n"
@@ -398,7 +362,7 @@ void write_markdown(const Report& r, std::ostream& out) {
   for (const auto& rr : r.results)
     out << "| `" << rr.rule->id << "` | " << status_name(rr.status) << " | " << rr.checked << " | "
         << rr.violations << " | " << rr.rule->sources << " | " << md_refs(rr.rule->refs) << " | "
-        << md(rr.reason) << " |\n";
+        << md_cell(rr.reason) << " |\n";
   out << "\n</details>\n";
 }
 

@@ -21,8 +21,15 @@ cases=(
   "max_timeout|MRC_QP_TIMEOUT > 24 clamped, not refused|MRC-API-021|"
   "retry_range|retry linear_cnt > 7 / exp_cnt > 25 clamped|MRC-API-022|"
   "hide_ev_event|opt_attr hides MRC_CTL_OPT_CAP_EV_EVENT||MRC-API-035"
-  "crash|mrc_poll_cq segfaults|MRC-API-007 MRC-API-024|"
+  "crash|mrc_poll_cq segfaults|MRC-API-007 MRC-API-024 MRC-API-038 MRC-API-040|"
   "hang|mrc_create_qp_hint never returns|MRC-API-010|"
+  "wrong_byte_len|receive completions report byte_len + 1|MRC-API-038|"
+  "ignore_max_wimm|MRC_QP_MAX_WIMM above the device max clamped, not refused|MRC-API-023|"
+  "lose_sixth_imm|the sixth receive completion with immediate is lost|MRC-API-040|"
+  "no_cq_err|CQ overrun: IBV_EVENT_CQ_ERR swallowed|MRC-API-039|"
+  "no_eperm|controller call without CAP_NET_ADMIN succeeds|MRC-API-041|"
+  "probe_lost|one endpoint probe response fewer than arrived|MRC-API-042|"
+  "no_ev_event|the EV event CQ never delivers an event|MRC-API-035|"
 )
 status=0
 printf '| MRC_SHIM_BREAK | breakage | failed test IDs | expected | verdict |\n|---|---|---|---|---|\n'

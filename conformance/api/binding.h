@@ -50,7 +50,10 @@ namespace mrc::api {
   X(mrc_ctl_modify_cc_profile) \
   X(mrc_ctl_query_cc_profile) \
   X(mrc_ctl_create_ev_event_cq) \
-  X(mrc_ctl_poll_ev_event)
+  X(mrc_ctl_poll_ev_event) \
+  X(mrc_ctl_ep_batch_send_wait) \
+  X(mrc_get_async_event) \
+  X(mrc_ack_async_event)
 // clang-format on
 
 struct Api {

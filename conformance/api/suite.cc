@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "conformance/api/internal.h"
+#include "conformance/report_text/report_text.h"
 
 namespace mrc::api {
 
@@ -90,6 +91,9 @@ std::span<const TestInfo> catalogue() {
 }
 
 namespace {
+
+using report_text::md_cell;
+using report_text::xml_escape;
 
 // Writes all of `s` to fd (the child's report to the parent).
 void write_all(int fd, const std::string& s) {
@@ -205,42 +209,6 @@ Result run_one(const TestDef& def, const Options& o) {
   return r;
 }
 
-std::string xml(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
-
-std::string md(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '|')
-      o += "\\|";
-    else if (c == '\n')
-      o += ' ';
-    else
-      o += c;
-  }
-  return o;
-}
-
 const TestInfo* info_of(std::string_view id) {
   for (const TestInfo& t : catalogue())
     if (t.id == id) return &t;
@@ -342,20 +310,20 @@ void write_junit(std::ostream& out, const std::vector<Result>& results) {
       s += r->status == Status::kUnsupported;
       secs += r->seconds;
     }
-    out << "  <testsuite name=\"MRC-API-" << xml(area) << "\" tests=\"" << v.size()
+    out << "  <testsuite name=\"MRC-API-" << xml_escape(area) << "\" tests=\"" << v.size()
         << "\" failures=\"" << f << "\" errors=\"0\" skipped=\"" << s << "\" time=\"" << secs
         << "\">\n";
     for (const Result* r : v) {
       const TestInfo* t = info_of(r->id);
-      out << "    <testcase classname=\"mrc.api." << xml(area) << "\" name=\"" << xml(r->id)
-          << "\" time=\"" << r->seconds << "\">\n";
+      out << "    <testcase classname=\"mrc.api." << xml_escape(area) << "\" name=\""
+          << xml_escape(r->id) << "\" time=\"" << r->seconds << "\">\n";
       if (r->status == Status::kFail) {
-        out << "      <failure message=\"" << xml(r->detail) << "\">" << xml(t ? t->statement : "")
-            << "</failure>\n";
+        out << "      <failure message=\"" << xml_escape(r->detail) << "\">"
+            << xml_escape(t ? t->statement : "") << "</failure>\n";
       } else if (r->status == Status::kUnsupported) {
-        out << "      <skipped message=\"unsupported: " << xml(r->detail) << "\"/>\n";
+        out << "      <skipped message=\"unsupported: " << xml_escape(r->detail) << "\"/>\n";
       } else if (r->status == Status::kInformational) {
-        out << "      <system-out>informational: " << xml(r->detail) << "</system-out>\n";
+        out << "      <system-out>informational: " << xml_escape(r->detail) << "</system-out>\n";
       }
       out << "    </testcase>\n";
     }
@@ -366,7 +334,7 @@ void write_junit(std::ostream& out, const std::vector<Result>& results) {
 
 void write_markdown(std::ostream& out, const Options& o, const std::vector<Result>& results) {
   const auto c = counts(results);
-  out << "# MRC API conformance: " << md(o.lib) << "\n\n"
+  out << "# MRC API conformance: " << md_cell(o.lib) << "\n\n"
       << "**Verdict: " << (c.at(Status::kFail) ? "FAIL" : "PASS") << "** (" << results.size()
       << " tests: " << c.at(Status::kPass) << " pass, " << c.at(Status::kFail) << " fail, "
       << c.at(Status::kUnsupported) << " unsupported, " << c.at(Status::kInformational)
@@ -376,8 +344,9 @@ void write_markdown(std::ostream& out, const Options& o, const std::vector<Resul
     const TestInfo* t = info_of(r.id);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
-    out << "| " << r.id << " | " << status_name(r.status) << " | " << md(t ? t->statement : "")
-        << " | " << md(t ? t->source : "") << " | " << md(r.detail) << " | " << secs << " |\n";
+    out << "| " << r.id << " | " << status_name(r.status) << " | " << md_cell(t ? t->statement : "")
+        << " | " << md_cell(t ? t->source : "") << " | " << md_cell(r.detail) << " | " << secs
+        << " |\n";
   }
 }
 
@@ -421,8 +390,8 @@ std::string catalogue_markdown() {
     << catalogue().size() << " tests.\n\n"
     << "| ID | Area | Test | Source |\n|---|---|---|---|\n";
   for (const TestInfo& t : catalogue())
-    o << "| " << t.id << " | " << t.area << " | " << md(t.statement) << " | API " << md(t.source)
-      << " |\n";
+    o << "| " << t.id << " | " << t.area << " | " << md_cell(t.statement) << " | API "
+      << md_cell(t.source) << " |\n";
   o << "\n";
   return o.str();
 }

@@ -1,12 +1,18 @@
 // The tests of the API suite and their catalogue. Each test runs in a fresh child process with
 // the library freshly bound (binding.h); it returns normally for `pass` or throws an Outcome.
 #include <arpa/inet.h>
+#include <linux/capability.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +52,16 @@ template <class T>
 T* need(T* p, const std::string& what) {
   if (p == nullptr) fail(what + ": failed with " + err_name(errno));
   return p;
+}
+
+// Drops CAP_NET_ADMIN from the effective set of this (forked, per-test) process; the permitted
+// set keeps it, as a daemon that drops privileges for a moment would.
+bool drop_net_admin() {
+  __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct d[2]{};
+  if (syscall(SYS_capget, &h, d) != 0) return false;
+  d[CAP_NET_ADMIN / 32].effective &= ~(1u << (CAP_NET_ADMIN % 32));
+  return syscall(SYS_capset, &h, d) == 0;
 }
 
 // ------------------------------------------------------------------ the one-node fixture
@@ -1162,6 +1178,291 @@ void t_dynamic_mpr(Fixture& f) {
             "INIT -> RTR with MRC_QP_CAP_DYNAMIC_MPR");
 }
 
+// A WRITE_WITH_IMM pair on two QPs of the node: `count` messages of `len` bytes, imm_data
+// 0xA0000000 + k, receive wr_ids 500 + k; returns every completion seen within `seconds`.
+struct ImmRun {
+  std::vector<ibv_wc> wcs;
+  std::vector<char> src, dst;
+};
+
+void t_imm_completion_fields(Fixture& f) {
+  Node n(f);
+  mrc_qp *a = nullptr, *b = nullptr;
+  n.pair(a, b);
+  constexpr int kMsgs = 4;
+  constexpr uint32_t kLen = 3000;  // not a multiple of the path MTU: several packets, a tail
+  std::vector<char> src(kLen * kMsgs), dst(kLen * kMsgs, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
+  ibv_mr* ms = n.mr(src);
+  ibv_mr* md = n.mr(dst);
+  for (int k = 0; k < kMsgs; ++k) {
+    ibv_recv_wr r{};
+    r.wr_id = 500 + static_cast<uint64_t>(k);
+    ibv_recv_wr* bad_r = nullptr;
+    if (int e = f.api.mrc_post_recv(b, &r, &bad_r)) fail("mrc_post_recv: " + err_name(e));
+  }
+  std::vector<ibv_sge> sge(kMsgs);
+  std::vector<ibv_send_wr> w(kMsgs);
+  for (int k = 0; k < kMsgs; ++k) {
+    sge[k] = {reinterpret_cast<uintptr_t>(src.data()) + k * kLen, kLen, ms->lkey};
+    w[k].wr_id = 900 + static_cast<uint64_t>(k);
+    w[k].sg_list = &sge[k];
+    w[k].num_sge = 1;
+    w[k].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    w[k].send_flags = IBV_SEND_SIGNALED;
+    w[k].imm_data = htonl(0xA0000000u + static_cast<uint32_t>(k));
+    w[k].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(md->addr) + k * kLen;
+    w[k].wr.rdma.rkey = md->rkey;
+    w[k].next = k + 1 < kMsgs ? &w[k + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int e = f.api.mrc_post_send(a, w.data(), &bad))
+    fail("mrc_post_send(4 x WRITE_WITH_IMM): " + err_name(e));
+  const auto wcs = poll_n(n, 2 * kMsgs, 10);
+  if (wcs.size() != 2 * kMsgs)
+    fail("expected 8 completions within 10 s, got " + std::to_string(wcs.size()));
+  std::vector<uint64_t> send_ids, recv_ids;
+  for (const ibv_wc& wc : wcs) {
+    if (wc.status != IBV_WC_SUCCESS) fail("completion status " + std::to_string(wc.status));
+    if (wc.opcode == IBV_WC_RDMA_WRITE) {
+      send_ids.push_back(wc.wr_id);
+      if (wc.qp_num != n.qpn(a)) fail("a send completion names QP " + std::to_string(wc.qp_num));
+    } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      const uint64_t k = wc.wr_id - 500;
+      recv_ids.push_back(wc.wr_id);
+      if (k >= kMsgs) fail("a receive completion has wr_id " + std::to_string(wc.wr_id));
+      if (!(wc.wc_flags & IBV_WC_WITH_IMM)) fail("receive completion without IBV_WC_WITH_IMM");
+      if (wc.byte_len != kLen)
+        fail("receive completion byte_len " + std::to_string(wc.byte_len) + ", the message had " +
+             std::to_string(kLen));
+      if (wc.qp_num != n.qpn(b)) fail("a receive completion names QP " + std::to_string(wc.qp_num));
+      // Receives complete in message order, so the k-th receive carries message k's imm_data.
+      const uint32_t want = 0xA0000000u + static_cast<uint32_t>(recv_ids.size() - 1);
+      if (ntohl(wc.imm_data) != want)
+        fail("receive completion " + std::to_string(recv_ids.size()) + " carries imm_data " +
+             std::to_string(ntohl(wc.imm_data)) + ", expected " + std::to_string(want));
+    } else {
+      fail("unexpected completion opcode " + std::to_string(wc.opcode));
+    }
+  }
+  if (send_ids != std::vector<uint64_t>{900, 901, 902, 903})
+    fail("send completions out of posting order (RC completes in order)");
+  if (recv_ids != std::vector<uint64_t>{500, 501, 502, 503})
+    fail("receive completions out of posting order");
+  if (std::memcmp(src.data(), dst.data(), dst.size()) != 0) fail("the written bytes differ");
+}
+
+// Waits up to `seconds` for an async event of `type` on the context. mrc_get_async_event
+// blocks (mrc.h), so it runs on a helper thread; one that never returns is left behind (the
+// test process ends with the test).
+bool wait_async(Fixture& f, Node& n, ibv_event_type type, mrc_async_event& out, double seconds) {
+  if (!f.api.mrc_get_async_event) fail("mrc_get_async_event not found in the library");
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool found = false;
+    mrc_async_event ev{};
+  };
+  auto sh = std::make_shared<Shared>();
+  mrc_context* ctx = n.ctx();
+  const Api& api = f.api;
+  std::thread([sh, ctx, &api, type] {
+    for (;;) {
+      mrc_async_event ev{};
+      if (api.mrc_get_async_event(ctx, &ev) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // EAGAIN: nothing yet
+        continue;
+      }
+      const bool match = ev.event_type == type;
+      if (api.mrc_ack_async_event) api.mrc_ack_async_event(&ev);
+      if (match) {
+        std::lock_guard<std::mutex> lk(sh->mu);
+        sh->found = true;
+        sh->ev = ev;
+        sh->cv.notify_all();
+        return;
+      }
+    }
+  }).detach();
+  std::unique_lock<std::mutex> lk(sh->mu);
+  sh->cv.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return sh->found; });
+  if (sh->found) out = sh->ev;
+  return sh->found;
+}
+
+void t_cq_overflow(Fixture& f) {
+  Node n(f);
+  mrc_cq* small = need(f.api.mrc_create_cq(n.ctx(), 2, nullptr, nullptr, 0), "mrc_create_cq(2)");
+  mrc_qp_init_attr ia = n.qp_init();
+  ia.send_cq = small;
+  ia.recv_cq = small;
+  mrc_qp* a = need(f.api.mrc_create_qp(n.ctx(), &ia), "mrc_create_qp on a 2-entry CQ");
+  mrc_qp* b = n.qp();
+  expect_ok(n.to_init(a), "RESET -> INIT");
+  expect_ok(n.to_init(b), "RESET -> INIT");
+  expect_ok(n.to_rtr(a, n.qpn(b)), "INIT -> RTR");
+  expect_ok(n.to_rtr(b, n.qpn(a)), "INIT -> RTR");
+  expect_ok(n.to_rts(a), "RTR -> RTS");
+  expect_ok(n.to_rts(b), "RTR -> RTS");
+  std::vector<char> buf(64 * 8);
+  ibv_mr* m = n.mr(buf);
+  int cqe = 0;
+  for (int k = 0; k < 8; ++k) {  // 8 signaled WRITEs, nobody polls the 2-entry CQ
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()) + k * 64, 64, m->lkey};
+    ibv_send_wr w{};
+    w.wr_id = static_cast<uint64_t>(k);
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data()) + ((k + 4) % 8) * 64;
+    w.wr.rdma.rkey = m->rkey;
+    ibv_send_wr* bad = nullptr;
+    if (f.api.mrc_post_send(a, &w, &bad) == 0) ++cqe;
+  }
+  if (cqe == 0) fail("no WRITE could be posted");
+  mrc_async_event ev{};
+  if (!wait_async(f, n, IBV_EVENT_CQ_ERR, ev, 5))
+    fail(std::to_string(cqe) + " completions for a 2-entry CQ: no IBV_EVENT_CQ_ERR within 5 s");
+  if (ev.element.cq != small) fail("IBV_EVENT_CQ_ERR names another CQ");
+}
+
+void t_imm_accounting(Fixture& f) {
+  Node n(f);
+  const mrc_device_attr d = n.device_attr();
+  if (d.wimm_attr.max_wimm < 2 || d.wimm_attr.max_wimm_dest < 2)
+    unsupported("device max_wimm / max_wimm_dest below 2");
+  mrc_qp* a = n.qp();
+  mrc_qp* b = n.qp();
+  expect_ok(n.to_init(a), "RESET -> INIT");
+  expect_ok(n.to_init(b), "RESET -> INIT");
+  mrc_qp_attr dest{};
+  dest.wimm.max_wimm_dest = 2;
+  ibv_qp_attr v = n.rtr_attr(n.qpn(b));
+  expect_ok(f.api.mrc_modify_qp(a, &v, Node::kRtrMask, &dest, MRC_QP_MAX_WIMM_DEST), "INIT -> RTR");
+  v = n.rtr_attr(n.qpn(a));
+  expect_ok(f.api.mrc_modify_qp(b, &v, Node::kRtrMask, &dest, MRC_QP_MAX_WIMM_DEST),
+            "INIT -> RTR (max_wimm_dest 2)");
+  mrc_qp_attr req{};
+  req.wimm.max_wimm = 2;
+  expect_ok(n.to_rts(a, &req, MRC_QP_MAX_WIMM), "RTR -> RTS (max_wimm 2)");
+  expect_ok(n.to_rts(b), "RTR -> RTS");
+  constexpr int kMsgs = 6;
+  std::vector<char> src(8192 * kMsgs, 'i'), dst(8192 * kMsgs, 0);
+  ibv_mr* ms = n.mr(src);
+  ibv_mr* md = n.mr(dst);
+  for (int k = 0; k < kMsgs; ++k) {
+    ibv_recv_wr r{};
+    r.wr_id = static_cast<uint64_t>(k);
+    ibv_recv_wr* bad_r = nullptr;
+    if (int e = f.api.mrc_post_recv(b, &r, &bad_r)) fail("mrc_post_recv: " + err_name(e));
+  }
+  auto post = [&](mrc_qp* q, int k) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()) + k * 8192, 8192, ms->lkey};
+    ibv_send_wr w{};
+    w.wr_id = 100 + static_cast<uint64_t>(k);
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.imm_data = htonl(static_cast<uint32_t>(k));
+    w.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(md->addr) + k * 8192;
+    w.wr.rdma.rkey = md->rkey;
+    ibv_send_wr* bad = nullptr;
+    if (int e = f.api.mrc_post_send(q, &w, &bad))
+      fail("mrc_post_send(WRITE_WITH_IMM " + std::to_string(k) + "): " + err_name(e));
+  };
+  // Six messages at once, three times max_wimm: the requester paces them, the responder's
+  // receives are consumed one per immediate, none lost or repeated.
+  for (int k = 0; k < kMsgs; ++k) post(a, k);
+  const auto wcs = poll_n(n, 2 * kMsgs, 10);
+  std::vector<int> seen(kMsgs, 0);
+  int sends = 0;
+  for (const ibv_wc& wc : wcs) {
+    if (wc.status != IBV_WC_SUCCESS)
+      fail("completion status " + std::to_string(wc.status) +
+           " with six WRITE_WITH_IMMs on "
+           "max_wimm 2 and six receives posted");
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      const uint32_t k = ntohl(wc.imm_data);
+      if (k >= kMsgs) fail("imm_data " + std::to_string(k) + " was never sent");
+      ++seen[k];
+    } else {
+      ++sends;
+    }
+  }
+  for (int k = 0; k < kMsgs; ++k)
+    if (seen[k] != 1)
+      fail("immediate " + std::to_string(k) + " received " + std::to_string(seen[k]) + " times");
+  if (sends != kMsgs) fail(std::to_string(sends) + " send completions of " + std::to_string(kMsgs));
+  // No receive posted: MRC has no RNR, so the requester gets an error completion, not a
+  // retry without end (and not RNR_RETRY_EXC_ERR).
+  post(a, 0);
+  const auto err = poll_n(n, 1, 10);
+  if (err.empty()) fail("a WRITE_WITH_IMM to a QP with no receive posted: no completion in 10 s");
+  if (err[0].status == IBV_WC_SUCCESS)
+    fail("a WRITE_WITH_IMM to a QP with no receive posted completed successfully");
+  if (err[0].status == IBV_WC_RNR_RETRY_EXC_ERR) fail("IBV_WC_RNR_RETRY_EXC_ERR: MRC has no RNR");
+}
+
+void t_ctl_eperm(Fixture& f) {
+  Node n(f);
+  n.ctx();  // opening the device may need privileges the controller calls do not
+  if (!drop_net_admin()) fail("could not drop CAP_NET_ADMIN from the test process (capset)");
+  mrc_ctl_cc_profile_attr cc{};
+  cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  cc.algorithm = "uet-1.0-nscc";
+  errno = 0;
+  expect_errno(f.api.mrc_ctl_modify_cc_profile(
+                   n.ctx(), 7, &cc, MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM) != 0,
+               EPERM, "mrc_ctl_modify_cc_profile without CAP_NET_ADMIN");
+  mrc_ctl_ev_fmt_profile_attr fa{};
+  fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
+  expect_errno(
+      f.api.mrc_ctl_modify_ev_fmt_profile(n.ctx(), 7, &fa, MRC_CTL_EV_FMT_PROFILE_STATE) != 0,
+      EPERM, "mrc_ctl_modify_ev_fmt_profile without CAP_NET_ADMIN");
+  errno = 0;
+  expect_errno(f.api.mrc_ctl_create_ev_event_cq(n.ctx(), 4, nullptr, nullptr, 0) == nullptr, EPERM,
+               "mrc_ctl_create_ev_event_cq without CAP_NET_ADMIN");
+  // Capability discovery stays open (mrc_ctl.h: query calls need no privilege).
+  mrc_ctl_device_attr d{};
+  expect_ok(f.api.mrc_ctl_query_device(n.vctx(), &d), "mrc_ctl_query_device without CAP_NET_ADMIN");
+}
+
+void t_ep_probes(Fixture& f) {
+  Node n(f);
+  if (!(n.ctl_attr().opt_attr & MRC_CTL_OPT_CAP_EP_OP_EV_PROBE))
+    unsupported("opt_attr does not advertise MRC_CTL_OPT_CAP_EP_OP_EV_PROBE");
+  if (!f.api.mrc_ctl_ep_batch_send_wait) fail("mrc_ctl_ep_batch_send_wait not found");
+  const uint8_t port = first_port(n.ctl_attr());
+  constexpr int kReqs = 4;
+  mrc_ctl_ep_req reqs[kReqs]{};
+  ibv_gid gid{};
+  if (f.api.query_gid(n.vctx(), 1, n.sgid_index(), &gid) != 0) fail("ibv_query_gid failed");
+  for (int i = 0; i < kReqs; ++i) {
+    reqs[i].req_id = static_cast<uint16_t>(40 + i);
+    reqs[i].sgid = gid;
+    reqs[i].dgid = gid;  // the node probes itself: its own endpoint answers (DestQP 2)
+    reqs[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+    reqs[i].req_ev = ev_of(0x10001u * static_cast<uint32_t>(i + 1), port);
+  }
+  mrc_ctl_ep_rsp rsps[kReqs]{};
+  int got = 0;
+  expect_ok(f.api.mrc_ctl_ep_batch_send_wait(n.ctx(), 0, MRC_CTL_EP_OP_EV_PROBE, reqs, kReqs,
+                                             2000000000u, rsps, &got),
+            "mrc_ctl_ep_batch_send_wait (4 EV probes to the node itself)");
+  if (got != kReqs) fail(std::to_string(got) + " responses to " + std::to_string(kReqs));
+  std::vector<int> ids;
+  for (int i = 0; i < got; ++i) ids.push_back(rsps[i].req_id);
+  std::sort(ids.begin(), ids.end());
+  if (ids != std::vector<int>{40, 41, 42, 43}) fail("responses do not match the request ids");
+  reqs[1].req_id = 40;  // a repeated id is the caller's error
+  errno = 0;
+  expect_errno(f.api.mrc_ctl_ep_batch_send_wait(n.ctx(), 0, MRC_CTL_EP_OP_EV_PROBE, reqs, kReqs,
+                                                1000000u, rsps, &got) != 0,
+               EINVAL, "a batch with a repeated req_id");
+}
+
 // clang-format off
 const TestDef kTests[] = {
   {{"MRC-API-001", "versions", "mrc_query_version reports a 1.x current version at or above the last supported one (also for the vendor API) and accepts NULL pointers.", "API mrc.h (mrc_query_version)"}, t_version},
@@ -1201,6 +1502,11 @@ const TestDef kTests[] = {
   {{"MRC-API-035", "ev-state", "With MRC_CTL_OPT_CAP_EV_EVENT, an EV of a used profile going ASSUMED_BAD yields an EV event naming the profile and EV; unsupported otherwise.", "API mrc_ctl.h (EV events) + walkthrough mrc_ctl_ev_events.md"}, t_ev_events},
   {{"MRC-API-036", "capabilities", "With MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE, an ONLINE EV profile's MIN_ACTIVE can change; unsupported otherwise.", "API mrc_ctl.h (mrc_ctl_attr_opt)"}, t_modify_online},
   {{"MRC-API-037", "capabilities", "With MRC_DEVICE_CAP_DYNAMIC_MPR, a QP accepts MRC_QP_CAP_DYNAMIC_MPR at RTR; unsupported otherwise.", "API mrc.h (mrc_device_cap, mrc_qp_cap)"}, t_dynamic_mpr},
+  {{"MRC-API-038", "post-send", "WRITE_WITH_IMM completions: the receive completion has IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_WITH_IMM, the posted imm_data, byte_len = message length, the receive's wr_id and QP; send and receive completions come in posting order.", "API mrc.h (mrc_post_send, mrc_post_recv, ibv_wc) + walkthrough mrc_qp.md"}, t_imm_completion_fields},
+  {{"MRC-API-039", "objects", "A CQ that receives more completions than its cqe raises IBV_EVENT_CQ_ERR naming the CQ on the context's async events.", "API mrc.h (mrc_create_cq, mrc_get_async_event) + verbs CQ overrun"}, t_cq_overflow},
+  {{"MRC-API-040", "limits", "With max_wimm 2, max_wimm_dest 2 and six receives posted, six WRITE_WITH_IMMs complete and each immediate arrives exactly once; one more with no receive posted completes with an error (MRC has no RNR), not RNR_RETRY_EXC_ERR and not a hang.", "API mrc.h (mrc_qp_attr wimm: max_wimm, max_wimm_dest)"}, t_imm_accounting},
+  {{"MRC-API-041", "privileges", "Without CAP_NET_ADMIN, mrc_ctl_modify_cc_profile, mrc_ctl_modify_ev_fmt_profile and mrc_ctl_create_ev_event_cq fail with EPERM; mrc_ctl_query_device still answers.", "API mrc_ctl.h (CAP_NET_ADMIN)"}, t_ctl_eperm},
+  {{"MRC-API-042", "capabilities", "With MRC_CTL_OPT_CAP_EP_OP_EV_PROBE, a batch of EV probes to the node's own GID gets one response per req_id; a repeated req_id is EINVAL; unsupported otherwise.", "API mrc_ctl.h (mrc_ctl_ep_batch_send_wait) + walkthrough mrc_ctl_ev_probes.md"}, t_ep_probes},
 };
 // clang-format on
 

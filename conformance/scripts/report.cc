@@ -2,44 +2,15 @@
 // `mrct suite` reads: scenario, verdict, reason, tags, timings), JUnit XML and Markdown.
 #include <nlohmann/json.hpp>
 
+#include "conformance/report_text/report_text.h"
 #include "conformance/scripts/internal.h"
 
 namespace mrc::scripts {
 
 namespace {
 
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          out += ' ';
-        else
-          out += c;
-    }
-  }
-  return out;
-}
-
-std::string md_cell(std::string_view s) {
-  std::string out;
-  for (char c : s)
-    out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
-  return out;
-}
+using report_text::md_cell;
+using report_text::xml_escape;
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;

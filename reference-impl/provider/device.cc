@@ -192,6 +192,17 @@ softmrc_device* create_device() {
       return nullptr;
     }
   }
+  // A node GID that is not an address of the ports (a host whose GID is on lo, as the
+  // testbed's hosts have it) is listed in every port's GID table after the ports' own
+  // addresses, as RoCE v1 and v2 entries: applications find it there and name it in IBV_QP_AV.
+  for (auto& port : dev->ports) {
+    bool listed = false;
+    for (const auto& e : port.gids) listed = listed || e.gid == dev->node_gid;
+    if (!listed) {
+      port.gids.push_back({dev->node_gid, false});
+      port.gids.push_back({dev->node_gid, true});
+    }
+  }
   if (const char* f = env("MRC_SOFT_EV_FORMAT")) {
     auto fmt = wire::parse_ev_format(f);
     if (!fmt) {

@@ -70,12 +70,18 @@ ENV_VARS = {
                        "PREFIX-<iface>.pcap (empty = do not)",
     "MRC_MUTANT": "reference endpoint only: test-only mutant mode, empty = none",
     "MRCT": "path of the mrct binary (for the reference endpoint)",
+    "MRC_SERVERS": "node role: the servers this host writes to, NODE=CTL_ADDR comma-separated",
+    "MRC_CLIENTS": "node role: how many client connections this host accepts",
+    "MRC_PEER_EV_PROFILES": "node role, srv6: GID=EV_PROFILE_TOML of each peer, comma-separated",
 }
 EXIT_UNSUPPORTED = 69       # the harness says "this scenario is not supported" (EX_UNAVAILABLE)
 EXIT_SH_CANNOT_RUN = 126    # /bin/sh: found but not executable
 EXIT_SH_NOT_FOUND = 127     # /bin/sh: command not found
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ROLES = ("client", "server")
+# The command template of a host that takes part in several endpoint pairs (incast,
+# all-to-all): one process serves every connection of the host, as a NIC does.
+NODE = "node"
 
 
 class DutError(ValueError):
@@ -99,6 +105,11 @@ class Dut:
 
     def plays(self, role: str) -> bool:
         return not self.builtin and (self.role == "both" or self.role == role)
+
+    def serves_node(self, roles: set[str]) -> bool:
+        """Whether a host with these roles (of several pairs) runs the DUT's `node` command:
+        the profile has one and the DUT plays one of the host's roles."""
+        return NODE in self.commands and any(self.plays(r) for r in roles)
 
     def has(self, capability: str) -> bool:
         return bool(self.capabilities.get(capability, True))
@@ -149,8 +160,9 @@ def load(path: str) -> Dut:
     if not isinstance(d, dict):
         fail(("dut",), "must be a table")
     for k in d:
-        if k not in ("name", "description", "role", "client", "server", "env"):
-            fail(("dut", k), "unknown key; expected name, description, role, client, server, env")
+        if k not in ("name", "description", "role", "client", "server", NODE, "env"):
+            fail(("dut", k), "unknown key; expected name, description, role, client, server, "
+                 "node, env")
     dut = Dut(path=os.path.abspath(path))
     for key in ("name", "description", "role"):
         if key in d and not isinstance(d[key], str):
@@ -159,12 +171,12 @@ def load(path: str) -> Dut:
     if not dut.name.strip() or any(c in dut.name for c in "\0\n\r"):
         fail(("dut", "name"), f"{dut.name!r}: must be a non-empty single line")
     dut.description = d.get("description", "")
-    for role in ROLES:
+    for role in ROLES + (NODE,):
         if role in d:
             if not isinstance(d[role], str) or not d[role].strip():
                 fail(("dut", role), "must be a non-empty shell command")
             dut.commands[role] = d[role]
-    if not dut.commands:
+    if not any(r in dut.commands for r in ROLES):
         fail(("dut",), "give a command template for at least one role: client = \"...\" or "
              "server = \"...\"")
     dut.role = d.get("role", "client" if "client" in dut.commands else "server")

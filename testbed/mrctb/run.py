@@ -839,13 +839,14 @@ class _Run:
         # host on one engine). The DUT contract starts one process per role and pair, and the
         # mutants act on one client or server, so neither applies there.
         self.node_mode = bool(multi)
-        if multi and (opts.dut.plays("client") or opts.dut.plays("server") or opts.mutant):
+        dut_plays = opts.dut.plays("client") or opts.dut.plays("server")
+        if multi and (opts.mutant or (dut_plays and dutlib.NODE not in opts.dut.commands)):
             self.result.update(verdict="not-run", reason=(
                 f"pattern {sc.traffic.pattern} puts {len(pairs)} endpoint pairs on hosts that "
-                f"take part in several ({', '.join(multi)}); that runs one reference endpoint "
-                "process per host, " + ("not a mutant" if opts.mutant else
-                                        "but the DUT contract starts one process per role "
-                                        "and pair")))
+                f"take part in several ({', '.join(multi)}); that runs one endpoint process "
+                "per host, " + ("not a mutant" if opts.mutant else
+                                f"and the DUT profile {opts.dut.name} has no `node` command "
+                                "(ci/dut/README.md)")))
             self.log(self.result["reason"])
             return
         if opts.mutant:
@@ -1091,17 +1092,27 @@ class _Run:
                     path = os.path.join(epdir, f"{host}-to-{peer}.ev.toml")
                     srv6_ev_profile(plan, host, peer, evs, path)
                     profiles.append((str(plan.host(peer).gid), path))
+            roles = ({"client"} if servers else set()) | ({"server"} if clients else set())
+            is_dut = self.opts.dut.serves_node(roles)
             prefix = os.path.join(capdir, host) if own_pcap else ""
             env = endpoint_env(sc, plan, "node", host, peers[0], ctl, epdir, files,
                                self.mrct.path, self.seed, "",
                                profiles[0][1] if profiles else sc.profiles.ev_profile, prefix)
-            argv = node_argv(env, [ctl[s] for s in servers], len(clients), profiles)
-            proc = Endpoint(f"{host} (node)", "node", host, ",".join(peers), env, argv, False,
+            # The node role's part of the DUT contract (ci/dut/README.md).
+            env.update(MRC_SERVERS=",".join(f"{s}={ctl[s]}" for s in servers),
+                       MRC_CLIENTS=str(len(clients)),
+                       MRC_PEER_EV_PROFILES=",".join(f"{g}={p}" for g, p in profiles))
+            if is_dut:
+                env.update(self.opts.dut.env)
+                argv = ["/bin/sh", "-c", self.opts.dut.commands[dutlib.NODE]]
+            else:
+                argv = node_argv(env, [ctl[s] for s in servers], len(clients), profiles)
+            proc = Endpoint(f"{host} (node)", "node", host, ",".join(peers), env, argv, is_dut,
                             os.path.join(epdir, f"{host}-node.stdout"),
                             os.path.join(epdir, f"{host}-node.stderr"),
                             env["MRC_RESULT"], env["MRC_EVENT_LOG"])
             self.node_procs[host] = proc
-            if own_pcap:
+            if own_pcap and not is_dut:
                 for port in plan.ports_of(host):
                     self.capture_map[f"{prefix}-{port.ifname}.pcap"] = {
                         "node": host, "port": port.plane + 1}
@@ -1109,7 +1120,8 @@ class _Run:
             for role, node, peer in (("server", s, c), ("client", c, s)):
                 proc = self.node_procs[node]
                 self.endpoints.append(Endpoint(
-                    f"{c}->{s}", role, node, peer, proc.env, proc.argv, False, proc.stdout_path,
+                    f"{c}->{s}", role, node, peer, proc.env, proc.argv, proc.is_dut,
+                    proc.stdout_path,
                     proc.stderr_path, proc.result_path, proc.events_path, process=proc))
             for port in plan.ports_of(s):
                 self.server_caps.setdefault(port.plane, [])

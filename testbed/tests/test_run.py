@@ -375,7 +375,7 @@ injector_min = { drop = 5, ecn = 1 }
                        "--dut", os.path.join(REPO, "ci", "dut", "reference.toml"))
             res = result(out)
             self.assertEqual(res["verdict"], "not-run")
-            self.assertIn("one process per role and pair", res["reason"])
+            self.assertIn("has no `node` command", res["reason"])
             self.assertEqual(proc.returncode, 1)
 
     def test_suite_outputs(self):

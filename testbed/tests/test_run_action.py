@@ -36,6 +36,10 @@ class LocalAction(unittest.TestCase):
                        MRC_ACTION_DUT=os.path.join(REPO, "ci", "dut", "reference.toml"),
                        MRC_ACTION_OUT=os.path.join(d, "artifacts"),
                        MRC_ACTION_SUMMARY=summary)
+            # The API suite on the build's reference library (loopback device: no wire).
+            api_lib = os.path.join(os.path.dirname(os.path.dirname(mrct)), "lib", "lib_mrc.so")
+            if os.path.exists(api_lib):
+                env.update(MRC_ACTION_API_LIB=api_lib, MRC_ACTION_API_ENV="MRC_SOFT_IO=loopback")
             env.pop("GITHUB_STEP_SUMMARY", None)
             proc = subprocess.run(["bash", os.path.join(REPO, "ci", "local-action.sh")],
                                   env=env, capture_output=True, text=True, timeout=600, cwd=d)
@@ -56,6 +60,13 @@ class LocalAction(unittest.TestCase):
                 verdict = json.load(f)["results"][0]["verdict"]
             self.assertIn(f"| baseline-srv6 | {reportlib.STATUS_MARK[verdict]} |", text)
             self.assertTrue(os.path.isdir(os.path.join(out, "baseline-srv6", "captures")))
+            if os.path.exists(api_lib):
+                api = os.path.join(d, "artifacts", "api")
+                for name in ("api-suite.json", "api-suite.xml", "api-suite.md"):
+                    self.assertTrue(os.path.exists(os.path.join(api, name)), name)
+                self.assertIn("# MRC API conformance", text)
+                with open(os.path.join(api, "api-suite.json")) as f:
+                    self.assertTrue(json.load(f)["tests"])
 
 
 if __name__ == "__main__":

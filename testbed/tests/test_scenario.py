@@ -377,6 +377,33 @@ class Dut(unittest.TestCase):
         d.capabilities["port_status"] = False
         self.assertIn("port_status", dutlib.unsupported_reason(d, plane_down))
 
+    def test_node_role(self):
+        """A profile's `node` command serves the hosts in several pairs where the DUT plays one
+        of the host's roles; without it those hosts cannot be the DUT's."""
+        d = dutlib.load(os.path.join(REPO, "conformance", "mrc-perf", "mrc-perf.toml"))
+        self.assertEqual(d.role, "both")
+        self.assertIn(dutlib.NODE, d.commands)
+        self.assertTrue(d.serves_node({"client"}))
+        self.assertTrue(d.serves_node({"client", "server"}))
+        client_only = dutlib.Dut(name="x", commands={"client": "a", "node": "b"}, role="client")
+        self.assertTrue(client_only.serves_node({"client", "server"}))
+        self.assertFalse(client_only.serves_node({"server"}))
+        no_node = dutlib.Dut(name="x", commands={"client": "a"}, role="client")
+        self.assertFalse(no_node.serves_node({"client"}))
+        self.assertFalse(dutlib.REFERENCE.serves_node({"client", "server"}))
+        with _util.TempDir() as t:
+            path = os.path.join(t, "d.toml")
+            with open(path, "w") as f:
+                f.write('[dut]\nnode = "x"\n')
+            with self.assertRaises(dutlib.DutError) as cm:
+                dutlib.load(path)  # a node command alone plays no role
+            self.assertIn("at least one role", str(cm.exception))
+            with open(path, "w") as f:
+                f.write('[dut]\nclient = "x"\nnode = ""\n')
+            with self.assertRaises(dutlib.DutError) as cm:
+                dutlib.load(path)
+            self.assertIn("d.toml:3: dut.node", str(cm.exception))
+
     def test_capability_implications(self):
         sc = sclib.load(os.path.join(SCENARIOS, "wimm-pressure.toml"))
         self.assertIn("imm", dutlib.required_capabilities(sc))

@@ -19,6 +19,14 @@ static int breaks(const char* what) {
 
 #define REAL(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
 
+/* The device of the last context, for the mutants that need its limits. */
+static struct ibv_context* g_vctx;
+struct mrc_context* mrc_create_context(struct ibv_context* context,
+                                       struct mrc_context_attr* attr) {
+  g_vctx = context;
+  return REAL(mrc_create_context)(context, attr);
+}
+
 /* wrong errno: EINVAL where mrc.h says EBUSY. */
 int mrc_destroy_context(struct mrc_context* ctx) {
   int rc = REAL(mrc_destroy_context)(ctx);
@@ -49,6 +57,15 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
     /* ignoring the maximum timeout: clamped to 24 instead of refused. */
     if (breaks("max_timeout") && (mrc_attr_mask & MRC_QP_TIMEOUT) && copy.timeout > 24)
       copy.timeout = 24;
+    /* ignoring max_wimm: above the device max clamped instead of refused. */
+    if (breaks("ignore_max_wimm") && (mrc_attr_mask & MRC_QP_MAX_WIMM)) {
+      struct mrc_device_attr d;
+      int supported = 0;
+      memset(&d, 0, sizeof d);
+      if (g_vctx && REAL(mrc_query_device)(g_vctx, &d, &supported) == 0 &&
+          copy.wimm.max_wimm > d.wimm_attr.max_wimm)
+        copy.wimm.max_wimm = d.wimm_attr.max_wimm;
+    }
     /* ignoring the retry ranges. */
     if (breaks("retry_range") && (mrc_attr_mask & MRC_QP_RETRY_CNT)) {
       if (copy.retry.linear_cnt > 7) copy.retry.linear_cnt = 7;
@@ -75,7 +92,56 @@ int mrc_ctl_query_device_ex(struct ibv_context* context, struct mrc_context* mco
 /* a crash in the library: one failed test per caller, not a dead suite. */
 int mrc_poll_cq(struct mrc_cq* cq, int num_entries, struct ibv_wc* wc) {
   if (breaks("crash")) raise(SIGSEGV);
-  return REAL(mrc_poll_cq)(cq, num_entries, wc);
+  int n = REAL(mrc_poll_cq)(cq, num_entries, wc);
+  static int imm_recvs; /* receive completions with immediate seen by this (test) process */
+  for (int i = 0; i < n; i++) {
+    if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;
+    /* a completion with the wrong byte_len */
+    if (breaks("wrong_byte_len")) wc[i].byte_len += 1;
+    /* an immediate lost: the sixth receive completion of the process is never reported */
+    if (breaks("lose_sixth_imm") && ++imm_recvs == 6) {
+      memmove(&wc[i], &wc[i + 1], sizeof *wc * (size_t)(n - i - 1));
+      n--;
+      i--;
+    }
+  }
+  return n;
+}
+
+/* CQ overrun not reported: IBV_EVENT_CQ_ERR is acknowledged and swallowed. */
+int mrc_get_async_event(struct mrc_context* ctx, struct mrc_async_event* event) {
+  int rc = REAL(mrc_get_async_event)(ctx, event);
+  if (rc == 0 && breaks("no_cq_err") && event->event_type == IBV_EVENT_CQ_ERR) {
+    REAL(mrc_ack_async_event)(event);
+    errno = EAGAIN;
+    return -1;
+  }
+  return rc;
+}
+
+/* controller calls without CAP_NET_ADMIN "succeed" (the EPERM check missing). */
+int mrc_ctl_modify_cc_profile(struct mrc_context* ctx, uint64_t id,
+                              struct mrc_ctl_cc_profile_attr* attr, int attr_mask) {
+  int rc = REAL(mrc_ctl_modify_cc_profile)(ctx, id, attr, attr_mask);
+  if (rc != 0 && errno == EPERM && breaks("no_eperm")) return 0;
+  return rc;
+}
+
+/* EV events never delivered: the EV event CQ always polls empty. */
+int mrc_ctl_poll_ev_event(struct mrc_cq* cq, int num_entries, struct mrc_ctl_ev_event* events) {
+  if (breaks("no_ev_event")) return 0;
+  return REAL(mrc_ctl_poll_ev_event)(cq, num_entries, events);
+}
+
+/* an endpoint probe response lost: one response fewer than arrived. */
+int mrc_ctl_ep_batch_send_wait(struct mrc_context* ctx, uint8_t req_tc,
+                               enum mrc_ctl_ep_op_type op_type, struct mrc_ctl_ep_req* req,
+                               int num_req, uint32_t rsp_timeout, struct mrc_ctl_ep_rsp* rsp,
+                               int* num_rsp) {
+  int rc = REAL(mrc_ctl_ep_batch_send_wait)(ctx, req_tc, op_type, req, num_req, rsp_timeout, rsp,
+                                            num_rsp);
+  if (rc == 0 && breaks("probe_lost") && num_rsp && *num_rsp > 0) --*num_rsp;
+  return rc;
 }
 
 /* a hang in the library: bounded by the suite's per-test timeout. */
