@@ -454,6 +454,7 @@ class LineParser {
     if (k == "reverse_probe") return dur(s.reverse_probe_ns);
     if (k == "window") return dur(s.default_window_ns);
     if (k == "bound") return dur(s.bound_ns);
+    if (k == "tolerance") return dur(s.wire_tolerance_ns);
     handled = false;
     return true;
   }
