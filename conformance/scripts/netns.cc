@@ -361,6 +361,23 @@ class NetnsTarget : public Target {
           !sh({"ip", "-n", impl_ns_, "link", "set", i, "up"}, error))
         return false;
     }
+    // The runtime takes a port that is not running at start as down, and IFF_RUNNING follows
+    // the operational state, which the kernel's link watch sets up to a second after the
+    // carrier: wait for "state UP".
+    for (uint8_t p = 1; p <= setup_.planes; ++p) {
+      const std::string i = "i" + std::to_string(p);
+      for (int tries = 0;; ++tries) {
+        std::string out;
+        run_cmd({"ip", "-n", impl_ns_, "link", "show", i}, out);
+        if (out.find("LOWER_UP") != std::string::npos && out.find("state UP") != std::string::npos)
+          break;
+        if (tries == 200) {
+          error = "veth " + i + " in " + impl_ns_ + " has no carrier after 2 s: " + out;
+          return false;
+        }
+        usleep(10'000);
+      }
+    }
     return true;
   }
 
