@@ -24,8 +24,9 @@ bool parse_duration(const std::string& s, uint64_t& ns) {
       try {
         size_t used = 0;
         const double v = std::stod(num, &used);
-        if (used != num.size() || v < 0) return false;
-        ns = static_cast<uint64_t>(v * static_cast<double>(mult) + 0.5);
+        const double total = v * static_cast<double>(mult) + 0.5;
+        if (used != num.size() || v < 0 || !(total < 1.8e19)) return false;
+        ns = static_cast<uint64_t>(total);
         return true;
       } catch (...) {
         return false;
