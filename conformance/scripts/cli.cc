@@ -24,8 +24,9 @@ bool parse_duration(const std::string& s, uint64_t& ns) {
       try {
         size_t used = 0;
         const double v = std::stod(num, &used);
-        if (used != num.size() || v < 0) return false;
-        ns = static_cast<uint64_t>(v * static_cast<double>(mult) + 0.5);
+        const double total = v * static_cast<double>(mult) + 0.5;
+        if (used != num.size() || v < 0 || !(total < 1.8e19)) return false;
+        ns = static_cast<uint64_t>(total);
         return true;
       } catch (...) {
         return false;
@@ -80,11 +81,23 @@ struct Options {
   std::string mutant = "none";
   bool mutants = false;
   bool matrix = false;
-  std::string tolerance = "0ns";
+  std::string tolerance;
   std::vector<std::string> tags, exclude_tags;
   std::string json, junit, md, pcap_dir, dut;
+  std::string target = "engine";
   bool quiet = false;
+  std::string self;  // this mrct binary (the netns target starts `mrct script serve` with it)
 };
+
+// Where the wire target's captures go when --pcap-dir is not given: next to the first report.
+std::string default_pcap_dir(const Options& o) {
+  for (const std::string* r : {&o.json, &o.junit, &o.md}) {
+    if (r->empty()) continue;
+    const std::filesystem::path p(*r);
+    return (p.has_parent_path() ? p.parent_path() : std::filesystem::path(".")).string() + "/pcap";
+  }
+  return {};
+}
 
 int run(const Options& o, bool check_only) {
   std::vector<std::string> paths;
@@ -94,9 +107,20 @@ int run(const Options& o, bool check_only) {
     return 2;
   }
   uint64_t tol = 0;
-  if (!parse_duration(o.tolerance, tol)) {
+  const bool tol_given = !o.tolerance.empty();
+  if (tol_given && !parse_duration(o.tolerance, tol)) {
     std::cerr << "mrct script: --tolerance '" << o.tolerance
               << "': expected a duration such as 50us or 2ms\n";
+    return 2;
+  }
+  const bool wire = o.target == "netns";
+  if (!wire && o.target != "engine") {
+    std::cerr << "mrct script: --target '" << o.target << "': expected engine or netns\n";
+    return 2;
+  }
+  if (wire && o.matrix) {
+    std::cerr << "mrct script: --matrix runs on the engine target only (67 x 24 real-time "
+                 "plays would take hours)\n";
     return 2;
   }
   if (!o.dut.empty()) {
@@ -136,19 +160,26 @@ int run(const Options& o, bool check_only) {
     if (!o.quiet) std::cout << scripts.size() << " script(s) parse\n";
     return 0;
   }
-  if (!o.pcap_dir.empty()) std::filesystem::create_directories(o.pcap_dir);
+  const std::string pcap_dir =
+      !o.pcap_dir.empty() ? o.pcap_dir : (wire ? default_pcap_dir(o) : std::string());
+  if (!pcap_dir.empty()) std::filesystem::create_directories(pcap_dir);
   std::vector<ScriptResult> results;
   bool ok = true;
   auto play_one = [&](const Script& s, runtime::Mutant m) {
     PlayOptions po;
-    po.tolerance_ns = tol;
-    if (!o.pcap_dir.empty()) {
-      std::string name = s.name;
-      if (m != runtime::Mutant::kNone) name += "." + std::string(runtime::mutant_info(m).name);
-      po.pcap_path = o.pcap_dir + "/" + name + ".pcapng";
-    }
-    auto target = make_reference_target(m);
-    return play(s, *target, po);
+    // On the engine's virtual clock windows hold exactly; on real time the script's own
+    // tolerance (header `tolerance`) applies unless --tolerance says otherwise.
+    po.tolerance_ns = tol_given ? tol : (wire ? s.setup.wire_tolerance_ns : 0);
+    std::string name = s.name;
+    if (m != runtime::Mutant::kNone) name += "." + std::string(runtime::mutant_info(m).name);
+    if (!pcap_dir.empty()) po.pcap_path = pcap_dir + "/" + name + ".pcapng";
+    std::unique_ptr<Target> target =
+        wire ? make_netns_target(o.self, s.path, m,
+                                 pcap_dir.empty() ? "" : pcap_dir + "/" + name + ".log")
+             : make_reference_target(m);
+    ScriptResult r = play(s, *target, po);
+    if (!po.pcap_path.empty() && std::filesystem::exists(po.pcap_path)) r.pcap = po.pcap_path;
+    return r;
   };
   if (o.matrix) {
     // Every script against every mutant: which mutants each script catches.
@@ -239,6 +270,12 @@ int script_main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "play scripts against an implementation");
   add_common(run_cmd);
   run_cmd->add_option("--dut", o.dut, "DUT profile (not supported yet: the reference only)");
+  run_cmd
+      ->add_option("--target", o.target,
+                   "engine: the reference engine in this process on a virtual clock "
+                   "(default, fast, no root); netns: the reference `mrct endpoint` runtime in "
+                   "a namespace pair over AF_PACKET on real time (root)")
+      ->capture_default_str();
   run_cmd->add_option("--mutant", o.mutant, "TEST ONLY: play against this mutant of the reference");
   run_cmd->add_flag("--mutants", o.mutants,
                     "each script must pass against the reference and fail against every mutant "
@@ -254,12 +291,29 @@ int script_main(int argc, char** argv) {
                       "write both directions of every script as DIR/SCRIPT.pcapng");
   CLI::App* check_cmd = app.add_subcommand("check", "parse scripts only (exit 2 on errors)");
   add_common(check_cmd);
+  // Internal: the implementation side of the netns target (started by it, in its namespace).
+  CLI::App* serve_cmd = app.add_subcommand("serve", "");
+  std::string serve_script, serve_mutant = "none";
+  std::vector<std::string> serve_ifaces;
+  serve_cmd->add_option("script", serve_script)->required();
+  serve_cmd->add_option("--ifaces", serve_ifaces)->delimiter(',')->required();
+  serve_cmd->add_option("--mutant", serve_mutant);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (serve_cmd->parsed()) {
+    const std::optional<runtime::Mutant> m = runtime::parse_mutant(serve_mutant);
+    if (!m) {
+      std::cerr << "mrct script serve: --mutant '" << serve_mutant << "' is unknown\n";
+      return 2;
+    }
+    return serve_main(serve_script, serve_ifaces, *m);
+  }
+  std::error_code ec;
+  o.self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   return run(o, check_cmd->parsed());
 }
 

@@ -243,7 +243,7 @@ std::string header_keys_hint() {
          "tester_qpn, "
          "tester_psn, dut_psn, tester_va, tester_rkey, mpr, dynamic_mpr, max_wimm, ack_trigger, "
          "ack_min_add, timeout, retry, recv_wqes, svc_time, trim_nack, reverse_probe, window, "
-         "bound, ignore";
+         "bound, tolerance, ignore";
 }
 
 std::string_view verb_name(Verb v) {

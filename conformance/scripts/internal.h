@@ -1,6 +1,7 @@
 // Private parts of mrc_scripts shared by the parser, the field table and the player.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "conformance/scripts/scripts.h"
+#include "reference-impl/engine/engine.h"
 
 namespace mrc::scripts {
 
@@ -52,5 +54,33 @@ struct SendValues {
 };
 bool build_frame(const Statement& st, const SendValues& v, const Setup& setup, const Bindings& b,
                  std::vector<std::byte>& out, uint8_t& plane, std::string& error);
+
+// The reference as the implementation: the same engine configuration and QP setup for the
+// in-process target and for `mrct script serve` in a namespace, so a script sees the same
+// implementation on both. The tester is node fd::1, MACs 02:00:00:00:01:PLANE; the
+// implementation fd::2, 02:00:00:00:02:PLANE.
+wire::Ipv6Addr gid(uint8_t node);
+wire::MacAddr dut_mac(uint8_t plane);
+wire::MacAddr tester_mac(uint8_t plane);
+engine::EndpointConfig reference_config(const Setup& s, const wire::Ipv6Addr& dut_gid);
+struct ReferenceQp {
+  uint32_t cq = 0, qpn = 0;
+  engine::MemoryRegion mr;
+};
+// Creates the CQ, QP (to RTS), memory region over `mem` (s.mr_bytes, filled with s.mr_fill) and
+// receive WQEs the script's header describes.
+bool setup_reference_qp(engine::Endpoint& ep, const Setup& s, runtime::Mutant mutant, void* mem,
+                        ReferenceQp& q, std::string& error);
+void bind_vars(const Setup& s, const ReferenceQp& q, Bindings& b);
+std::vector<Completion> poll_reference_cq(engine::Endpoint& ep, uint32_t cq);
+bool post_reference_write(engine::Endpoint& ep, uint32_t qpn,
+                          std::deque<std::vector<std::byte>>& sources, uint64_t wr_id, uint32_t len,
+                          std::optional<uint32_t> imm, uint64_t va, uint32_t rkey,
+                          uint8_t fill_seed, std::string& error);
+
+// `mrct script serve`: the reference implementation of a script's header in this process's
+// network namespace, on the interfaces given, driven over stdin/stdout (netns.cc).
+int serve_main(const std::string& script_path, const std::vector<std::string>& ifaces,
+               runtime::Mutant mutant);
 
 }  // namespace mrc::scripts

@@ -89,7 +89,11 @@ class LineParser {
         if (ec != std::errc() || p != num.data() + num.size() || v < 0)
           return fail(column,
                       "expected a duration such as 500us, 2ms or 1s, got '" + std::string(s) + "'");
-        ns = static_cast<uint64_t>(v * static_cast<double>(mult) + 0.5);
+        // Found by script_fuzz: a huge number would overflow the conversion (undefined).
+        const double total = v * static_cast<double>(mult) + 0.5;
+        if (!(total < 1.8e19))
+          return fail(column, "duration '" + std::string(s) + "' is too long (at most 1.8e10 s)");
+        ns = static_cast<uint64_t>(total);
         return true;
       }
     }
@@ -454,6 +458,7 @@ class LineParser {
     if (k == "reverse_probe") return dur(s.reverse_probe_ns);
     if (k == "window") return dur(s.default_window_ns);
     if (k == "bound") return dur(s.bound_ns);
+    if (k == "tolerance") return dur(s.wire_tolerance_ns);
     handled = false;
     return true;
   }

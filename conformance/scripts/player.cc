@@ -425,12 +425,15 @@ class Player {
       if (a.name == "rkey") rkey = x;
       if (a.name == "imm") imm = static_cast<uint32_t>(x);
     }
+    // The WR may leave before the request returns (a real implementation answers over a pipe):
+    // later windows count from when it was posted.
+    const uint64_t posted_ns = target_.now_ns();
     if (!target_.post_write(wr_id, static_cast<uint32_t>(len), imm, va, static_cast<uint32_t>(rkey),
                             seed, why)) {
       why = "post write: " + why;
       return true;
     }
-    prev_ = target_.now_ns();
+    prev_ = posted_ns;
     return true;
   }
 

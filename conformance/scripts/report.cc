@@ -33,6 +33,7 @@ std::string report_json(const std::vector<ScriptResult>& results) {
     j["rules"] = r.rules;
     j["tags"] = r.tags;
     j["timings"] = {{"total_s", r.seconds}};
+    if (!r.pcap.empty()) j["artifacts"] = r.pcap;
     nlohmann::json sts = nlohmann::json::array();
     for (const StatementResult& s : r.statements) {
       nlohmann::json e;

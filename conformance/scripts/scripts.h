@@ -8,8 +8,8 @@
 // it against a Target and returns one result per statement.
 //
 // Targets: ReferenceTarget is the reference engine in this process on a virtual clock (exact
-// timing, no namespaces, mutants from the runtime's Mutator); NetnsTarget (netns.cc) runs it in
-// a network namespace behind a veth, played over AF_PACKET.
+// timing, no namespaces, mutants from the runtime's Mutator); NetnsTarget (netns.cc) runs it as
+// a separate process in a network namespace behind veths, played over AF_PACKET in real time.
 #pragma once
 
 #include <cstdint>
@@ -118,7 +118,10 @@ struct Setup {
   uint64_t reverse_probe_ns = 1'000'000'000;  // responder reverse-EV probe period
   uint64_t default_window_ns = 5'000'000;
   uint64_t bound_ns = 10'000'000'000;  // the whole script, wall clock
-  std::vector<std::string> ignore;     // opcode names of DUT frames the expectations skip
+  // Timing tolerance on real time (the netns target): scheduling, socket and veth latency.
+  // `--tolerance` overrides it; the in-process target runs with 0 unless told otherwise.
+  uint64_t wire_tolerance_ns = 2'000'000;
+  std::vector<std::string> ignore;  // opcode names of DUT frames the expectations skip
   // Mutants of the reference this script must fail against (`mrct script run --mutants`).
   std::vector<std::string> mutants;
 };
@@ -194,6 +197,15 @@ class Target {
 // `mrct endpoint --mutant` does (runtime Mutator), plus script-only mutants (script_mutants()).
 std::unique_ptr<Target> make_reference_target(runtime::Mutant mutant = runtime::Mutant::kNone);
 
+// The wire target (netns.cc): a namespace pair per script (pid-unique names, removed when the
+// target stops, at exit and on SIGINT/SIGTERM), one veth pair per plane; the reference runs in
+// one namespace as `MRCT script serve` (the same engine setup as make_reference_target, on the
+// runtime's AF_PACKET back end, `mutant` applied by the runtime), the player in the other over
+// AF_PACKET on the real clock. Needs root. `script_path`: the script whose header the serve
+// process sets up; `impl_log`: the implementation's stderr (empty: none).
+std::unique_ptr<Target> make_netns_target(const std::string& mrct, const std::string& script_path,
+                                          runtime::Mutant mutant, const std::string& impl_log = {});
+
 // ---------------------------------------------------------------------------------------------
 // Playing
 // ---------------------------------------------------------------------------------------------
@@ -222,6 +234,7 @@ struct ScriptResult {
   std::string error;  // setup error or the first failure, "file:line:column: ..."
   std::vector<StatementResult> statements;
   double seconds = 0;
+  std::string pcap;  // both directions, when written
 };
 
 ScriptResult play(const Script& script, Target& target, const PlayOptions& opts = {});

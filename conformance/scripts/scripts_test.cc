@@ -69,6 +69,11 @@ TEST(ScriptParse, ErrorsNameLineColumnAndWhatWasExpected) {
   EXPECT_EQ(e.pos.column, 4u);
   EXPECT_NE(e.message.find("unit"), std::string::npos) << e.message;
 
+  // Found by script_fuzz: a duration past 2^64 ns is refused, not converted (undefined).
+  e = parse_err("rules MRC-RSP-001\nwait 3333333333333333333333333333333333333ns\n");
+  EXPECT_EQ(e.pos.line, 2u);
+  EXPECT_NE(e.message.find("too long"), std::string::npos) << e.message;
+
   e = parse_err("rules MRC-RSP-001\nexpect SAK\n");
   EXPECT_EQ(e.pos.column, 8u);
   EXPECT_NE(e.message.find("expected an opcode name"), std::string::npos);

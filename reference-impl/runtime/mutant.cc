@@ -69,6 +69,15 @@ constexpr MutantInfo kTable[] = {
     {Mutant::kIgnoreUnexpEvent, "ignore-unexp-event", "MRC-REQ-012",
      "the requester reads NACK UNEXP_EVENT as NO_RESOURCE and retransmits instead of stopping",
      "NACK UNEXP_EVENT (script)"},
+    {Mutant::kIgnoreSackM, "ignore-sack-m", "MRC-EV-009",
+     "the requester reads every SACK's M as 00: SKIP_ONCE / ALWAYS_SKIP move no EV",
+     "SACK M=01/10 (script)"},
+    {Mutant::kIgnoreProbeAnswer, "ignore-probe-answer", "MRC-EV-009",
+     "the requester drops probe SACKs (PR=1): a retired EV never comes back",
+     "probe answers (script)"},
+    {Mutant::kIgnorePortStatus, "ignore-port-status", "MRC-EV-012",
+     "the requester reads PORT_STATUS_UPDATE requests as 'every port up'",
+     "PORT_STATUS_UPDATE (script)"},
 };
 
 constexpr MutantInfo kNoneInfo{Mutant::kNone, "none", "", "no mutation", ""};
@@ -424,6 +433,21 @@ std::span<const std::byte> Mutator::rx_rewrite(std::span<const std::byte> frame,
         return frame;
       s.neth.nack_code = static_cast<uint8_t>(wire::NackCode::kNoResource);
       break;
+    case Mutant::kIgnoreSackM:
+      if (f.op->kind != wire::PacketKind::kMrcSack || f.seth.m == 0 || f.seth.pr) return frame;
+      s.seth.m = 0;
+      break;
+    case Mutant::kIgnoreProbeAnswer:
+      if (f.op->kind != wire::PacketKind::kMrcSack || !f.seth.pr) return frame;
+      ++dropped_;
+      scratch.clear();
+      return scratch;  // an empty frame: the engine counts it as malformed and drops it
+    case Mutant::kIgnorePortStatus:
+      if (f.op->kind != wire::PacketKind::kMrcEndpointRequest ||
+          f.erth.op != static_cast<uint8_t>(wire::EndpointOp::kPortStatusUpdate))
+        return frame;
+      s.erth.port_status_mask = 0xFFFFFFFEu;
+      break;
     default:
       return frame;
   }
@@ -441,7 +465,9 @@ std::span<const std::byte> Mutator::rx_rewrite(std::span<const std::byte> frame,
 std::span<const std::byte> Mutator::on_rx(std::span<const std::byte> frame,
                                           std::vector<std::byte>& scratch) {
   if (mutant_ == Mutant::kAcceptBadIcrc || mutant_ == Mutant::kAcceptForeignOpcode ||
-      mutant_ == Mutant::kIgnoreAckReq || mutant_ == Mutant::kIgnoreUnexpEvent)
+      mutant_ == Mutant::kIgnoreAckReq || mutant_ == Mutant::kIgnoreUnexpEvent ||
+      mutant_ == Mutant::kIgnoreSackM || mutant_ == Mutant::kIgnoreProbeAnswer ||
+      mutant_ == Mutant::kIgnorePortStatus)
     return rx_rewrite(frame, scratch);
   if (mutant_ != Mutant::kIgnoreEcn) return frame;
   wire::DecodedFrame f;

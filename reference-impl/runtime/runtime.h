@@ -110,6 +110,12 @@ enum class Mutant : uint8_t {
   kTsEchoOff,            // SACK/NACK ts_echo one tick late (MRC-CC-002's delay input)
   kIgnoreUnexpEvent,     // requester: received NACK UNEXP_EVENT read as NO_RESOURCE, so the
                          // QP retries instead of stopping (MRC-REQ-012)
+  kIgnoreSackM,          // requester: received SACKs have M cleared, so SKIP_ONCE and
+                         // ALWAYS_SKIP move nothing off their EV (MRC-EV-008, MRC-EV-009)
+  kIgnoreProbeAnswer,    // requester: received probe SACKs (PR=1) are dropped, so a retired
+                         // EV never comes back (MRC-EV-009)
+  kIgnorePortStatus,     // requester: received PORT_STATUS_UPDATE requests read as "every
+                         // port up" (MRC-EV-012)
 };
 
 struct MutantInfo {

@@ -15,7 +15,8 @@ usage or input error (bad scenario, not root, no mrct binary), 130 interrupted."
 
 SUITE_HELP = """Run every scenario under DIR (or the given files) against an implementation
 (the reference endpoint, or --dut PROFILE). Prints a scenario x verdict matrix and writes
-suite.json, suite.xml (JUnit) and suite.md into the artifacts directory.
+suite.json, suite.xml (JUnit) and suite.md into the artifacts directory. Conformance scripts
+(*.mrcs) under the same paths run too, through `mrct script run` (--script-target).
 Exit codes: 0 nothing failed (unsupported and not-run are listed, and fail only with
 --strict), 1 something failed, 2 usage or input error."""
 
@@ -70,6 +71,10 @@ def add_suite_parser(sub) -> None:
     p.add_argument("--strict", action="store_true", help="unsupported and not-run fail too")
     p.add_argument("--summary", default="", help="append the Markdown table to this file "
                    "(e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--script-target", choices=("engine", "netns"), default="engine",
+                   help="where scripts (*.mrcs) play: the reference engine in process on a "
+                   "virtual clock (default), or the reference in a namespace pair over "
+                   "AF_PACKET in real time")
     p.add_argument("--name", default="", help="suite name in reports")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -125,11 +130,13 @@ def cmd_suite(args) -> int:
                                  mrct=args.mrct, dut_path=args.dut,
                                  reference=not args.no_reference, strict=args.strict,
                                  summary_file=args.summary, progress=not args.quiet,
-                                 name=args.name, keep_captures=args.keep_captures)
+                                 name=args.name, keep_captures=args.keep_captures,
+                                 script_target=args.script_target)
     try:
         if args.list:
             for case in suitelib.collect(opts):
-                tags = " ".join(case.scenario.tags) if case.scenario else "INVALID: " + case.error
+                tags = (" ".join(case.scenario.tags) if case.scenario else
+                        " ".join(case.script.tags) if case.script else "INVALID: " + case.error)
                 print(f"{case.name}\t{case.path}\t{tags}")
             return 0
         results, _out = suitelib.run_suite(opts)

@@ -3,6 +3,10 @@
 Scenarios run one after the other by default: each builds its own fabric, and on a 2-core
 machine parallel runs distort the timing-based expectations (goodput, stalls). --jobs N runs
 N scenarios at once in separate processes (fabric builds are serialised by a lock).
+
+Conformance scripts (*.mrcs, docs/scripts.md) under the same paths run next to the scenarios:
+each through `mrct script run` (the engine target by default, --script-target netns for the
+wire), with the same tag selection and mutant mode, merged into the same reports.
 """
 
 from __future__ import annotations
@@ -45,6 +49,16 @@ class SuiteOptions:
     progress: bool = True
     name: str = ""
     keep_captures: str = "failed"
+    script_target: str = "engine"  # engine | netns (mrct script run --target)
+
+
+@dataclasses.dataclass
+class ScriptMeta:
+    """What the suite needs of a script's header (the parser in `mrct script` is the judge of
+    the rest: a script that does not parse comes back as an error result)."""
+    name: str
+    tags: list
+    mutants: list
 
 
 @dataclasses.dataclass
@@ -54,16 +68,45 @@ class Case:
     scenario: sclib.Scenario | None
     mutant: str = ""
     error: str = ""
+    script: ScriptMeta | None = None
+
+
+def discover_scripts(path: str) -> list[str]:
+    """Scripts under a directory (recursively, *.mrcs, sorted), or the file itself."""
+    if os.path.isfile(path):
+        return [path] if path.endswith(".mrcs") else []
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [os.path.join(root, f) for f in sorted(files) if f.endswith(".mrcs")]
+    return out
+
+
+def script_meta(path: str) -> ScriptMeta:
+    tags: list = []
+    mutants: list = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            toks = line.split("#", 1)[0].split()
+            if toks and toks[0] == "tags":
+                tags += toks[1:]
+            elif toks and toks[0] == "mutants":
+                mutants += toks[1:]
+    return ScriptMeta(os.path.splitext(os.path.basename(path))[0], tags, mutants)
 
 
 def collect(opts: SuiteOptions) -> list[Case]:
     files = []
+    scripts = []
     for p in opts.paths:
         if not os.path.exists(p):
             raise runlib.UsageError(f"{p}: no such file or directory")
-        files += sclib.discover(p)
-    if not files:
-        raise runlib.UsageError(f"no scenario files (*.toml) under {', '.join(opts.paths)}")
+        if not p.endswith(".mrcs"):
+            files += sclib.discover(p)
+        scripts += discover_scripts(p)
+    if not files and not scripts:
+        raise runlib.UsageError(f"no scenario files (*.toml) or scripts (*.mrcs) under "
+                                f"{', '.join(opts.paths)}")
     rx = re.compile(opts.filter) if opts.filter else None
     cases = []
     for path in files:
@@ -84,7 +127,61 @@ def collect(opts: SuiteOptions) -> list[Case]:
                 cases.append(Case(f"{sc.name}+{m}", path, sc, mutant=m))
         else:
             cases.append(Case(sc.name, path, sc))
+    for path in scripts:
+        try:
+            meta = script_meta(path)
+        except OSError as err:
+            cases.append(Case(os.path.basename(path), path, None, error=str(err)))
+            continue
+        if rx and not rx.search(meta.name):
+            continue
+        if opts.tags and not set(opts.tags) & set(meta.tags):
+            continue
+        if set(opts.exclude_tags) & set(meta.tags):
+            continue
+        if opts.mutants:
+            for m in meta.mutants:
+                cases.append(Case(f"{meta.name}+{m}", path, None, mutant=m, script=meta))
+        else:
+            cases.append(Case(meta.name, path, None, script=meta))
     return cases
+
+
+def run_script_case(case: Case, case_out: str, opts: SuiteOptions) -> dict:
+    """One script through `mrct script run`; its JSON result is already in the suite's shape
+    (scenario, verdict, reason, tags, timings). A mutant case passes when the script fails."""
+    os.makedirs(case_out, exist_ok=True)
+    res_path = os.path.join(case_out, "result.json")
+    if opts.dut_path:
+        res = _error_result(case, "scripts run against the reference only: `mrct script run "
+                            "--dut` is not done yet")
+        res["verdict"] = "not-run"
+        res["kind"] = "script"
+        return res
+    argv = [opts.mrct, "script", "run", case.path, "--target", opts.script_target,
+            "--json", res_path, "--pcap-dir", case_out, "-q"]
+    if case.mutant:
+        argv += ["--mutant", case.mutant]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode == 2 or not os.path.exists(res_path):
+        res = _error_result(case, f"mrct script run exited {proc.returncode}: "
+                            + proc.stdout.strip()[-400:])
+        res["kind"] = "script"
+        return res
+    with open(res_path) as f:
+        res = json.load(f)[0]
+    res["file"] = case.path
+    res["artifacts"] = case_out
+    res.setdefault("timings", {})["total_s"] = round(time.monotonic() - t0, 3)
+    if case.mutant:
+        res["mutant"] = case.mutant
+        res["scenario"] = case.name
+        caught = res["verdict"] == "fail"
+        res["reason"] = (f"caught: {res.get('reason', '')}" if caught else
+                         f"the script passes against mutant {case.mutant} (it must fail)")
+        res["verdict"] = "pass" if caught else "fail"
+    return res
 
 
 def _error_result(case: Case, reason: str) -> dict:
@@ -130,9 +227,11 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
     cache: dict = {}
 
     def one(i: int, case: Case) -> dict:
+        case_out = os.path.join(out, case.name)
+        if case.script is not None:
+            return run_script_case(case, case_out, opts)
         if case.scenario is None:
             return _error_result(case, case.error)
-        case_out = os.path.join(out, case.name)
         if opts.jobs > 1:
             return _run_subprocess(case, case_out, opts)
         ropts = runlib.RunOptions(out_dir=case_out, seed=opts.seed, mrct=opts.mrct, dut=dut,
@@ -151,7 +250,7 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
                 interrupted = True
                 res = _error_result(case, "interrupted")
                 res["verdict"] = "interrupted"
-            results[i] = _mutant_verdict(res) if case.mutant else res
+            results[i] = _mutant_verdict(res) if case.mutant and not case.script else res
             if res.get("verdict") == "interrupted":
                 interrupted = True  # Ctrl-C inside a run ends that run, then the suite
             print(f"=== {case.name}: {results[i]['verdict'].upper()} "
@@ -169,7 +268,8 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
             for fut in concurrent.futures.as_completed(futs):
                 i = futs[fut]
                 res = fut.result()
-                results[i] = _mutant_verdict(res) if cases[i].mutant else res
+                results[i] = (_mutant_verdict(res) if cases[i].mutant and not cases[i].script
+                              else res)
                 print(f"=== {cases[i].name}: {results[i]['verdict'].upper()}", file=console,
                       flush=True)
     wall = time.monotonic() - t0

@@ -769,6 +769,19 @@ class Cli(unittest.TestCase):
         proc = _util.run_cli("suite", SCENARIOS, "--mutants", "--list")
         self.assertIn("baseline-srv6+wrong-icrc", proc.stdout)
 
+    def test_suite_collects_scripts(self):
+        # Scripts (*.mrcs) under the same paths are cases too, with the same tag selection and
+        # mutant mode (docs/scripts.md, "In mrct suite").
+        proc = _util.run_cli("suite", SCENARIOS, "--tag", "ci-fast", "--list")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        rows = [line.split("\t") for line in proc.stdout.splitlines()]
+        scripts = {r[0] for r in rows if r[1].endswith(".mrcs")}
+        self.assertIn("rsp-sack-entropy-echo", scripts)  # tagged ci-fast
+        self.assertNotIn("rsp-probe-ce", scripts)        # not tagged ci-fast
+        self.assertIn("baseline-srv6", {r[0] for r in rows})
+        proc = _util.run_cli("suite", os.path.join(SCENARIOS, "scripts"), "--mutants", "--list")
+        self.assertIn("req-port-status+ignore-port-status", proc.stdout)
+
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"), "needs root to drop it")
     def test_not_root_message(self):
         env = _util.traffic_env()
