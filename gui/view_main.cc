@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QGuiApplication>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -169,7 +170,9 @@ int view_main(int argc, char** argv) {
   Args a;
   CLI::App app{"Per-path timelines of an MRC capture: one lane per EV, sequence plot, series"};
   app.name(argc > 0 && argv[0] ? argv[0] : "mrct view");
-  app.add_option("capture", a.capture, "Capture file (pcap or pcapng)");
+  app.add_option("capture", a.capture,
+                 "Capture file (pcap or pcapng), or a run directory of `mrct run` / `mrct suite` "
+                 "(its manifest.json, or its captures/, view/, endpoints/, check/ and paths.json)");
   app.add_option("--events", a.events, "Endpoint event log(s), JSON lines (default: detected)");
   app.add_option("--decisions", a.decisions,
                  "Injector decision log(s), JSON lines (default: detected)");
@@ -227,7 +230,10 @@ int view_main(int argc, char** argv) {
   }
 
   LoadOptions opts;
-  opts.capture = a.capture;
+  if (is_run_dir(a.capture))
+    opts.run_dir = a.capture;
+  else
+    opts.capture = a.capture;
   opts.event_logs = a.events;
   opts.decision_logs = a.decisions;
   opts.report = a.report;
@@ -243,6 +249,10 @@ int view_main(int argc, char** argv) {
     if (a.stats) print_stats(m);
     for (const std::string& w : m.warnings())
       std::cerr << app.get_name() << ": warning: " << w << "\n";
+    if (a.list) {
+      for (const std::string& f : m.run().found) std::printf("loaded %s\n", f.c_str());
+      for (const std::string& f : m.run().missing) std::printf("missing %s\n", f.c_str());
+    }
     ViewState s = initial_state(m);
     if (!a.qp.empty()) {
       s.flow = m.find_flow(a.qp);
@@ -274,6 +284,25 @@ int view_main(int argc, char** argv) {
       return kExitUsage;
     }
     s.filter = filter;
+    if (a.violation >= 0) {
+      if (static_cast<size_t>(a.violation) >= m.violations().size()) {
+        std::cerr << app.get_name() << ": --violation " << a.violation << ": the report has "
+                  << m.violations().size() << " failed or warned rule(s)\n";
+        return kExitUsage;
+      }
+      // The violation's whole evidence, as selecting it in the window shows it.
+      const EvidenceFocus focus = m.evidence_focus(m.violations()[a.violation]);
+      if (focus.flow != kNone) s.flow = focus.flow;
+      s.highlighted = focus.frames;
+      s.focus_lanes = focus.lanes;
+      s.focus_intervals = focus.intervals;
+      if (!focus.intervals.empty() && a.from.empty() && a.to.empty()) {
+        const auto [from, to] = focus.intervals.front();
+        const uint64_t pad = std::max<uint64_t>((to - from) / 2, 1000);
+        s.t0 = from > pad ? from - pad : 0;
+        s.t1 = to + pad;
+      }
+    }
     if (!a.select_frame.empty()) {
       const unsigned long n = std::strtoul(a.select_frame.c_str(), nullptr, 10);
       if (n >= 1 && n <= m.frames().size()) s.selected_frame = static_cast<uint32_t>(n - 1);
