@@ -502,13 +502,14 @@ void MainWindow::on_violation(QTreeWidgetItem* item) {
   int e = item->data(0, Qt::UserRole + 1).toInt();
   // The whole evidence (one line of it when an evidence line is selected): its frames, the lanes
   // it is about, its intervals; the flow it lives in.
-  EvidenceFocus focus = model_->evidence_focus(v, e);
+  EvidenceFocus focus = model_->evidence_focus(v);
   if (focus.flow != kNone && focus.flow != controller_->state().flow)
     controller_->set_flow(focus.flow);
   controller_->set_focus(focus.frames, focus.lanes, focus.intervals);
-  if (!focus.intervals.empty()) {
-    // Bring the first interval into view with room on both sides for what bounds it.
-    const auto [from, to] = focus.intervals.front();
+  const EvidenceFocus one = e >= 0 ? model_->evidence_focus(v, e) : focus;
+  if (!one.intervals.empty()) {
+    // Bring the (selected evidence's) interval into view with room for what bounds it.
+    const auto [from, to] = one.intervals.front();
     const uint64_t pad = std::max<uint64_t>((to - from) / 2, 1000);
     const ViewState& st = controller_->state();
     if (from < st.t0 || to > st.t1) controller_->set_range(from > pad ? from - pad : 0, to + pad);
@@ -523,7 +524,7 @@ void MainWindow::on_violation(QTreeWidgetItem* item) {
   }
   if (e >= 0 && static_cast<size_t>(e) < v.evidence.size() &&
       v.evidence[static_cast<size_t>(e)].frame != kNone)
-    controller_->select_frame(v.evidence[static_cast<size_t>(e)].frame, focus.intervals.empty());
+    controller_->select_frame(v.evidence[static_cast<size_t>(e)].frame, one.intervals.empty());
 }
 
 void MainWindow::open_dialog() {

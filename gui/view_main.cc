@@ -101,7 +101,7 @@ bool build_filter(const Args& a, Filter& f, std::string& error) {
       if (!k) {
         error = "--kinds: unknown kind '" + tok +
                 "' (first_tx, retransmit, trimmed, injector_drop, "
-                "sack, nack, probe, ev_state, ack, other)";
+                "sack, nack, probe, ev_state, ack, other, endpoint_op)";
         return false;
       }
       f.kinds |= kind_bit(*k);
@@ -194,7 +194,7 @@ int view_main(int argc, char** argv) {
   app.add_option("--ev", a.evs, "Only these EVs (comma-separated WEVs, e.g. 0xe0010004)");
   app.add_option("--kinds", a.kinds,
                  "Only these mark kinds (comma-separated: first_tx, retransmit, trimmed, "
-                 "injector_drop, sack, nack, probe, ev_state, ack, other)");
+                 "injector_drop, sack, nack, probe, ev_state, ack, other, endpoint_op)");
   app.add_option("--opcode", a.opcode, "Only frames with this BTH opcode")
       ->check(CLI::Range(0, 255));
   app.add_option("--select", a.select_frame, "Select this frame number (1-based) at start");
