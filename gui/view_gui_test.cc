@@ -341,13 +341,14 @@ class ViewGuiTest : public QObject {
     QVERIFY2(w.selection_text()->toPlainText().contains("first transmission     4"),
              qPrintable(w.selection_text()->toPlainText()));
 
-    // Filters: plane 2 leaves lane C only.
+    // Filters: plane 2 leaves lane C and the plane's endpoint operations.
     Filter f2;
     f2.plane = 2;
     w.apply_filter(f2);
     tl->grab();
-    QCOMPARE(tl->timeline_layout().rows.size(), size_t{1});
+    QCOMPARE(tl->timeline_layout().rows.size(), size_t{2});
     QCOMPARE(f.lanes[tl->timeline_layout().rows[0].lane].wev, kEvC);
+    QVERIFY(f.lanes[tl->timeline_layout().rows[1].lane].endpoint);
     Filter none;
     w.apply_filter(none);
     tl->grab();

@@ -701,8 +701,9 @@ bool ViewModel::Impl::index_capture(std::string& error) {
     FrameInfo& fr = frames[e.frame];
     if (from_responder) fr.flags |= kFlagFromResponder;
     const uint64_t mac = from_responder ? e.dst_mac : e.src_mac;
-    const bool by_iface_key = pcapng && opts.planes_from_interfaces;
-    const uint64_t key = by_iface_key ? (1ull << 63) | fr.interface_id : mac;
+    // Both: the plane pass below picks interfaces or MACs once it knows how many interfaces
+    // carry data (a merged pcapng may have one interface for every port).
+    const uint64_t key = (static_cast<uint64_t>(fr.interface_id) << 48) ^ mac;
     FlowBuild& b = build[fi];
     uint32_t l;
     auto it = b.endpoint_lane_of.find(key);
