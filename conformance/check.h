@@ -231,6 +231,11 @@ struct Evidence {
   uint64_t frame = 0;    // 1-based frame number in that capture (0 = none)
   uint64_t ts_ns = 0;
   std::string message;  // expected vs seen
+  // When the violation is about an interval (a gap, a stall) rather than one frame: its start
+  // (ts_ns is its end), and the plane (port, 1-based) it concerns; 0 when not. The viewer shades
+  // the interval and the plane's lanes.
+  uint64_t from_ns = 0;
+  uint8_t port = 0;
 };
 
 struct RuleResult {

@@ -146,12 +146,15 @@ void Engine::rev_on_data(const Obs& o, Flow& fl) {
   if (rv.flagged[k] == ref) return;
   rv.flagged[k] = ref;
   rv.violations++;
-  if (rv.pending.size() < max_evidence)
+  if (rv.pending.size() < max_evidence) {
     rv.pending.push_back({o.point, o.frame_no, o.ts,
                           "data keeps arriving on port " + std::to_string(k) + " from " +
                               format_addr(o.src) + " but no EV probe went back on plane " +
                               std::to_string(k) + " for " + dur(o.ts - ref) + " (since " + at(ref) +
                               "), limit " + dur(limit) + ": expected about one per RTT"});
+    rv.pending.back().from_ns = ref;  // the gap, for the viewer
+    rv.pending.back().port = k;
+  }
 }
 
 void Engine::rev_finish(Flow& fl) {
@@ -162,7 +165,15 @@ void Engine::rev_finish(Flow& fl) {
       return;
     }
   judge(PRB_007, fl.rev.checked);
-  for (Evidence& e : fl.rev.pending) fail_at(PRB_007, e.capture, e.frame, e.ts_ns, e.message);
+  for (Evidence& e : fl.rev.pending) {
+    std::vector<Evidence>& kept = rules[PRB_007].evidence;
+    const size_t before = kept.size();
+    fail_at(PRB_007, e.capture, e.frame, e.ts_ns, e.message);
+    if (kept.size() > before) {
+      kept.back().from_ns = e.from_ns;
+      kept.back().port = e.port;
+    }
+  }
   // Gaps beyond the evidence kept count all the same.
   if (on(PRB_007)) rules[PRB_007].violations += fl.rev.violations - fl.rev.pending.size();
 }

@@ -221,6 +221,8 @@ void write_json(const Report& r, std::ostream& out) {
         ej["frame"] = nullptr;
       }
       ej["ts_ns"] = e.ts_ns;
+      if (e.from_ns != 0) ej["from_ns"] = e.from_ns;
+      if (e.port != 0) ej["port"] = e.port;
       ej["message"] = e.message;
       ev.push_back(std::move(ej));
     }

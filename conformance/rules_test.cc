@@ -1790,5 +1790,24 @@ TEST(EvRules, AResendAfterOnlyAProbeAnswerRetiresNothing) {
   EXPECT_TRUE(fixtures::with_status(r, Status::kFail, true).empty()) << failing_summary(r);
 }
 
+// MRC-PRB-007's evidence says which gap it is about (issue 18: the viewer shades it): from_ns is
+// the gap's start (before its end, ts_ns) and port the plane without reverse EV probes.
+TEST(PrbRules, AMissingReverseProbeGapCarriesItsIntervalAndPort) {
+  fixtures::Trace t;
+  reverse_probes(t, 0);
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_prb007_gap";
+  const Report r = fixtures::run_files(t, dir);
+  const RuleResult* rr = r.result("MRC-PRB-007");
+  ASSERT_NE(rr, nullptr);
+  ASSERT_FALSE(rr->evidence.empty());
+  for (const Evidence& e : rr->evidence) {
+    EXPECT_EQ(e.port, 1);
+    EXPECT_GT(e.from_ns, 0u);
+    EXPECT_LT(e.from_ns, e.ts_ns);
+    EXPECT_GE(e.ts_ns - e.from_ns, 100000u);  // beyond t_reverse_probe_ns
+  }
+}
+
 }  // namespace
 }  // namespace mrc::check

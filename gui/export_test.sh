@@ -30,6 +30,25 @@ grep -q "^#0 fd00::1 -> fd00::2 QP 0x100 (a)" "$dir/list" || fail "--list: no fl
 lanes=$(grep -c "EV 0x" "$dir/list")
 [ "$lanes" -ge 8 ] || fail "--list: only $lanes EV lanes"
 
+# A run directory as `mrct run` lays it out (captures/, endpoints/, no manifest): opened with no
+# other flag, it finds the capture and the event logs and says what it loaded and what is missing.
+run="$dir/scenario"
+mkdir -p "$run/captures" "$run/endpoints"
+cp "$dir/run/a.pcap" "$run/captures/h1-h1-p0.pcap"
+for f in "$dir"/run/*events*.jsonl; do cp "$f" "$run/endpoints/"; done
+cp "$dir/run/decisions.jsonl" "$run/"
+echo '{"verdict": "pass"}' >"$run/result.json"
+"$VIEW" --list "$run" >"$dir/runlist" 2>"$dir/err" || fail "--list RUN_DIR: $(cat "$dir/err")"
+grep -q "^loaded capture: captures/h1-h1-p0.pcap" "$dir/runlist" || fail "RUN_DIR: capture: $(cat "$dir/runlist")"
+grep -q "^loaded event logs: endpoints/" "$dir/runlist" || fail "RUN_DIR: event logs: $(head -5 "$dir/runlist")"
+grep -q "^missing checker report" "$dir/runlist" || fail "RUN_DIR: missing report not named"
+grep -q "^#0 fd00::1 -> fd00::2 QP 0x100 (a)" "$dir/runlist" || fail "RUN_DIR: no flow line"
+"$VIEW" --export "$dir/run.png" "$run" || fail "export of a run directory"
+mkdir -p "$dir/empty-run"
+"$VIEW" --list "$dir/empty-run" 2>"$dir/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "no capture in this run directory" "$dir/err" ||
+  fail "a directory without captures: exit $rc $(cat "$dir/err")"
+
 # Errors: exit 2 with the reason.
 "$VIEW" --export "$dir/x.png" "$dir/missing.pcap" 2>"$dir/err"; rc=$?
 [ $rc -eq 2 ] || fail "missing capture: exit $rc"

@@ -228,7 +228,16 @@ void MainWindow::build_ui() {
   setCentralWidget(split);
 
   status_ = new QLabel;
+  // Ignored width: a long status elides instead of widening the window past the screen.
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  status_->setMinimumWidth(1);
   statusBar()->addWidget(status_, 1);
+  auto* loaded = new QToolButton;
+  loaded->setText(tr("Loaded..."));
+  loaded->setToolTip(tr("What was loaded, and what was looked for and is missing"));
+  connect(loaded, &QToolButton::clicked, this,
+          [this] { QMessageBox::information(this, tr("Loaded"), loaded_text()); });
+  statusBar()->addPermanentWidget(loaded);
   for (ViewWidget* w : {timeline_, sequence_, series_})
     connect(w, &ViewWidget::hover_text, statusBar(),
             [this](const QString& t) { statusBar()->showMessage(t); });
@@ -358,13 +367,19 @@ void MainWindow::populate() {
   if (!m.options().decision_logs.empty())
     arts << tr("%1 decision log(s)").arg(m.options().decision_logs.size());
   if (!m.options().report.empty()) arts << tr("report");
+  if (!m.paths().empty()) arts << tr("path table (%1 paths)").arg(m.paths().size());
   if (!arts.isEmpty()) status += QStringLiteral("; ") + arts.join(QStringLiteral(", "));
+  if (!m.run().dir.empty() && !m.run().missing.empty())
+    status += tr("; missing: %1").arg(m.run().missing.size());
   if (!m.warnings().empty())
     status +=
         tr("; %1 warning(s), first: %2").arg(m.warnings().size()).arg(qs(m.warnings().front()));
   status_->setText(status);
   status_->setToolTip(qs([&] {
+    // What was loaded, what was looked for and not found, then the warnings.
     std::string all;
+    for (const auto& f : m.run().found) all += "loaded " + f + "\n";
+    for (const auto& f : m.run().missing) all += "missing " + f + "\n";
     for (const auto& w : m.warnings()) all += w + "\n";
     return all;
   }()));
@@ -484,11 +499,21 @@ void MainWindow::on_violation(QTreeWidgetItem* item) {
   const int r = item->data(0, Qt::UserRole).toInt();
   if (r < 0 || static_cast<size_t>(r) >= model_->violations().size()) return;
   const Violation& v = model_->violations()[static_cast<size_t>(r)];
-  std::vector<uint32_t> frames;
-  for (const Evidence& e : v.evidence)
-    if (e.frame != kNone) frames.push_back(e.frame);
-  controller_->set_highlighted(frames);
   int e = item->data(0, Qt::UserRole + 1).toInt();
+  // The whole evidence (one line of it when an evidence line is selected): its frames, the lanes
+  // it is about, its intervals; the flow it lives in.
+  EvidenceFocus focus = model_->evidence_focus(v);
+  if (focus.flow != kNone && focus.flow != controller_->state().flow)
+    controller_->set_flow(focus.flow);
+  controller_->set_focus(focus.frames, focus.lanes, focus.intervals);
+  const EvidenceFocus one = e >= 0 ? model_->evidence_focus(v, e) : focus;
+  if (!one.intervals.empty()) {
+    // Bring the (selected evidence's) interval into view with room for what bounds it.
+    const auto [from, to] = one.intervals.front();
+    const uint64_t pad = std::max<uint64_t>((to - from) / 2, 1000);
+    const ViewState& st = controller_->state();
+    if (from < st.t0 || to > st.t1) controller_->set_range(from > pad ? from - pad : 0, to + pad);
+  }
   if (e < 0) {
     // The rule itself: jump to its first evidence that names a frame.
     for (size_t k = 0; k < v.evidence.size(); ++k)
@@ -499,7 +524,7 @@ void MainWindow::on_violation(QTreeWidgetItem* item) {
   }
   if (e >= 0 && static_cast<size_t>(e) < v.evidence.size() &&
       v.evidence[static_cast<size_t>(e)].frame != kNone)
-    controller_->select_frame(v.evidence[static_cast<size_t>(e)].frame, true);
+    controller_->select_frame(v.evidence[static_cast<size_t>(e)].frame, one.intervals.empty());
 }
 
 void MainWindow::open_dialog() {
@@ -512,23 +537,30 @@ void MainWindow::open_dialog() {
   if (!open(o, err)) QMessageBox::warning(this, tr("Cannot open"), err);
 }
 
+QString MainWindow::loaded_text() const {
+  if (!model_) return tr("nothing loaded");
+  const ViewModel& m = *model_;
+  QStringList lines;
+  if (!m.run().dir.empty()) {
+    for (const auto& f : m.run().found) lines << tr("loaded %1").arg(qs(f));
+    for (const auto& f : m.run().missing) lines << tr("missing %1").arg(qs(f));
+  } else {
+    lines << tr("capture: %1").arg(qs(m.capture_path()));
+    for (const auto& f : m.options().event_logs) lines << tr("event log: %1").arg(qs(f));
+    for (const auto& f : m.options().decision_logs) lines << tr("decision log: %1").arg(qs(f));
+    lines << (m.options().report.empty() ? tr("checker report: none found")
+                                         : tr("checker report: %1").arg(qs(m.options().report)));
+  }
+  for (const auto& w : m.warnings()) lines << tr("warning: %1").arg(qs(w));
+  return lines.join(QLatin1Char('\n'));
+}
+
 void MainWindow::open_dir_dialog() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Open run directory"));
   if (dir.isEmpty()) return;
-  const QStringList caps = QDir(dir).entryList({"*.pcap", "*.pcapng"}, QDir::Files, QDir::Name);
-  if (caps.isEmpty()) {
-    QMessageBox::warning(this, tr("No capture"), tr("%1 holds no .pcap or .pcapng file").arg(dir));
-    return;
-  }
-  QString pick = caps.front();
-  if (caps.size() > 1) {
-    bool ok = false;
-    pick = QInputDialog::getItem(this, tr("Capture"), tr("Capture point"), caps, 0, false, &ok);
-    if (!ok) return;
-  }
+  // A run of `mrct run` / `mrct suite`: its manifest (or its usual places) says what to load.
   LoadOptions o;
-  o.capture = QDir(dir).filePath(pick).toStdString();
-  o.artifacts_dir = dir.toStdString();
+  o.run_dir = dir.toStdString();
   QString err;
   if (!open(o, err)) QMessageBox::warning(this, tr("Cannot open"), err);
 }

@@ -41,6 +41,9 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* hex_view() const { return hex_; }
   QPlainTextEdit* selection_text() const { return selection_text_; }
   QComboBox* qp_combo() const { return qp_combo_; }
+  QLabel* status_label() const { return status_; }
+  // What was loaded from where, and what was looked for and is missing (File > What was loaded).
+  QString loaded_text() const;
   // Selects evidence `evidence` of violation `rule` as a click in the list would (-1: the rule).
   void select_violation(int rule, int evidence);
 

@@ -187,6 +187,31 @@ SyntheticRun write_synthetic_run(const std::string& dir, bool with_logs) {
     b.put("ep_request", us(15), s);
   }
   b.put("sack2", us(16), b.sack(kEvC, 5, -1));
+  // Reverse EV probes of the responder toward the requester (to the requester's port MACs), one
+  // on plane 1 and two on plane 2 with a gap between them, and the requester's response.
+  const auto reverse_probe = [&](const std::string& name, double at, uint8_t port) {
+    FrameSpec s = b.base(2, 1, port, 0x00C0000 + port);
+    s.eth.dst = mac(1, port);
+    s.ip6.dscp = mrp0().dscp().control;
+    s.bth.opcode = 0xD8;
+    s.bth.dest_qp = kEndpointOpQpn;
+    s.bth.psn = 0x43;
+    s.erth.op = static_cast<uint8_t>(EndpointOp::kEvProbe);
+    b.put(name, us(at), s);
+  };
+  reverse_probe("rev_probe_p1", 16.5, 1);
+  reverse_probe("rev_probe_p2_a", 17, 2);
+  {
+    FrameSpec s = b.base(1, 2, 2, 0x00C0002);
+    s.ip6.dscp = mrp0().dscp().control;
+    s.bth.opcode = 0xD9;
+    s.bth.dest_qp = kEndpointOpQpn;
+    s.bth.psn = 0x43;
+    s.eeth.op = static_cast<uint8_t>(EndpointOp::kEvProbe);
+    s.eeth.entropy = 0x00C0002;
+    b.put("rev_probe_p2_a_response", us(17.5), s);
+  }
+  reverse_probe("rev_probe_p2_b", 40, 2);
   if (!b.w.close()) throw std::runtime_error(b.w.error());
   if (!with_logs) return run;
 
@@ -269,7 +294,12 @@ SyntheticRun write_synthetic_run(const std::string& dir, bool with_logs) {
                  "log\",\"count\":1,\"evidence\":["
                  "{\"capture\":null,\"frame\":null,\"ts_ns\":" +
                  t(5.5) +
-                 ",\"message\":\"dropped PSN not retransmitted in time\"}]}"
+                 ",\"message\":\"dropped PSN not retransmitted in time\"}]},"
+                 "{\"id\":\"MRC-TEST-004\",\"status\":\"warn\",\"statement\":\"reverse EV "
+                 "probes about once per RTT\",\"count\":1,\"evidence\":["
+                 "{\"capture\":null,\"frame\":null,\"ts_ns\":" +
+                 t(38) + ",\"from_ns\":" + t(16.9) +
+                 ",\"port\":2,\"message\":\"no EV probe went back on plane 2 for 21 us\"}]}"
                  "]}\n");
   return run;
 }

@@ -169,6 +169,79 @@ class ViewGuiTest : public QObject {
     QCOMPARE(hit_sequence(m, s, L, QPoint(int(x), L.plot.top() + 1)), kNone);
   }
 
+  // Issue 18, problem 2: endpoint operations are drawn on their plane's lane, and a violation
+  // about a gap shades the gap and outlines the lanes it is about.
+  void endpoint_lanes_and_a_violations_gap_are_drawn() {
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    ViewState s = initial_state(m);
+    const Flow& f = m.flows()[s.flow];
+    const auto render = [&](const ViewState& st, TimelineLayout& L) {
+      QImage img(1200, 600, QImage::Format_ARGB32_Premultiplied);
+      QPainter p(&img);
+      paint_timeline(p, m, st, img.rect(), &L);
+      return img;
+    };
+    TimelineLayout L;
+    QImage plain = render(s, L);
+    const auto row_rect = [&](uint32_t lane) {
+      for (const auto& r : L.rows)
+        if (r.lane == lane) return QRect(L.plot.left(), r.y, L.plot.width(), r.h);
+      return QRect();
+    };
+    for (uint8_t plane : {uint8_t{1}, uint8_t{2}}) {
+      const QRect r = row_rect(f.endpoint_lane(plane));
+      QVERIFY2(!r.isEmpty(), "no endpoint lane row");
+      QVERIFY2(count_color(plain, r, kind_color(MarkKind::kEndpointOp), 30) > 4,
+               "endpoint operations not drawn");
+    }
+    const Violation& v = m.violations().back();
+    QCOMPARE(v.id, std::string("MRC-TEST-004"));
+    const EvidenceFocus fo = m.evidence_focus(v);
+    s.highlighted = fo.frames;
+    s.focus_lanes = fo.lanes;
+    s.focus_intervals = fo.intervals;
+    QImage focused = render(s, L);
+    // Inside the gap, every lane row is tinted; well before it, none is.
+    const QRect ep2 = row_rect(f.endpoint_lane(2));
+    const int x_in = int(x_of(s, L.plot, (fo.intervals[0].first + fo.intervals[0].second) / 2));
+    const int x_out = int(x_of(s, L.plot, run_.t_ns["d0"])) - 3;
+    const QRgb in = focused.pixel(x_in, ep2.center().y() + 3);
+    const QRgb out = focused.pixel(x_out, ep2.center().y() + 3);
+    QVERIFY2(qRed(in) > qGreen(in) + 15, "the gap is not shaded");
+    QVERIFY2(qRed(out) <= qGreen(out) + 5, "shading outside the gap");
+    QCOMPARE(plain.pixel(x_in, ep2.center().y() + 3), plain.pixel(x_out, ep2.center().y() + 3));
+    // The lanes of plane 2 are outlined, those of plane 1 are not.
+    const QRect ep1 = row_rect(f.endpoint_lane(1));
+    QVERIFY(count_color(focused, QRect(ep2.left() - 100, ep2.top(), 60, ep2.height()), kFocusEdge,
+                        30) > 0);
+    QCOMPARE(
+        count_color(focused, QRect(ep1.left() - 100, ep1.top(), 60, ep1.height()), kFocusEdge, 30),
+        0);
+  }
+
+  // Issue 18, problem 4: the legend wraps instead of cutting off the EV state colour key.
+  void legend_shows_the_ev_state_key_at_a_narrow_width() {
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const ViewState s = initial_state(m);
+    QImage img(800, 500, QImage::Format_ARGB32_Premultiplied);
+    TimelineLayout L;
+    {
+      QPainter p(&img);
+      paint_timeline(p, m, s, img.rect(), &L);
+    }
+    for (EvState st : {EvState::kSkip, EvState::kAssumedBad, EvState::kDenied})
+      QVERIFY2(count_color(img, L.legend, ev_state_color(st), 6) >= 100,
+               qPrintable(QString::fromUtf8(ev_state_label(st).data()) + " key not drawn"));
+  }
+
   void selecting_a_violation_selects_its_frame_on_every_view() {
     MainWindow w;
     LoadOptions o;
@@ -178,7 +251,7 @@ class ViewGuiTest : public QObject {
     w.resize(1400, 900);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    QCOMPARE(w.violations_tree()->topLevelItemCount(), 2);
+    QCOMPARE(w.violations_tree()->topLevelItemCount(), 3);
 
     w.select_violation(0, 0);
     const ViewState& s = w.controller()->state();
@@ -268,13 +341,14 @@ class ViewGuiTest : public QObject {
     QVERIFY2(w.selection_text()->toPlainText().contains("first transmission     4"),
              qPrintable(w.selection_text()->toPlainText()));
 
-    // Filters: plane 2 leaves lane C only.
+    // Filters: plane 2 leaves lane C and the plane's endpoint operations.
     Filter f2;
     f2.plane = 2;
     w.apply_filter(f2);
     tl->grab();
-    QCOMPARE(tl->timeline_layout().rows.size(), size_t{1});
+    QCOMPARE(tl->timeline_layout().rows.size(), size_t{2});
     QCOMPARE(f.lanes[tl->timeline_layout().rows[0].lane].wev, kEvC);
+    QVERIFY(f.lanes[tl->timeline_layout().rows[1].lane].endpoint);
     Filter none;
     w.apply_filter(none);
     tl->grab();

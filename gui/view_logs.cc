@@ -421,6 +421,10 @@ bool ViewModel::Impl::apply_report(const std::string& path, bool explicit_file,
         ev.frame_no = get_u64(e, "frame");
         ev.ts_ns = get_u64(e, "ts_ns").value_or(0);
         ev.message = get_str(e, "message");
+        ev.from_ns = get_u64(e, "from_ns");
+        if (ev.from_ns && *ev.from_ns > ev.ts_ns) ev.from_ns.reset();
+        ev.plane = static_cast<uint8_t>(std::min<uint64_t>(get_u64(e, "port").value_or(0), 255));
+        if (const auto w = get_u64(e, "wev")) ev.wev = static_cast<uint32_t>(*w);
         // The frame in the opened capture: by number when the evidence names this file, else
         // the frame nearest its time (captures of one run share the clock).
         bool same_file = false;
@@ -456,6 +460,273 @@ bool ViewModel::Impl::apply_report(const std::string& path, bool explicit_file,
     }
     violations.push_back(std::move(v));
   }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path table (paths.json)
+// ---------------------------------------------------------------------------------------------
+std::string PathEntry::text() const {
+  std::string s = src + "->" + dst + " EV " + std::to_string(ev) + ": plane " +
+                  std::to_string(plane) + " (port " + std::to_string(plane) + ")";
+  if (t1 >= 0) s += ", T1 " + std::to_string(t1);
+  if (!usids.empty()) {
+    s += ", uSIDs";
+    for (const auto& u : usids) s += " " + u;
+  }
+  if (!hops.empty()) {
+    s += ", via";
+    for (const auto& h : hops) s += " " + h;
+  }
+  return s;
+}
+
+void ViewModel::Impl::apply_paths(const std::string& path) {
+  std::string text, err;
+  if (!read_file(path, text, err)) {
+    warn(err);
+    return;
+  }
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("pairs") || !j["pairs"].is_array()) {
+    warn(path + ": not a path table (no \"pairs\" array), ignored");
+    return;
+  }
+  for (const json& pr : j["pairs"]) {
+    if (!pr.is_object() || !pr.contains("evs") || !pr["evs"].is_array()) continue;
+    for (const json& e : pr["evs"]) {
+      if (!e.is_object()) continue;
+      PathEntry p;
+      p.src = get_str(pr, "src");
+      p.dst = get_str(pr, "dst");
+      p.ev = static_cast<uint32_t>(get_u64(e, "ev").value_or(0));
+      // The table's planes are 0-based; its "port" (= plane + 1) is the numbering the checker,
+      // the event log and the viewer use.
+      p.plane = static_cast<uint8_t>(std::min<uint64_t>(
+          get_u64(e, "port").value_or(get_u64(e, "plane").value_or(0) + 1), 255));
+      if (const auto t = get_u64(e, "t1")) p.t1 = static_cast<int>(*t);
+      p.outer_da = get_str(e, "outer_da");
+      p.egress = get_str(e, "egress");
+      for (const char* key : {"usids", "hops"}) {
+        if (!e.contains(key) || !e[key].is_array()) continue;
+        for (const json& x : e[key])
+          if (x.is_string()) (key[0] == 'u' ? p.usids : p.hops).push_back(x.get<std::string>());
+      }
+      paths.push_back(std::move(p));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run directories
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+bool is_capture_name(const fs::path& p) {
+  const std::string e = p.extension().string();
+  return e == ".pcap" || e == ".pcapng" || e == ".cap";
+}
+
+std::vector<std::string> captures_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && is_capture_name(it->path()) && it->file_size(ec) > 24)
+      out.push_back(it->path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool is_scenario_run(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "manifest.json", ec) ||
+         fs::is_regular_file(dir / "result.json", ec);
+}
+
+std::string rel_to(const fs::path& base, const std::string& p) {
+  std::error_code ec;
+  const fs::path r = fs::relative(p, base, ec);
+  return ec || r.empty() ? p : r.string();
+}
+
+}  // namespace
+
+bool is_run_dir(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && fs::is_directory(path, ec);
+}
+
+bool resolve_run_dir(const std::string& dir_in, RunDir& out, std::string& error) {
+  out = RunDir{};
+  std::error_code ec;
+  fs::path dir(dir_in);
+  if (!fs::is_directory(dir, ec)) {
+    error = dir_in + ": not a directory";
+    return false;
+  }
+  // A suite: one scenario run per subdirectory. Open its first run that did not pass.
+  if (!is_scenario_run(dir)) {
+    std::vector<fs::path> runs;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_directory(ec) && is_scenario_run(it->path())) runs.push_back(it->path());
+    std::sort(runs.begin(), runs.end());
+    if (!runs.empty()) {
+      fs::path pick = runs.front();
+      for (const fs::path& r : runs) {
+        std::string text, err;
+        if (!read_file((r / "result.json").string(), text, err)) continue;
+        const json j = json::parse(text, nullptr, false);
+        if (j.is_object() && get_str(j, "verdict") != "pass") {
+          pick = r;
+          break;
+        }
+      }
+      std::vector<std::string> names;
+      for (const fs::path& r : runs) names.push_back(r.filename().string());
+      if (!resolve_run_dir(pick.string(), out, error)) return false;
+      out.suite = dir.string();
+      out.runs = names;
+      out.found.insert(out.found.begin(), "suite: " + std::to_string(runs.size()) +
+                                              " scenario runs, opened " + pick.filename().string() +
+                                              " (the first that did not pass, else the first)");
+      return true;
+    }
+  }
+  out.dir = dir.string();
+  const auto add_found = [&](const std::string& what, const std::vector<std::string>& files) {
+    std::string line = what + ":";
+    for (const auto& f : files) line += " " + rel_to(dir, f);
+    out.found.push_back(line);
+  };
+  const auto exists = [&](const std::string& p) { return fs::is_regular_file(p, ec); };
+
+  const fs::path manifest = dir / "manifest.json";
+  if (fs::is_regular_file(manifest, ec)) {
+    std::string text, err;
+    if (!read_file(manifest.string(), text, err)) {
+      error = err;
+      return false;
+    }
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      error = manifest.string() + ": not valid JSON";
+      return false;
+    }
+    out.manifest = manifest.string();
+    const auto file = [&](const json& v) {
+      return v.is_string() && !v.get<std::string>().empty() ? (dir / v.get<std::string>()).string()
+                                                            : std::string();
+    };
+    const auto listed = [&](const char* key, const char* what) {
+      const std::string p = j.contains(key) ? file(j[key]) : std::string();
+      if (p.empty()) {
+        out.missing.push_back(std::string(what) + ": none (manifest.json lists none)");
+        return std::string();
+      }
+      if (!exists(p)) {
+        out.missing.push_back(std::string(what) + ": " + rel_to(dir, p) +
+                              " listed in manifest.json but absent");
+        return std::string();
+      }
+      return p;
+    };
+    const auto listed_many = [&](const char* key, const char* what) {
+      std::vector<std::string> v;
+      if (j.contains(key) && j[key].is_array())
+        for (const json& x : j[key]) {
+          const std::string p = file(x.is_object() && x.contains("path") ? x["path"] : x);
+          if (p.empty()) continue;
+          if (exists(p))
+            v.push_back(p);
+          else
+            out.missing.push_back(std::string(what) + ": " + rel_to(dir, p) +
+                                  " listed in manifest.json but absent");
+        }
+      if (v.empty() && (!j.contains(key) || !j[key].is_array() || j[key].empty()))
+        out.missing.push_back(std::string(what) + ": none (manifest.json lists none)");
+      return v;
+    };
+    // The requester's merged capture first, then its own capture points, then the others.
+    const std::string view = j.contains("view_capture") ? file(j["view_capture"]) : std::string();
+    if (!view.empty() && exists(view)) out.captures.push_back(view);
+    if (j.contains("captures") && j["captures"].is_array()) {
+      std::vector<std::string> req, other;
+      for (const json& c : j["captures"]) {
+        const std::string p = file(c.is_object() && c.contains("path") ? c["path"] : c);
+        if (p.empty() || !exists(p)) continue;
+        (c.is_object() && get_str(c, "role") == "requester" ? req : other).push_back(p);
+      }
+      out.captures.insert(out.captures.end(), req.begin(), req.end());
+      out.captures.insert(out.captures.end(), other.begin(), other.end());
+    }
+    out.event_logs = listed_many("event_logs", "event logs");
+    out.decision_logs = listed_many("decision_logs", "decision log");
+    out.report = listed("report", "checker report");
+    out.paths = listed("paths", "path table");
+  } else {
+    // No manifest (a run of an older `mrct run`): the places `mrct run` writes to.
+    for (const char* sub : {"view", "captures"}) {
+      const auto caps = captures_in(dir / sub);
+      if (std::string(sub) == "captures") {
+        // The requester's (the client's node: endpoints/<node>-client.*) capture points first.
+        std::vector<std::string> clients;
+        for (fs::directory_iterator it(dir / "endpoints", ec), end; !ec && it != end;
+             it.increment(ec)) {
+          const std::string n = it->path().filename().string();
+          const size_t c = n.find("-client.");
+          if (c != std::string::npos) clients.push_back(n.substr(0, c) + "-");
+        }
+        std::vector<std::string> req, other;
+        for (const auto& c : caps) {
+          const std::string n = fs::path(c).filename().string();
+          bool mine = false;
+          for (const auto& pre : clients) mine = mine || n.rfind(pre, 0) == 0;
+          (mine ? req : other).push_back(c);
+        }
+        out.captures.insert(out.captures.end(), req.begin(), req.end());
+        out.captures.insert(out.captures.end(), other.begin(), other.end());
+      } else {
+        out.captures.insert(out.captures.end(), caps.begin(), caps.end());
+      }
+    }
+    for (const auto& c : captures_in(dir)) out.captures.push_back(c);
+    const Artifacts top = detect_artifacts(dir.string());
+    const Artifacts eps = detect_artifacts((dir / "endpoints").string());
+    const Artifacts chk = detect_artifacts((dir / "check").string());
+    out.event_logs = eps.event_logs;
+    out.event_logs.insert(out.event_logs.end(), top.event_logs.begin(), top.event_logs.end());
+    out.decision_logs = top.decision_logs;
+    out.report = !chk.report.empty() ? chk.report : top.report;
+    if (exists((dir / "paths.json").string())) out.paths = (dir / "paths.json").string();
+    if (out.event_logs.empty())
+      out.missing.push_back("event logs: none (looked in endpoints/ and the run directory)");
+    if (out.decision_logs.empty())
+      out.missing.push_back(
+          "decision log: none (looked for decisions.jsonl-like logs in the run "
+          "directory; a run without an injector has none)");
+    if (out.report.empty())
+      out.missing.push_back("checker report: none (looked in check/ and the run directory)");
+    if (out.paths.empty()) out.missing.push_back("path table: none (looked for paths.json)");
+  }
+  if (out.captures.empty()) {
+    error = dir_in + ": no capture in this run directory (looked in " +
+            (out.manifest.empty() ? std::string("view/, captures/ and the directory itself")
+                                  : std::string("manifest.json")) +
+            "; a run with --keep-captures failed/none drops them when it passes)";
+    return false;
+  }
+  out.capture = out.captures.front();
+  out.found.insert(out.found.begin(), std::string("run: ") + dir.string() +
+                                          (out.manifest.empty() ? " (no manifest.json: searched)"
+                                                                : " (manifest.json)"));
+  add_found("capture", {out.capture});
+  if (out.captures.size() > 1)
+    out.found.push_back("other captures: " + std::to_string(out.captures.size() - 1) +
+                        " (open one with File > Open capture)");
+  if (!out.event_logs.empty()) add_found("event logs", out.event_logs);
+  if (!out.decision_logs.empty()) add_found("decision log", out.decision_logs);
+  if (!out.report.empty()) add_found("checker report", {out.report});
+  if (!out.paths.empty()) add_found("path table", {out.paths});
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QGuiApplication>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,7 +101,7 @@ bool build_filter(const Args& a, Filter& f, std::string& error) {
       if (!k) {
         error = "--kinds: unknown kind '" + tok +
                 "' (first_tx, retransmit, trimmed, injector_drop, "
-                "sack, nack, probe, ev_state, ack, other)";
+                "sack, nack, probe, ev_state, ack, other, endpoint_op)";
         return false;
       }
       f.kinds |= kind_bit(*k);
@@ -169,7 +170,9 @@ int view_main(int argc, char** argv) {
   Args a;
   CLI::App app{"Per-path timelines of an MRC capture: one lane per EV, sequence plot, series"};
   app.name(argc > 0 && argv[0] ? argv[0] : "mrct view");
-  app.add_option("capture", a.capture, "Capture file (pcap or pcapng)");
+  app.add_option("capture", a.capture,
+                 "Capture file (pcap or pcapng), or a run directory of `mrct run` / `mrct suite` "
+                 "(its manifest.json, or its captures/, view/, endpoints/, check/ and paths.json)");
   app.add_option("--events", a.events, "Endpoint event log(s), JSON lines (default: detected)");
   app.add_option("--profile", a.wire_profile,
                  "Wire profile: MRP0 or a profile file (TOML, docs/wire-format.md section 19)");
@@ -193,7 +196,7 @@ int view_main(int argc, char** argv) {
   app.add_option("--ev", a.evs, "Only these EVs (comma-separated WEVs, e.g. 0xe0010004)");
   app.add_option("--kinds", a.kinds,
                  "Only these mark kinds (comma-separated: first_tx, retransmit, trimmed, "
-                 "injector_drop, sack, nack, probe, ev_state, ack, other)");
+                 "injector_drop, sack, nack, probe, ev_state, ack, other, endpoint_op)");
   app.add_option("--opcode", a.opcode, "Only frames with this BTH opcode")
       ->check(CLI::Range(0, 255));
   app.add_option("--select", a.select_frame, "Select this frame number (1-based) at start");
@@ -229,7 +232,10 @@ int view_main(int argc, char** argv) {
   }
 
   LoadOptions opts;
-  opts.capture = a.capture;
+  if (is_run_dir(a.capture))
+    opts.run_dir = a.capture;
+  else
+    opts.capture = a.capture;
   opts.event_logs = a.events;
   opts.decision_logs = a.decisions;
   opts.report = a.report;
@@ -246,6 +252,10 @@ int view_main(int argc, char** argv) {
     if (a.stats) print_stats(m);
     for (const std::string& w : m.warnings())
       std::cerr << app.get_name() << ": warning: " << w << "\n";
+    if (a.list) {
+      for (const std::string& f : m.run().found) std::printf("loaded %s\n", f.c_str());
+      for (const std::string& f : m.run().missing) std::printf("missing %s\n", f.c_str());
+    }
     ViewState s = initial_state(m);
     if (!a.qp.empty()) {
       s.flow = m.find_flow(a.qp);
@@ -277,6 +287,25 @@ int view_main(int argc, char** argv) {
       return kExitUsage;
     }
     s.filter = filter;
+    if (a.violation >= 0) {
+      if (static_cast<size_t>(a.violation) >= m.violations().size()) {
+        std::cerr << app.get_name() << ": --violation " << a.violation << ": the report has "
+                  << m.violations().size() << " failed or warned rule(s)\n";
+        return kExitUsage;
+      }
+      // The violation's whole evidence, as selecting it in the window shows it.
+      const EvidenceFocus focus = m.evidence_focus(m.violations()[a.violation]);
+      if (focus.flow != kNone) s.flow = focus.flow;
+      s.highlighted = focus.frames;
+      s.focus_lanes = focus.lanes;
+      s.focus_intervals = focus.intervals;
+      if (!focus.intervals.empty() && a.from.empty() && a.to.empty()) {
+        const auto [from, to] = focus.intervals.front();
+        const uint64_t pad = std::max<uint64_t>((to - from) / 2, 1000);
+        s.t0 = from > pad ? from - pad : 0;
+        s.t1 = to + pad;
+      }
+    }
     if (!a.select_frame.empty()) {
       const unsigned long n = std::strtoul(a.select_frame.c_str(), nullptr, 10);
       if (n >= 1 && n <= m.frames().size()) s.selected_frame = static_cast<uint32_t>(n - 1);

@@ -26,8 +26,8 @@ namespace mrc::view {
 // ---------------------------------------------------------------------------------------------
 namespace {
 constexpr std::array<std::string_view, kMarkKindCount> kKindNames = {
-    "first_tx", "retransmit", "trimmed",  "injector_drop", "sack",
-    "nack",     "probe",      "ev_state", "ack",           "other"};
+    "first_tx", "retransmit", "trimmed", "injector_drop", "sack",       "nack",
+    "probe",    "ev_state",   "ack",     "other",         "endpoint_op"};
 constexpr std::array<std::string_view, kMarkKindCount> kKindLabels = {"first transmission",
                                                                       "retransmission",
                                                                       "trimmed",
@@ -37,7 +37,8 @@ constexpr std::array<std::string_view, kMarkKindCount> kKindLabels = {"first tra
                                                                       "probe",
                                                                       "EV state change",
                                                                       "ACK",
-                                                                      "other"};
+                                                                      "other",
+                                                                      "endpoint operation"};
 }  // namespace
 
 std::string_view mark_kind_name(MarkKind k) {
@@ -109,6 +110,7 @@ std::string format_rate(double bps) {
 }
 
 std::string Lane::label() const {
+  if (endpoint) return "endpoint ops";
   return control ? std::string("control") : "EV " + format_wev(wev);
 }
 
@@ -129,7 +131,13 @@ std::string Flow::label() const {
 
 uint32_t Flow::lane_of(uint32_t wev) const {
   for (uint32_t i = 0; i < lanes.size(); ++i)
-    if (!lanes[i].control && lanes[i].wev == wev) return i;
+    if (!lanes[i].control && !lanes[i].endpoint && lanes[i].wev == wev) return i;
+  return kNone;
+}
+
+uint32_t Flow::endpoint_lane(uint8_t plane) const {
+  for (uint32_t i = 0; i < lanes.size(); ++i)
+    if (lanes[i].endpoint && lanes[i].plane == plane) return i;
   return kNone;
 }
 
@@ -249,6 +257,7 @@ uint64_t mac_key(const wire::MacAddr& m) {
 // Build-time state per flow that the public Flow does not keep.
 struct FlowBuild {
   std::unordered_map<uint32_t, uint32_t> lane_of_wev;
+  std::unordered_map<uint64_t, uint32_t> endpoint_lane_of;  // by the requester-side port key
   std::vector<uint64_t> lane_mac;    // src MAC of the lane's first data/probe frame
   std::vector<uint32_t> lane_iface;  // its pcapng interface
   int32_t max_rel = 0;
@@ -372,6 +381,13 @@ bool ViewModel::Impl::index_capture(std::string& error) {
     uint32_t spdcid;  // kNone when the frame carries none (transport ACK)
   };
   std::vector<Pending> pending;  // feedback frames whose flow was not known yet
+  struct PendingEndpointOp {
+    uint32_t frame;
+    wire::Ipv6Addr src, dst;
+    uint64_t src_mac, dst_mac;
+  };
+  // Endpoint operations, attached to a flow of the same two hosts once every flow is known.
+  std::vector<PendingEndpointOp> endpoint_ops;
 
   FlowKey last_key;
   uint32_t last_flow = kNone;
@@ -610,8 +626,25 @@ bool ViewModel::Impl::index_capture(std::string& error) {
         flows[fi].frames.push_back(idx);
         break;
       }
+      case wire::PacketKind::kMrcEndpointRequest:
+      case wire::PacketKind::kMrcEndpointResponse: {
+        fr.kind = MarkKind::kEndpointOp;
+        if (kind == wire::PacketKind::kMrcEndpointResponse) {
+          fr.flags |= kFlagEndpointResponse;
+          if (d.has(wire::kHdrEeth)) {
+            fr.code = d.eeth.op;
+            fr.wev = d.eeth.entropy;  // the WEV the request arrived on
+          }
+        } else {
+          if (d.has(wire::kHdrErth)) fr.code = d.erth.op;
+          const uint32_t fl = d.has_inner_ip6 ? d.inner_ip6.flow_label : d.flow_label();
+          fr.wev = wire::wev_from_carriage(d.ev_format(), profile.ev_stripe(), d.udp.sport, fl);
+        }
+        endpoint_ops.push_back({idx, src, dst, mac, d.has_eth ? mac_key(d.eth.dst) : 0});
+        break;
+      }
       default:
-        fr.kind = MarkKind::kOther;  // endpoint operations, CNP, RC reads/atomics: no flow
+        fr.kind = MarkKind::kOther;  // CNP, RC reads/atomics: no flow
         break;
     }
     frames.push_back(fr);
@@ -650,6 +683,47 @@ bool ViewModel::Impl::index_capture(std::string& error) {
     flows[fi].frames.push_back(p.frame);
   }
 
+  // Endpoint operations: to the first flow between the same two hosts (either direction), on
+  // one lane per requester port. The port is keyed like data lanes are: by the requester's MAC
+  // (source of what it sends, destination of what it receives) or the pcapng interface, so the
+  // plane pass below gives the lane the plane of the data lanes on that port.
+  for (const PendingEndpointOp& e : endpoint_ops) {
+    uint32_t fi = kNone;
+    bool from_responder = false;
+    for (uint32_t c = 0; c < flows.size() && fi == kNone; ++c) {
+      if (flows[c].requester == e.src && flows[c].responder == e.dst) fi = c;
+      if (flows[c].requester == e.dst && flows[c].responder == e.src) {
+        fi = c;
+        from_responder = true;
+      }
+    }
+    if (fi == kNone) continue;  // no data between these hosts: stays outside every flow
+    FrameInfo& fr = frames[e.frame];
+    if (from_responder) fr.flags |= kFlagFromResponder;
+    const uint64_t mac = from_responder ? e.dst_mac : e.src_mac;
+    // Both: the plane pass below picks interfaces or MACs once it knows how many interfaces
+    // carry data (a merged pcapng may have one interface for every port).
+    const uint64_t key = (static_cast<uint64_t>(fr.interface_id) << 48) ^ mac;
+    FlowBuild& b = build[fi];
+    uint32_t l;
+    auto it = b.endpoint_lane_of.find(key);
+    if (it != b.endpoint_lane_of.end()) {
+      l = it->second;
+    } else {
+      Lane lane;
+      lane.endpoint = true;
+      flows[fi].lanes.push_back(std::move(lane));
+      l = static_cast<uint32_t>(flows[fi].lanes.size() - 1);
+      b.endpoint_lane_of.emplace(key, l);
+      b.lane_mac.push_back(mac);
+      b.lane_iface.push_back(fr.interface_id);
+    }
+    fr.flow = fi;
+    fr.lane = l;
+    flows[fi].lanes[l].frames.push_back(e.frame);
+    flows[fi].frames.push_back(e.frame);
+  }
+
   // Lists in time order (captures merged from several points need not be).
   const auto by_time = [&](std::vector<uint32_t>& list) {
     const auto less = [&](uint32_t a, uint32_t b) {
@@ -669,9 +743,11 @@ bool ViewModel::Impl::index_capture(std::string& error) {
     for (uint32_t i : build[fi].lane_iface) ifaces.insert(static_cast<uint8_t>(i));
   const bool by_iface = opts.planes_from_interfaces && pcapng && ifaces.size() > 1;
   std::map<wire::Ipv6Addr, std::vector<uint64_t>> macs_of;
+  // Data lanes only: an endpoint lane's MAC is looked up, never adds a plane of its own.
   for (size_t fi = 0; fi < flows.size(); ++fi)
-    for (uint64_t m : build[fi].lane_mac)
-      if (m != 0) macs_of[flows[fi].requester].push_back(m);
+    for (size_t l = 0; l < build[fi].lane_mac.size(); ++l)
+      if (build[fi].lane_mac[l] != 0 && !flows[fi].lanes[l].endpoint)
+        macs_of[flows[fi].requester].push_back(build[fi].lane_mac[l]);
   for (auto& [a, v] : macs_of) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -686,8 +762,9 @@ bool ViewModel::Impl::index_capture(std::string& error) {
       } else if (build[fi].lane_mac[l] != 0) {
         const auto& v = macs_of[f.requester];
         const auto it = std::lower_bound(v.begin(), v.end(), build[fi].lane_mac[l]);
+        if (lane.endpoint && (it == v.end() || *it != build[fi].lane_mac[l])) continue;
         lane.plane = static_cast<uint8_t>(std::min<ptrdiff_t>(it - v.begin() + 1, 255));
-        lane.plane_source = "source MAC";
+        lane.plane_source = lane.endpoint ? "the requester's MAC" : "source MAC";
       }
     }
   }
@@ -748,6 +825,7 @@ void ViewModel::Impl::finish_ext(Flow& flow) {
     if (x.control != y.control) return y.control;
     const unsigned px = x.plane == 0 ? 256u : x.plane, py = y.plane == 0 ? 256u : y.plane;
     if (px != py) return px < py;
+    if (x.endpoint != y.endpoint) return y.endpoint;
     return x.wev < y.wev;
   });
   std::vector<uint32_t> remap(order.size());
@@ -780,7 +858,7 @@ void ViewModel::Impl::finish_ext(Flow& flow) {
   // Planes of frames follow their lane; planes of the flow.
   std::vector<uint8_t> planes;
   for (const Lane& l : flow.lanes)
-    if (!l.control && l.plane != 0) planes.push_back(l.plane);
+    if (!l.control && !l.endpoint && l.plane != 0) planes.push_back(l.plane);
   std::sort(planes.begin(), planes.end());
   planes.erase(std::unique(planes.begin(), planes.end()), planes.end());
   flow.planes = planes;
@@ -853,7 +931,7 @@ void ViewModel::Impl::finish_ext(Flow& flow) {
   // RTT at the capture point: acknowledgement time minus the time of the packet it answers,
   // found on the same lane (the EV the acknowledgement echoes).
   for (Lane& l : flow.lanes) {
-    if (l.control) continue;
+    if (l.control || l.endpoint) continue;
     for (size_t p = 0; p < l.frames.size(); ++p) {
       const FrameInfo& ack = frames[l.frames[p]];
       if (ack.kind != MarkKind::kSack && ack.kind != MarkKind::kNack) continue;
@@ -918,6 +996,25 @@ bool ViewModel::load(const LoadOptions& opts_in, std::string& error) {
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
   m.opts = opts_in;
+  // A capture inside a run directory (captures/, view/) gets the run's artifacts as well.
+  if (m.opts.run_dir.empty() && !m.opts.capture.empty() && m.opts.detect) {
+    namespace fs = std::filesystem;
+    const fs::path parent = fs::path(m.opts.capture).parent_path();
+    std::error_code ec;
+    if ((parent.filename() == "captures" || parent.filename() == "view") &&
+        (fs::is_regular_file(parent.parent_path() / "manifest.json", ec) ||
+         fs::is_regular_file(parent.parent_path() / "result.json", ec)))
+      m.opts.run_dir = parent.parent_path().string();
+  }
+  if (!m.opts.run_dir.empty()) {
+    if (!resolve_run_dir(m.opts.run_dir, m.run, error)) return false;
+    // Explicit files win; the run fills what was not given.
+    if (m.opts.capture.empty()) m.opts.capture = m.run.capture;
+    if (m.opts.event_logs.empty()) m.opts.event_logs = m.run.event_logs;
+    if (m.opts.decision_logs.empty()) m.opts.decision_logs = m.run.decision_logs;
+    if (m.opts.report.empty()) m.opts.report = m.run.report;
+    m.opts.detect = false;
+  }
   if (m.opts.capture.empty()) {
     error = "no capture file given";
     return false;
@@ -967,6 +1064,7 @@ bool ViewModel::load(const LoadOptions& opts_in, std::string& error) {
   for (Flow& f : m.flows) m.finish_ext(f);
   if (!m.opts.report.empty() && !m.apply_report(m.opts.report, !opts_in.report.empty(), error))
     return false;
+  if (!m.run.paths.empty()) m.apply_paths(m.run.paths);
   m.stats.logs_ms = ms_since(t_logs);
   m.stats.total_ms = ms_since(t0);
   return true;
@@ -993,6 +1091,107 @@ const std::vector<Flow>& ViewModel::flows() const {
 const std::vector<Violation>& ViewModel::violations() const {
   return impl_->violations;
 }
+const RunDir& ViewModel::run() const {
+  return impl_->run;
+}
+const std::vector<PathEntry>& ViewModel::paths() const {
+  return impl_->paths;
+}
+
+const PathEntry* ViewModel::path_of(uint32_t frame) const {
+  const Impl& m = *impl_;
+  if (m.paths.empty() || frame >= m.frames.size()) return nullptr;
+  const FrameInfo& fr = m.frames[frame];
+  if (fr.kind != MarkKind::kFirstTx && fr.kind != MarkKind::kRetransmit &&
+      fr.kind != MarkKind::kTrimmed && fr.kind != MarkKind::kProbe)
+    return nullptr;
+  wire::DecodedFrame d;
+  if (!decode(frame, d) || !d.has_inner_ip6 || d.l3 != 6) return nullptr;
+  // SRv6: the outer destination names the path (its uSID list).
+  const std::string da = wire::format_ipv6(d.ip6.dst);
+  for (const PathEntry& p : m.paths)
+    if (p.outer_da == da) return &p;
+  return nullptr;
+}
+
+EvidenceFocus ViewModel::evidence_focus(const Violation& v, int evidence) const {
+  const Impl& m = *impl_;
+  EvidenceFocus out;
+  std::vector<const Evidence*> evs;
+  for (size_t e = 0; e < v.evidence.size(); ++e)
+    if (evidence < 0 || static_cast<size_t>(evidence) == e) evs.push_back(&v.evidence[e]);
+  for (const Evidence* e : evs) {
+    if (e->frame == kNone) continue;
+    out.frames.push_back(e->frame);
+    if (out.flow == kNone) out.flow = m.frames[e->frame].flow;
+  }
+  if (out.flow == kNone) out.flow = busiest_flow();
+  if (out.flow == kNone) return out;
+  const Flow& f = m.flows[out.flow];
+  const auto add_lane = [&](uint32_t l) {
+    if (l != kNone && std::find(out.lanes.begin(), out.lanes.end(), l) == out.lanes.end())
+      out.lanes.push_back(l);
+  };
+  const auto add_frame = [&](uint32_t i) {
+    if (std::find(out.frames.begin(), out.frames.end(), i) == out.frames.end())
+      out.frames.push_back(i);
+  };
+  for (const Evidence* e : evs) {
+    std::vector<uint32_t> lanes;
+    if (e->wev) {
+      lanes.push_back(f.lane_of(*e->wev));
+    } else if (e->plane != 0) {
+      for (uint32_t l = 0; l < f.lanes.size(); ++l)
+        if (f.lanes[l].plane == e->plane && !f.lanes[l].control) lanes.push_back(l);
+    } else if (e->frame != kNone && m.frames[e->frame].flow == out.flow) {
+      lanes.push_back(m.frames[e->frame].lane);
+    }
+    for (uint32_t l : lanes) add_lane(l);
+    if (!e->from_ns) continue;
+    out.intervals.emplace_back(*e->from_ns, e->ts_ns);
+    // The frames that bound the gap, on the lanes it is about: on the plane's endpoint lane
+    // (a plane-wide finding is about endpoint operations when the plane has them), the request
+    // nearest its start and the next request in the same direction; on an EV's lane, the frame
+    // nearest the start and the first at or after its end. Times are the capture point's, so
+    // "nearest" rather than "at or before".
+    uint32_t focus = kNone;
+    if (e->wev)
+      focus = f.lane_of(*e->wev);
+    else if (e->plane != 0)
+      focus = f.endpoint_lane(e->plane);
+    if (focus == kNone) continue;
+    const Lane& lane = f.lanes[focus];
+    const bool ops = lane.endpoint;
+    const auto usable = [&](uint32_t i) {
+      return !ops || (m.frames[i].flags & kFlagEndpointResponse) == 0;
+    };
+    uint32_t start = kNone;
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i : lane.frames) {
+      if (!usable(i)) continue;
+      const uint64_t t = m.frames[i].ts_ns;
+      const uint64_t dist = t > *e->from_ns ? t - *e->from_ns : *e->from_ns - t;
+      if (t > e->ts_ns && start != kNone) break;
+      if (dist < best) {
+        best = dist;
+        start = i;
+      }
+    }
+    if (start == kNone) continue;
+    add_frame(start);
+    const uint16_t dir = m.frames[start].flags & kFlagFromResponder;
+    for (uint32_t i : lane.frames) {
+      const FrameInfo& c = m.frames[i];
+      if (c.ts_ns <= m.frames[start].ts_ns || !usable(i)) continue;
+      if (ops ? (c.flags & kFlagFromResponder) == dir : c.ts_ns >= e->ts_ns) {
+        add_frame(i);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 uint64_t ViewModel::first_ns() const {
   return impl_->first_ns;
 }
@@ -1057,6 +1256,17 @@ std::string ViewModel::describe(uint32_t frame) const {
     s += " code " + (n.empty() ? std::to_string(fr.code) : std::string(n));
   }
   if (fr.flags & kFlagProbeReply) s += " (answers probe " + std::to_string(fr.aux) + ")";
+  if (fr.kind == MarkKind::kEndpointOp) {
+    s += fr.code == static_cast<uint8_t>(wire::EndpointOp::kEvProbe) ? ": EV probe"
+         : fr.code == static_cast<uint8_t>(wire::EndpointOp::kPortStatusUpdate)
+             ? ": port status"
+             : ": op " + std::to_string(fr.code);
+    s += (fr.flags & kFlagEndpointResponse) ? " response" : " request";
+    if (fr.flow != kNone)
+      s += (fr.flags & kFlagFromResponder) ? " (responder -> requester)"
+                                           : " (requester -> responder)";
+    s += ", EV " + format_wev(fr.wev);
+  }
   if (fr.flags & kFlagCe) s += ", ECN CE";
   s += "\n";
   if (fr.flags & kFlagDecodeError) s += "decode error (see the field tree)\n";
@@ -1069,7 +1279,8 @@ std::string ViewModel::describe(uint32_t frame) const {
     if (l.plane) s += ", plane " + std::to_string(l.plane) + " (from " + l.plane_source + ")";
     s += "\n";
   }
-  if (fr.kind != MarkKind::kProbe) {
+  if (const PathEntry* p = path_of(frame)) s += "path: " + p->text() + "\n";
+  if (fr.kind != MarkKind::kProbe && fr.kind != MarkKind::kEndpointOp) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "PSN 0x%06x (relative %+d)\n", fr.psn, fr.rel_psn);
     s += buf;

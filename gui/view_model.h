@@ -40,8 +40,11 @@ enum class MarkKind : uint8_t {
   kEvState,  // EV state change in the event log
   kAck,      // transport ACK / NAK
   kOther,    // anything else of the flow
+  // An endpoint operation between the flow's two hosts (BTH.DestQP 2): EV probe or port-status
+  // update, request or response. Drawn on the plane's "endpoint ops" lane.
+  kEndpointOp,
 };
-inline constexpr size_t kMarkKindCount = 10;
+inline constexpr size_t kMarkKindCount = 11;
 std::string_view mark_kind_name(MarkKind k);   // "first_tx", "retransmit", ...
 std::string_view mark_kind_label(MarkKind k);  // "first transmission", ...
 std::optional<MarkKind> parse_mark_kind(std::string_view name);
@@ -61,8 +64,10 @@ enum FrameFlag : uint16_t {
   kFlagTrimmedLater = 1u << 7,    // the decision log trims it after the capture point
   kFlagDelivered = 1u << 8,       // counted as goodput (first delivery of its PSN)
   kFlagAckReq = 1u << 9,
-  kFlagRawIp = 1u << 10,           // link type raw IP (else Ethernet)
-  kFlagSackAlwaysSkip = 1u << 11,  // SACK/NACK M = ALWAYS_SKIP
+  kFlagRawIp = 1u << 10,             // link type raw IP (else Ethernet)
+  kFlagSackAlwaysSkip = 1u << 11,    // SACK/NACK M = ALWAYS_SKIP
+  kFlagEndpointResponse = 1u << 12,  // endpoint operation response (EETH), else request (ERTH)
+  kFlagFromResponder = 1u << 13,     // endpoint operation sent by the flow's responder
 };
 
 // One captured frame, as the index keeps it.
@@ -81,7 +86,7 @@ struct FrameInfo {
   uint8_t opcode = 0;
   MarkKind kind = MarkKind::kOther;
   uint8_t plane = 0;         // 1-based, 0 unknown
-  uint8_t code = 0;          // NACK code
+  uint8_t code = 0;          // NACK code; endpoint operation: wire::EndpointOp
   uint8_t interface_id = 0;  // pcapng interface (saturated at 255)
 };
 
@@ -128,9 +133,10 @@ struct SackInfo {
 
 struct Lane {
   uint32_t wev = 0;
-  bool control = false;          // the flow's reverse-path lane: ACKs, dropped feedback
-  uint8_t plane = 0;             // 1-based, 0 unknown
-  std::string plane_source;      // "event log", "pcapng interface", "source MAC", ""
+  bool control = false;      // the flow's reverse-path lane: ACKs, dropped feedback
+  bool endpoint = false;     // the plane's endpoint operations (EV probes, port status), both ways
+  uint8_t plane = 0;         // 1-based, 0 unknown
+  std::string plane_source;  // "event log", "pcapng interface", "source MAC", ""
   std::vector<uint32_t> frames;  // frame indices, time order
   std::vector<uint32_t> ext;     // indices into Flow::ext, time order
   std::array<uint64_t, kMarkKindCount> counts{};
@@ -139,7 +145,7 @@ struct Lane {
   // Goodput: delivered payload bytes, as prefix sums over time.
   std::vector<uint64_t> deliv_ts;
   std::vector<uint64_t> deliv_cum;
-  std::string label() const;  // "EV 0xe0010002" / "control"
+  std::string label() const;  // "EV 0xe0010002" / "control" / "endpoint ops"
 };
 
 struct Flow {
@@ -158,11 +164,12 @@ struct Flow {
   std::array<uint64_t, kMarkKindCount> counts{};
   uint64_t first_ns = 0, last_ns = 0;
   int32_t min_rel_psn = 0, max_rel_psn = 0;
-  std::vector<uint64_t> deliv_ts, deliv_cum;  // goodput over all lanes
-  std::vector<uint8_t> planes;                // distinct planes, ascending
-  std::string label() const;                  // "fd00::1 -> fd00::2 QP 0x100"
-  uint32_t lane_of(uint32_t wev) const;       // kNone when absent (control lane excluded)
-  uint32_t control_lane() const;              // kNone when absent
+  std::vector<uint64_t> deliv_ts, deliv_cum;    // goodput over all lanes
+  std::vector<uint8_t> planes;                  // distinct planes, ascending
+  std::string label() const;                    // "fd00::1 -> fd00::2 QP 0x100"
+  uint32_t lane_of(uint32_t wev) const;         // kNone when absent (control, endpoint excluded)
+  uint32_t control_lane() const;                // kNone when absent
+  uint32_t endpoint_lane(uint8_t plane) const;  // kNone when absent
 };
 
 // The checker report's failed / warned rules and the frames they name.
@@ -173,6 +180,21 @@ struct Evidence {
   std::string message;
   uint32_t frame = kNone;  // resolved in the opened capture
   bool by_time = false;    // resolved by timestamp (the evidence names another capture)
+  // What the violation is about beyond one frame, when the report says: the interval
+  // [from_ns, ts_ns] (a gap, a stall), the plane (the checker's port) and the EV.
+  std::optional<uint64_t> from_ns;
+  uint8_t plane = 0;
+  std::optional<uint32_t> wev;
+};
+
+// Everything a violation's evidence points at in the opened capture: the frames it names, the
+// interval it is about, the lanes (EV, or a whole plane) and, for a gap, the frames that bound it
+// on the lanes involved (the last before and the first after).
+struct EvidenceFocus {
+  uint32_t flow = kNone;
+  std::vector<uint32_t> frames;  // named frames first, then bounding frames; capture indices
+  std::vector<uint32_t> lanes;   // lane indices in `flow`
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;  // absolute ns
 };
 
 struct Violation {
@@ -182,6 +204,10 @@ struct Violation {
 };
 
 struct LoadOptions {
+  // A run directory of `mrct run` (or `mrct suite`: its first failed scenario, else its first):
+  // the capture and every artifact come from its manifest.json, or from a search of its usual
+  // places when it has none (see RunDir). Fills the fields below that are empty.
+  std::string run_dir;
   std::string capture;
   std::vector<std::string> event_logs;
   std::vector<std::string> decision_logs;
@@ -204,6 +230,35 @@ struct Artifacts {
   std::string report;
 };
 Artifacts detect_artifacts(const std::string& dir);
+
+// The EV -> path table of a run (paths.json of the testbed, schema mrctb-paths/1).
+struct PathEntry {
+  std::string src, dst;  // node names
+  uint32_t ev = 0;       // EV index of the pair
+  uint8_t plane = 0;     // 1-based (the table's 0-based plane + 1, = its NIC port)
+  int t1 = -1;
+  std::string outer_da, egress;
+  std::vector<std::string> usids, hops;
+  std::string text() const;  // "h1->h2 EV 2: plane 1 (port 1), T1 1, uSIDs 0100 0201 ..."
+};
+
+// What a run directory holds, as the viewer resolved it.
+struct RunDir {
+  std::string dir;       // the scenario run opened
+  std::string manifest;  // its manifest.json, when it had one (else the artifacts were searched)
+  std::string suite;     // the suite directory, when `dir` was one of its runs
+  std::vector<std::string> runs;      // a suite's scenario runs
+  std::vector<std::string> captures;  // every capture of the run (the opened one first)
+  std::string capture, report, paths;
+  std::vector<std::string> event_logs, decision_logs;
+  // One line per kind of artifact: "report: check/report.json" or "report: missing (looked
+  // in manifest.json, check/*.json)". Shown by the status bar and `--list`.
+  std::vector<std::string> found, missing;
+};
+// Resolves a run directory. False with `error` naming the directory when it is no run (neither a
+// manifest nor any capture where a run keeps them).
+bool resolve_run_dir(const std::string& dir, RunDir& out, std::string& error);
+bool is_run_dir(const std::string& path);  // a directory (of a run or a suite)
 
 struct LoadStats {
   uint64_t frames = 0, roce_frames = 0, decode_errors = 0, other_frames = 0;
@@ -255,6 +310,12 @@ class ViewModel {
   const std::vector<FrameInfo>& frames() const;
   const std::vector<Flow>& flows() const;
   const std::vector<Violation>& violations() const;
+  const RunDir& run() const;  // dir empty when no run directory was opened
+  const std::vector<PathEntry>& paths() const;
+  // The path table entry of a data frame: by its outer (SRv6) destination address, or by its
+  // EV when the table's pair and EV index match. nullptr when unknown.
+  const PathEntry* path_of(uint32_t frame) const;
+  EvidenceFocus evidence_focus(const Violation& v, int evidence = -1) const;
   uint64_t first_ns() const;
   uint64_t last_ns() const;
   bool is_pcapng() const;

@@ -26,6 +26,8 @@ struct ViewModel::Impl {
   std::vector<FrameInfo> frames;
   std::vector<Flow> flows;
   std::vector<Violation> violations;
+  RunDir run;
+  std::vector<PathEntry> paths;
   std::vector<std::vector<RtxEvent>> rtx_events;  // per flow
   std::vector<uint32_t> frame_orig_len;           // only when some frame was snapped
   // Log entries that explain a frame without a mark of their own (a trim the capture shows).
@@ -47,6 +49,7 @@ struct ViewModel::Impl {
   void apply_event_log(const std::string& path);
   void apply_decision_log(const std::string& path);
   bool apply_report(const std::string& path, bool explicit_file, std::string& error);
+  void apply_paths(const std::string& path);
 
   // Helpers for the logs.
   uint32_t lane_for(Flow& flow, uint32_t flow_index, uint32_t wev, bool create);

@@ -32,6 +32,10 @@ const Lane& lane_of(const Flow& f, uint32_t wev) {
   return f.lanes[l];
 }
 
+const Flow& main_flow_of(const ViewModel& m) {
+  return m.flows()[m.busiest_flow()];
+}
+
 bool contains(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;
 }
@@ -65,20 +69,20 @@ class ViewModelTest : public QObject {
   }
 
   void frames_and_flows() {
-    QCOMPARE(model_.frames().size(), size_t{17});
-    QCOMPARE(model_.stats().roce_frames, uint64_t{16});
+    QCOMPARE(model_.frames().size(), size_t{21});
+    QCOMPARE(model_.stats().roce_frames, uint64_t{20});
     QCOMPARE(model_.flows().size(), size_t{2});
     const Flow& f = main_flow();
     QCOMPARE(f.responder_qpn, kResponderQpn);
     QVERIFY(f.requester_qpn.has_value());
     QCOMPARE(*f.requester_qpn, kRequesterQpn);
     QCOMPARE(f.requester_node, std::string("a"));
-    QCOMPARE(f.frames.size(), size_t{14});
+    QCOMPARE(f.frames.size(), size_t{19});  // 14 of the QP, 5 endpoint operations
     QCOMPARE(f.label(), std::string("fd00::1 -> fd00::2 QP 0x11 (a)"));
-    // Frames outside every flow: plain UDP and the endpoint request.
+    // Outside every flow: plain UDP. The endpoint request between the flow's hosts is in it.
     QCOMPARE(model_.frames()[run_.frame["udp_other"]].flow, kNone);
     QCOMPARE(model_.frames()[run_.frame["udp_other"]].flags & kFlagRoce, 0);
-    QCOMPARE(model_.frames()[run_.frame["ep_request"]].flow, kNone);
+    QCOMPARE(model_.frames()[run_.frame["ep_request"]].flow, model_.busiest_flow());
     QCOMPARE(model_.find_flow("0x33"), model_.frames()[run_.frame["other_flow"]].flow);
     QCOMPARE(model_.find_flow("0x22"), model_.busiest_flow());
     QCOMPARE(model_.find_flow("#1"), 1u);
@@ -88,20 +92,24 @@ class ViewModelTest : public QObject {
 
   void one_lane_per_ev_grouped_by_plane() {
     const Flow& f = main_flow();
-    QCOMPARE(f.lanes.size(), size_t{4});
+    QCOMPARE(f.lanes.size(), size_t{6});
     QCOMPARE(f.lanes[0].wev, kEvA);
     QCOMPARE(f.lanes[1].wev, kEvB);
-    QCOMPARE(f.lanes[2].wev, kEvC);
-    QVERIFY(f.lanes[3].control);
+    QVERIFY(f.lanes[2].endpoint);  // after the plane's EVs
+    QCOMPARE(f.lanes[3].wev, kEvC);
+    QVERIFY(f.lanes[4].endpoint);
+    QVERIFY(f.lanes[5].control);
     QCOMPARE(int(f.lanes[0].plane), 1);
     QCOMPARE(int(f.lanes[1].plane), 1);
-    QCOMPARE(int(f.lanes[2].plane), 2);
+    QCOMPARE(int(f.lanes[2].plane), 1);
+    QCOMPARE(int(f.lanes[3].plane), 2);
+    QCOMPARE(int(f.lanes[4].plane), 2);
     QCOMPARE(f.lanes[1].plane_source, std::string("event log"));
     QCOMPARE(f.planes, (std::vector<uint8_t>{1, 2}));
     QCOMPARE(lane_of(f, kEvA).frames.size(), size_t{4});
     QCOMPARE(lane_of(f, kEvB).frames.size(), size_t{4});
     QCOMPARE(lane_of(f, kEvC).frames.size(), size_t{5});
-    QCOMPARE(f.lanes[3].frames.size(), size_t{1});
+    QCOMPARE(f.lanes[5].frames.size(), size_t{1});
     // Lane lists are in time order.
     for (const Lane& l : f.lanes)
       for (size_t i = 1; i < l.frames.size(); ++i)
@@ -219,7 +227,7 @@ class ViewModelTest : public QObject {
 
   void report_violations_resolve_to_frames() {
     const auto& v = model_.violations();
-    QCOMPARE(v.size(), size_t{2});  // the passing rule is not listed
+    QCOMPARE(v.size(), size_t{3});  // the passing rule is not listed
     QCOMPARE(v[0].id, std::string("MRC-TEST-001"));
     QCOMPARE(v[0].evidence.size(), size_t{2});
     QCOMPARE(v[0].evidence[0].frame, run_.frame["r4"]);
@@ -244,7 +252,7 @@ class ViewModelTest : public QObject {
     Filter plane2;
     plane2.plane = 2;
     st = model_.selection_stats(model_.busiest_flow(), f.first_ns, f.last_ns, plane2);
-    QCOMPARE(st.frames, uint64_t{5});  // lane C only
+    QCOMPARE(st.frames, uint64_t{8});  // lane C and plane 2's endpoint operations
     QCOMPARE(st.rtt_samples, uint64_t{2});
     QCOMPARE(st.rtt_min_ns, 2000.0);
     Filter kinds;
@@ -293,6 +301,152 @@ class ViewModelTest : public QObject {
     QCOMPARE(a.report, (dir / "verdict.json").string());
   }
 
+  // Issue 18, problem 1: a scenario run keeps its captures in captures/ (and view/), its event
+  // logs in endpoints/, its report in check/. Opening the run directory, or a capture inside it,
+  // must find them all, and say what it looked for and did not find.
+  void a_run_directory_opens_with_every_artifact() {
+    namespace fs = std::filesystem;
+    const fs::path dir = tmp_.filePath("scenario-run").toStdString();
+    for (const char* sub : {"captures", "endpoints", "check"}) fs::create_directories(dir / sub);
+    fs::copy_file(run_.capture, dir / "captures" / "h1-h1-p0.pcap");
+    fs::copy_file(run_.events, dir / "endpoints" / "h1-client.events.jsonl");
+    std::ofstream(dir / "endpoints" / "h1-client.stdout") << "done\n";
+    fs::copy_file(run_.decisions, dir / "decisions.jsonl");
+    fs::copy_file(run_.report, dir / "check" / "report.json");
+    std::ofstream(dir / "check" / "dut-profile.json") << "{\"qps\": []}";
+    std::ofstream(dir / "result.json") << "{\"verdict\": \"fail\"}";
+
+    // A capture of the run, opened on its own (the way `mrct view captures/x.pcap` is).
+    {
+      ViewModel m;
+      LoadOptions o;
+      o.capture = (dir / "captures" / "h1-h1-p0.pcap").string();
+      std::string err;
+      QVERIFY2(m.load(o, err), err.c_str());
+      QCOMPARE(m.options().report, (dir / "check" / "report.json").string());
+      QCOMPARE(m.options().event_logs.size(), size_t{1});
+      QCOMPARE(m.violations().size(), size_t{3});
+    }
+    // The directory, without a manifest: searched; the missing path table is named.
+    {
+      ViewModel m;
+      LoadOptions o;
+      o.run_dir = dir.string();
+      std::string err;
+      QVERIFY2(m.load(o, err), err.c_str());
+      QCOMPARE(m.capture_path(), (dir / "captures" / "h1-h1-p0.pcap").string());
+      QCOMPARE(m.options().event_logs,
+               std::vector<std::string>{(dir / "endpoints" / "h1-client.events.jsonl").string()});
+      QCOMPARE(m.options().decision_logs,
+               std::vector<std::string>{(dir / "decisions.jsonl").string()});
+      QCOMPARE(m.options().report, (dir / "check" / "report.json").string());
+      QVERIFY(m.run().manifest.empty());
+      QCOMPARE(m.run().missing.size(), size_t{1});
+      QVERIFY2(contains(m.run().missing[0], "path table"), m.run().missing[0].c_str());
+      QVERIFY(!main_flow_of(m).lanes.empty());
+      QCOMPARE(m.violations().size(), size_t{3});
+    }
+    // With a manifest (what `mrct run` writes): its entries win, absent files are named.
+    fs::create_directories(dir / "view");
+    fs::copy_file(run_.capture, dir / "view" / "h1.pcap");
+    std::ofstream(dir / "paths.json")
+        << R"({"schema": "mrctb-paths/1", "pairs": [{"src": "h1", "dst": "h2", "evs": [)"
+           R"({"ev": 0, "plane": 1, "port": 2, "t1": 1, "outer_da": "fcbb:0:1100::",)"
+           R"( "usids": ["1100", "1201"], "hops": ["p1t0s0", "h2"]}]}]})";
+    std::ofstream(dir / "manifest.json")
+        << R"({"schema": "mrctb-manifest/1", "view_capture": "view/h1.pcap",)"
+           R"( "captures": [{"path": "captures/h1-h1-p0.pcap", "role": "requester"}],)"
+           R"( "event_logs": ["endpoints/h1-client.events.jsonl", "endpoints/h2-server.events.jsonl"],)"
+           R"( "decision_logs": ["decisions.jsonl"], "report": "check/report.json",)"
+           R"( "paths": "paths.json"})";
+    {
+      ViewModel m;
+      LoadOptions o;
+      o.run_dir = dir.string();
+      std::string err;
+      QVERIFY2(m.load(o, err), err.c_str());
+      QCOMPARE(m.capture_path(), (dir / "view" / "h1.pcap").string());
+      QCOMPARE(m.run().manifest, (dir / "manifest.json").string());
+      QCOMPARE(m.run().captures.size(), size_t{2});
+      QCOMPARE(m.options().event_logs.size(), size_t{1});
+      QCOMPARE(m.run().missing.size(), size_t{1});
+      QVERIFY2(contains(m.run().missing[0], "h2-server.events.jsonl"), m.run().missing[0].c_str());
+      QCOMPARE(m.paths().size(), size_t{1});
+      QCOMPARE(m.paths()[0].plane, uint8_t{2});
+      QVERIFY(contains(m.paths()[0].text(), "uSIDs 1100 1201"));
+    }
+    // A suite: the directory of several runs opens its first run that did not pass.
+    {
+      const fs::path suite = tmp_.filePath("suite").toStdString();
+      fs::create_directories(suite / "a-pass");
+      std::ofstream(suite / "a-pass" / "result.json") << "{\"verdict\": \"pass\"}";
+      fs::copy(dir, suite / "b-fail", fs::copy_options::recursive);
+      RunDir r;
+      std::string err;
+      QVERIFY2(resolve_run_dir(suite.string(), r, err), err.c_str());
+      QCOMPARE(r.dir, (suite / "b-fail").string());
+      QCOMPARE(r.runs.size(), size_t{2});
+    }
+    // Not a run: the error says where it looked.
+    {
+      RunDir r;
+      std::string err;
+      QVERIFY(!resolve_run_dir((dir / "check").string(), r, err));
+      QVERIFY2(contains(err, "no capture"), err.c_str());
+    }
+  }
+
+  // Issue 18, problem 2: endpoint operations (EV probes, port status, their responses) have a
+  // lane per plane in the flow of the two hosts, both directions.
+  void endpoint_operations_get_a_lane_per_plane() {
+    const Flow& f = main_flow();
+    const auto& fr = model_.frames();
+    for (const char* name : {"ep_request", "rev_probe_p1", "rev_probe_p2_a",
+                             "rev_probe_p2_a_response", "rev_probe_p2_b"}) {
+      const FrameInfo& x = fr[run_.frame.at(name)];
+      QVERIFY2(x.flow == model_.busiest_flow(), name);
+      QCOMPARE(x.kind, MarkKind::kEndpointOp);
+      QVERIFY2(x.lane != kNone && f.lanes[x.lane].endpoint, name);
+    }
+    QCOMPARE(fr[run_.frame.at("rev_probe_p1")].plane, uint8_t{1});
+    QCOMPARE(fr[run_.frame.at("ep_request")].lane, fr[run_.frame.at("rev_probe_p1")].lane);
+    const uint32_t p2 = f.endpoint_lane(2);
+    QVERIFY(p2 != kNone);
+    QCOMPARE(f.lanes[p2].frames.size(), size_t{3});
+    QCOMPARE(kind_count(f, MarkKind::kEndpointOp), uint64_t{5});
+    QVERIFY((fr[run_.frame.at("rev_probe_p2_a")].flags & kFlagFromResponder) != 0);
+    QVERIFY((fr[run_.frame.at("rev_probe_p2_a_response")].flags & kFlagEndpointResponse) != 0);
+    // EV lanes are untouched: plane 2 still has one EV.
+    uint32_t evs_p2 = 0;
+    for (const Lane& l : f.lanes) evs_p2 += !l.control && !l.endpoint && l.plane == 2;
+    QCOMPARE(evs_p2, 1u);
+    QVERIFY(contains(model_.describe(run_.frame.at("rev_probe_p2_b")),
+                     "EV probe request (responder -> requester)"));
+  }
+
+  // A violation about an interval on a plane: the interval, the plane's lanes and the EV probes
+  // that bound the gap (not one frame).
+  void violation_focus_is_the_whole_evidence() {
+    const auto& vs = model_.violations();
+    const auto it = std::find_if(vs.begin(), vs.end(),
+                                 [](const Violation& v) { return v.id == "MRC-TEST-004"; });
+    QVERIFY(it != vs.end());
+    QCOMPARE(it->evidence[0].plane, uint8_t{2});
+    const EvidenceFocus fo = model_.evidence_focus(*it);
+    QCOMPARE(fo.flow, model_.busiest_flow());
+    QCOMPARE(fo.intervals.size(), size_t{1});
+    QCOMPARE(fo.intervals[0].first, run_.t_ns.at("rev_probe_p2_a") - 100);
+    const Flow& f = main_flow();
+    QVERIFY(std::find(fo.lanes.begin(), fo.lanes.end(), f.endpoint_lane(2)) != fo.lanes.end());
+    QVERIFY(std::find(fo.lanes.begin(), fo.lanes.end(), f.lane_of(kEvC)) != fo.lanes.end());
+    for (const char* name : {"rev_probe_p2_a", "rev_probe_p2_b"})
+      QVERIFY2(
+          std::find(fo.frames.begin(), fo.frames.end(), run_.frame.at(name)) != fo.frames.end(),
+          name);
+    QVERIFY(std::find(fo.frames.begin(), fo.frames.end(),
+                      run_.frame.at("rev_probe_p2_a_response")) == fo.frames.end());
+  }
+
   void bad_inputs_say_what_is_wrong() {
     namespace fs = std::filesystem;
     ViewModel m;
@@ -325,7 +479,7 @@ class ViewModelTest : public QObject {
     }
     o.capture = cut.string();
     QVERIFY2(m.load(o, err), err.c_str());
-    QCOMPARE(m.frames().size(), size_t{16});
+    QCOMPARE(m.frames().size(), size_t{20});
     QVERIFY(!m.warnings().empty());
     QVERIFY2(contains(m.warnings().front(), cut.string() + ": truncated"),
              m.warnings().front().c_str());

@@ -166,6 +166,18 @@ void draw_glyph(QPainter& p, MarkKind k, double x, double top, double h, bool la
     case MarkKind::kOther:
       bar(1, top + 3, top + h - 3);
       break;
+    case MarkKind::kEndpointOp: {
+      // Request: open square in the upper half; response (last_hop carries it): filled, lower.
+      const double a = std::max(2.0, r - 0.5);
+      if (last_hop) {
+        p.fillRect(QRectF(x - a, top + h * 0.72 - a, 2 * a, 2 * a), c);
+      } else {
+        p.setPen(QPen(c, 1.5));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(x - a, top + h * 0.3 - a, 2 * a, 2 * a));
+      }
+      break;
+    }
   }
 }
 
@@ -229,6 +241,24 @@ void draw_cursor_and_selection(QPainter& p, const ViewModel& m, const ViewState&
   }
 }
 
+// The selected violation's intervals: a shaded band with solid edges (at least 3 px wide, so a
+// short gap stays visible when zoomed out).
+void draw_focus(QPainter& p, const ViewState& s, const QRect& plot) {
+  for (const auto& [from, to] : s.focus_intervals) {
+    if (to < s.t0 || from > s.t1) continue;
+    double x0 = x_of(s, plot, std::max(from, s.t0)), x1 = x_of(s, plot, std::min(to, s.t1));
+    if (x1 - x0 < 3) {
+      const double c = (x0 + x1) / 2;
+      x0 = c - 1.5;
+      x1 = c + 1.5;
+    }
+    p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), kFocusBand);
+    p.setPen(QPen(kFocusEdge, 1));
+    if (from >= s.t0) p.drawLine(QPointF(x0, plot.top()), QPointF(x0, plot.bottom()));
+    if (to <= s.t1) p.drawLine(QPointF(x1, plot.top()), QPointF(x1, plot.bottom()));
+  }
+}
+
 // One-pixel cosmetic pens take the raster engine's fast stroker; wider or non-cosmetic pens go
 // through the general one, which costs ~10x on long polylines.
 QPen cosmetic(const QColor& c) {
@@ -281,6 +311,8 @@ QColor kind_color(MarkKind k) {
       return QColor(0x60, 0x90, 0x60);
     case MarkKind::kOther:
       return QColor(0x99, 0x99, 0x99);
+    case MarkKind::kEndpointOp:
+      return QColor(0x00, 0x6d, 0x77);
   }
   return Qt::black;
 }
@@ -371,10 +403,56 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
   }
   const Flow& flow = m.flows()[s.flow];
   const auto& frames = m.frames();
+  // Legend: glyphs with the flow's totals, then the EV state colours; it wraps onto as many
+  // lines as the width needs, so no entry is cut off.
+  struct LegendItem {
+    bool state = false;
+    MarkKind kind = MarkKind::kOther;
+    EvState ev = EvState::kUnknown;
+    QString text;
+    double width = 0;
+  };
+  std::vector<LegendItem> legend;
+  set_font_px(p, 10);
+  {
+    const QFontMetrics fm(p.font());
+    for (size_t k = 0; k < kMarkKindCount; ++k) {
+      const auto kind = static_cast<MarkKind>(k);
+      if ((kind == MarkKind::kOther || kind == MarkKind::kAck || kind == MarkKind::kEndpointOp) &&
+          flow.counts[k] == 0)
+        continue;
+      QString t = QStringLiteral("%1 (%2)")
+                      .arg(QString::fromUtf8(mark_kind_label(kind).data(),
+                                             static_cast<int>(mark_kind_label(kind).size())))
+                      .arg(flow.counts[k]);
+      if (kind == MarkKind::kNack)
+        t += QStringLiteral(" T/L/R/U: trimmed, last hop, resource, unexpected");
+      if (kind == MarkKind::kEndpointOp) t += QStringLiteral(": open = request, filled = response");
+      legend.push_back({false, kind, EvState::kUnknown, t, 18.0 + fm.horizontalAdvance(t)});
+    }
+    for (EvState st : {EvState::kSkip, EvState::kAssumedBad, EvState::kDenied}) {
+      const QString t =
+          QString::fromUtf8(ev_state_label(st).data(), static_cast<int>(ev_state_label(st).size()));
+      legend.push_back({true, MarkKind::kOther, st, t, 24.0 + fm.horizontalAdvance(t)});
+    }
+  }
+  const double legend_w = std::max(100, area.width() - 8);
+  int legend_lines = 1;
+  {
+    double w = 0;
+    for (const LegendItem& it : legend) {
+      if (w > 0 && w + it.width > legend_w) {
+        ++legend_lines;
+        w = 0;
+      }
+      w += it.width;
+    }
+  }
+  const int legend_h = std::max(kLegendHeight, legend_lines * 14 + 6);
   L.plot = QRect(area.left() + kLabelWidth, area.top() + kRulerHeight,
                  std::max(10, area.width() - kLabelWidth - 10),
-                 std::max(10, area.height() - kRulerHeight - kLegendHeight - 6));
-  L.legend = QRect(area.left() + 4, L.plot.bottom() + 4, area.width() - 8, kLegendHeight);
+                 std::max(10, area.height() - kRulerHeight - legend_h - 6));
+  L.legend = QRect(area.left() + 4, L.plot.bottom() + 4, area.width() - 8, legend_h);
 
   // Visible lanes, grouped by plane (lanes are sorted by plane already).
   std::vector<uint32_t> lanes;
@@ -412,7 +490,9 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     p.setPen(c.darker(130));
     uint32_t n = 0;
     for (const auto& r : L.rows)
-      if (!flow.lanes[r.lane].control && flow.lanes[r.lane].plane == h.plane) ++n;
+      if (!flow.lanes[r.lane].control && !flow.lanes[r.lane].endpoint &&
+          flow.lanes[r.lane].plane == h.plane)
+        ++n;
     const QString t = h.plane == 255 ? QStringLiteral("Reverse path")
                       : h.plane == 0 ? QStringLiteral("Plane ? (%1 EVs)").arg(n)
                                      : QStringLiteral("Plane %1 (%2 EVs)").arg(h.plane).arg(n);
@@ -456,7 +536,9 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
       int& lx = last_x[static_cast<size_t>(f.kind)];
       if (xi == lx) continue;
       lx = xi;
-      draw_glyph(p, f.kind, x, row.y, row.h, (f.flags & kFlagTrimmedLastHop) != 0,
+      const uint16_t variant =
+          f.kind == MarkKind::kEndpointOp ? kFlagEndpointResponse : kFlagTrimmedLastHop;
+      draw_glyph(p, f.kind, x, row.y, row.h, (f.flags & variant) != 0,
                  f.kind == MarkKind::kNack ? f.code : -1);
     }
     // Log marks.
@@ -494,6 +576,13 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
       if (r.lane == lane) return &r;
     return nullptr;
   };
+  draw_focus(p, s, QRect(L.plot.left(), L.plot.top(), L.plot.width(), y - L.plot.top()));
+  for (uint32_t lane : s.focus_lanes)
+    if (const auto* r = row_of(lane)) {
+      p.setPen(QPen(kFocusEdge, 2));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(area.left() + 2, r->y + 1, L.plot.right() - area.left() - 2, r->h - 2));
+    }
   for (uint32_t h : s.highlighted) {
     if (h >= frames.size() || frames[h].flow != s.flow) continue;
     const FrameInfo& f = frames[h];
@@ -513,34 +602,26 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     }
   }
 
-  // Legend: glyphs with the flow's totals, then the EV state colours.
+  // Legend (laid out above).
   set_font_px(p, 10);
-  const QFontMetrics fm(p.font());
   double lx = L.legend.left();
-  const double ly = L.legend.top();
+  double ly = L.legend.top();
   const double lh = 14;
-  for (size_t k = 0; k < kMarkKindCount; ++k) {
-    const auto kind = static_cast<MarkKind>(k);
-    if (kind == MarkKind::kOther && flow.counts[k] == 0) continue;
-    if (kind == MarkKind::kAck && flow.counts[k] == 0) continue;
-    QString t = QStringLiteral("%1 (%2)")
-                    .arg(QString::fromUtf8(mark_kind_label(kind).data(),
-                                           static_cast<int>(mark_kind_label(kind).size())))
-                    .arg(flow.counts[k]);
-    if (kind == MarkKind::kNack)
-      t += QStringLiteral(" T/L/R/U: trimmed, last hop, resource, unexpected");
-    draw_glyph(p, kind, lx + 5, ly, lh);
-    p.setPen(kAxisText);
-    p.drawText(QPointF(lx + 12, ly + 11), t);
-    lx += 18 + fm.horizontalAdvance(t);
-  }
-  for (EvState st : {EvState::kSkip, EvState::kAssumedBad, EvState::kDenied}) {
-    p.fillRect(QRectF(lx, ly + 1, 14, 11), ev_state_color(st));
-    p.setPen(kAxisText);
-    const QString t =
-        QString::fromUtf8(ev_state_label(st).data(), static_cast<int>(ev_state_label(st).size()));
-    p.drawText(QPointF(lx + 17, ly + 11), t);
-    lx += 24 + fm.horizontalAdvance(t);
+  for (const LegendItem& it : legend) {
+    if (lx > L.legend.left() && lx + it.width > L.legend.left() + legend_w) {
+      lx = L.legend.left();
+      ly += lh;
+    }
+    if (it.state) {
+      p.fillRect(QRectF(lx, ly + 1, 14, 11), ev_state_color(it.ev));
+      p.setPen(kAxisText);
+      p.drawText(QPointF(lx + 17, ly + 11), it.text);
+    } else {
+      draw_glyph(p, it.kind, lx + 5, ly, lh);
+      p.setPen(kAxisText);
+      p.drawText(QPointF(lx + 12, ly + 11), it.text);
+    }
+    lx += it.width;
   }
   p.restore();
   if (out) *out = std::move(L);
@@ -759,10 +840,11 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     const double x = x_of(s, L.plot, e.ts_ns);
     draw_glyph(p, e.kind, x, y_of(L, e.rel_psn) - 8, 18);
   }
+  draw_focus(p, s, L.plot);
   for (uint32_t h : s.highlighted) {
     if (h >= frames.size() || frames[h].flow != s.flow) continue;
     const FrameInfo& f = frames[h];
-    if (f.ts_ns < s.t0 || f.ts_ns > s.t1) continue;
+    if (f.ts_ns < s.t0 || f.ts_ns > s.t1 || f.kind == MarkKind::kEndpointOp) continue;
     p.setPen(QPen(kCursor, 1.5));
     p.drawEllipse(QPointF(x_of(s, L.plot, f.ts_ns), y_of(L, f.rel_psn)), 6, 6);
   }
@@ -924,6 +1006,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
   for (int c = 0; c < cols; ++c) tline << QPointF(x0 + c * 2.0, y_of(SL.goodput, total[c]));
   p.setPen(QPen(Qt::black, 2));
   p.drawPolyline(tline);
+  draw_focus(p, s, SL.goodput.plot);
   draw_cursor_and_selection(p, m, s, SL.goodput.plot);
   p.setClipping(false);
   p.setPen(QColor(0xbb, 0xbb, 0xbb));
@@ -985,6 +1068,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
     }
   }
   p.setBrush(Qt::NoBrush);
+  draw_focus(p, s, SL.rtt.plot);
   draw_cursor_and_selection(p, m, s, SL.rtt.plot);
   p.setClipping(false);
   p.setPen(QColor(0xbb, 0xbb, 0xbb));
@@ -1035,6 +1119,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
   };
   step_line(flow.bytes_in_flight, QColor(0xe0, 0x7b, 0x00));
   step_line(flow.cwnd, QColor(0x1f, 0x4e, 0x9a));
+  draw_focus(p, s, SL.window.plot);
   draw_cursor_and_selection(p, m, s, SL.window.plot);
   p.setClipping(false);
   p.setPen(QColor(0xbb, 0xbb, 0xbb));

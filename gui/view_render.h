@@ -29,7 +29,11 @@ struct ViewState {
   Filter filter;
   uint32_t selected_frame = kNone;
   std::vector<uint32_t> highlighted;  // frames named by the selected violation
-  bool has_selection = false;         // a time range picked with shift+drag
+  // The rest of the selected violation's evidence (ViewModel::evidence_focus): lanes outlined,
+  // intervals shaded on every view.
+  std::vector<uint32_t> focus_lanes;
+  std::vector<std::pair<uint64_t, uint64_t>> focus_intervals;
+  bool has_selection = false;  // a time range picked with shift+drag
   uint64_t sel_from = 0, sel_to = 0;
   uint64_t goodput_window_ns = 0;  // moving-average window; 0: 1/40 of the visible span
   QString caption;                 // drawn above the view when not empty (exports)
@@ -63,7 +67,9 @@ struct SeriesLayout {
 QColor plane_color(uint8_t plane);
 QColor kind_color(MarkKind k);
 QColor lane_color(const Flow& flow, uint32_t lane);
-QColor ev_state_color(EvState s);  // lane background; transparent for GOOD
+QColor ev_state_color(EvState s);                      // lane background; transparent for GOOD
+inline const QColor kFocusBand(0xd0, 0x20, 0x20, 40);  // a violation's interval
+inline const QColor kFocusEdge(0xc0, 0x10, 0x10);      // its bounds and its lanes' outline
 
 // Fits the state to the model: busiest flow, whole capture.
 ViewState initial_state(const ViewModel& model);

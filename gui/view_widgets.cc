@@ -122,6 +122,16 @@ void ViewController::clear_selection() {
 
 void ViewController::set_highlighted(std::vector<uint32_t> frames) {
   state_.highlighted = std::move(frames);
+  state_.focus_lanes.clear();
+  state_.focus_intervals.clear();
+  emit changed();
+}
+
+void ViewController::set_focus(std::vector<uint32_t> frames, std::vector<uint32_t> lanes,
+                               std::vector<std::pair<uint64_t, uint64_t>> intervals) {
+  state_.highlighted = std::move(frames);
+  state_.focus_lanes = std::move(lanes);
+  state_.focus_intervals = std::move(intervals);
   emit changed();
 }
 

@@ -36,6 +36,9 @@ class ViewController : public QObject {
   void set_selection(uint64_t a, uint64_t b);
   void clear_selection();
   void set_highlighted(std::vector<uint32_t> frames);
+  // A violation's whole evidence: frames ringed, lanes outlined, intervals shaded.
+  void set_focus(std::vector<uint32_t> frames, std::vector<uint32_t> lanes,
+                 std::vector<std::pair<uint64_t, uint64_t>> intervals);
   void set_goodput_window(uint64_t ns);
 
  signals:

@@ -10,6 +10,8 @@ completes, data verified, goodput against the same scenario without faults, stal
 
 Artifacts (one directory per run):
   result.json        everything below in one object (schema mrctb-run/1)
+  manifest.json      the artifacts below that exist, by kind, relative paths (schema
+                     mrctb-manifest/1): what `mrct view RUN_DIR` opens
   summary.md         one page: verdict, expectations, endpoints, faults, checker, plot
   goodput.svg        delivered data per path over time (responder side)
   run.log            what the runner did, with times
@@ -786,7 +788,50 @@ class _Run:
                                               f"(--keep-captures {policy})"
             self.log(self.result["captures_removed"])
 
+    def _manifest(self) -> dict:
+        """What the run left, by kind, as paths relative to the run directory: the viewer reads
+        this instead of guessing from file names. Lists only files that exist."""
+        def rel(path: str) -> str:
+            return os.path.relpath(path, self.out)
+
+        def exists(path: str) -> bool:
+            return os.path.exists(path) and os.path.getsize(path) > 0
+
+        client = next((e for e in self.endpoints if e.role == "client"), None)
+        captures = []
+        for path, where in sorted(self.capture_map.items()):
+            full = path if os.path.isabs(path) else os.path.join(self.out, path)
+            if exists(full):
+                entry = {"path": rel(full), "node": where.get("node"), "port": where.get("port")}
+                if client and where.get("node") == client.node:
+                    entry["role"] = "requester"
+                elif any(e.node == where.get("node") and e.role == "server"
+                         for e in self.endpoints):
+                    entry["role"] = "responder"
+                captures.append(entry)
+        view = [os.path.join("view", n) for n in sorted(os.listdir(os.path.join(self.out, "view")))
+                if n.endswith((".pcap", ".pcapng"))] if os.path.isdir(
+                    os.path.join(self.out, "view")) else []
+        report = (self.result.get("checker") or {}).get("json")
+        m = {"schema": "mrctb-manifest/1", "scenario": self.sc.name,
+             "verdict": self.result.get("verdict"),
+             "requester": client.node if client else None,
+             "view_capture": view[0] if view else None,
+             "captures": captures,
+             "event_logs": [rel(e.events_path) for e in self.endpoints
+                            if exists(e.events_path)],
+             "decision_logs": [n for n in ("decisions.jsonl",)
+                               if exists(os.path.join(self.out, n))],
+             "report": rel(report) if report and exists(report) else None,
+             "paths": "paths.json" if exists(os.path.join(self.out, "paths.json")) else None,
+             "plan": "plan.json" if exists(os.path.join(self.out, "plan.json")) else None}
+        return m
+
     def _write_outputs(self) -> None:
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.out, "manifest.json"), "w") as f:
+                json.dump(self._manifest(), f, indent=2)
+                f.write("\n")
         with open(os.path.join(self.out, "result.json"), "w") as f:
             json.dump(self.result, f, indent=2, default=str)
             f.write("\n")
@@ -797,6 +842,7 @@ class _Run:
 
     def _artifacts_list(self) -> list:
         desc = {"result.json": "the whole result as JSON", "run.log": "runner log",
+                "manifest.json": "the artifacts by kind (what `mrct view RUN_DIR` opens)",
                 "goodput.svg": "goodput per path over time", "goodput.png": "the viewer's plot",
                 "plan.json": "fabric plan", "paths.json": "EV -> path table",
                 "scenario.toml": "the scenario as run", "injector.json": "injector config",
