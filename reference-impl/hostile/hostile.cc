@@ -76,6 +76,15 @@ Crafter::Crafter(Learned learned, const wire::MacAddr& src_mac, const wire::MacA
     error_ = "the learnt SACK frame is not an MRC SACK";
   else if (data_.has_inner_ip6 || sack_.has_inner_ip6)
     error_ = "SRv6 frames are not supported (use stev or udp)";
+  base_psn_ = data_.bth.psn;
+}
+
+void Crafter::track(wire::Bytes frame) {
+  wire::DecodedFrame f;
+  if (!wire::decode_frame(frame, f) || !f.roce || f.op == nullptr ||
+      f.op->kind != wire::PacketKind::kMrcData || f.bth.dest_qp != data_.bth.dest_qp)
+    return;
+  if (wire::psn_lt(base_psn_, f.bth.psn)) base_psn_ = f.bth.psn;
 }
 
 std::vector<std::byte> Crafter::craft(Kind k, uint64_t i) const {
@@ -123,9 +132,9 @@ std::vector<std::byte> Crafter::craft(Kind k, uint64_t i) const {
       break;
     case Kind::kWrongRkey:
     case Kind::kVaOutside:
-      // Sweep the PSNs ahead of the learnt one, so that some land inside the responder's window
-      // on PSNs it has not received yet: only those reach the R_Key / VA check.
-      s.bth.psn = wire::psn_add(data_.bth.psn, 1 + static_cast<int64_t>((i % 8192) * 8));
+      // Just ahead of the newest PSN seen: inside the responder's window and not received yet,
+      // the only PSNs that reach the R_Key / VA check.
+      s.bth.psn = wire::psn_add(base_psn_, 1 + static_cast<int64_t>(i % 64));
       s.bth.rtx = false;
       if (k == Kind::kWrongRkey)
         s.reth.rkey = data_.reth.rkey ^ 0x5A5A5A5Au;

@@ -26,7 +26,7 @@ enum class Kind : uint8_t {
   kOldPsn,      // the learnt data packet replayed as is (a duplicate of a received PSN)
   kPortStatus,  // PORT_STATUS_UPDATE from a different random GID each time
   kBadIcrc,     // data with a corrupted ICRC
-  kWrongRkey,   // data at PSNs just ahead of the learnt one, with a wrong R_Key
+  kWrongRkey,   // data at PSNs just ahead of the newest seen (see track()), with a wrong R_Key
   kVaOutside,   // the same with a VA 2^40 beyond the learnt one (outside any region)
 };
 inline constexpr Kind kAllKinds[] = {Kind::kUnexpEvent, Kind::kEvProbe,    Kind::kPsnAhead,
@@ -64,6 +64,10 @@ class Crafter {
   const std::string& error() const { return error_; }
   // The i-th frame of kind k (i varies PSNs, request ids and source GIDs); empty on a bug.
   std::vector<std::byte> craft(Kind k, uint64_t i) const;
+  // A frame seen on the tap while flooding: a newer data PSN of the learnt QP moves the base of
+  // the wrong-rkey / va-outside sweep, so that they land just ahead of what the client has sent
+  // (in the server's window, not yet received: the only PSNs that reach the R_Key check).
+  void track(wire::Bytes frame);
 
   // What the templates say (for the report and the tests).
   uint32_t responder_qpn() const { return data_.bth.dest_qp; }
@@ -77,6 +81,7 @@ class Crafter {
   Learned learned_;
   wire::DecodedFrame data_;
   wire::DecodedFrame sack_;
+  uint32_t base_psn_ = 0;  // newest data PSN seen
   wire::MacAddr src_mac_{};
   wire::MacAddr dst_mac_{};
   std::string error_;

@@ -177,11 +177,16 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
   wire::MacAddr src{};
   const int fd = open_packet(iface, ifindex, src, false);
   if (fd < 0) return 2;
-  // Nothing read from this socket: keep its receive queue from filling with the fabric's frames.
-  int zero = 0;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &zero, sizeof(zero));
-  shutdown(fd, SHUT_RD);
-  const Crafter c(std::move(l), src, dst);
+  // wrong-rkey / va-outside follow the transfer on the tap (when it is still mirrored here);
+  // the other kinds read nothing, so their receive queue must not fill with the fabric's frames.
+  const bool follow = kind == Kind::kWrongRkey || kind == Kind::kVaOutside;
+  if (!follow) {
+    int zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &zero, sizeof(zero));
+    shutdown(fd, SHUT_RD);
+  }
+  Crafter c(std::move(l), src, dst);
+  std::vector<std::byte> rx(65536);
   if (!c.ok()) {
     std::fprintf(stderr, "mrc_hostile: %s: %s\n", learned_path.c_str(), c.error().c_str());
     close(fd);
@@ -212,6 +217,11 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
       timespec ts{static_cast<time_t>(due / 1'000'000'000ull),
                   static_cast<long>(due % 1'000'000'000ull)};
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+    }
+    for (int r = 0; follow && r < 4096; ++r) {
+      const ssize_t got = recv(fd, rx.data(), rx.size(), MSG_DONTWAIT);
+      if (got <= 0) break;
+      c.track({rx.data(), static_cast<size_t>(got)});
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBatch, total - k));
     size_t m = 0;

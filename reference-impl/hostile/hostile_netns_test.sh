@@ -16,7 +16,8 @@
 #        ahead, old-PSN duplicates, port-status updates from random GIDs, bad ICRC); each moves
 #        its counter by about what was sent, replies stay rate-limited, per-peer state and peak
 #        RSS stay flat, and the transfer completes with its data verified.
-# Runs 2-3: a wrong R_Key / a VA outside the region at PSNs the server has not received yet.
+# Runs 2-3: a wrong R_Key / a VA outside the region just ahead of the newest data PSN on the
+#        tap (kept on during these floods): in the window, not received yet.
 #        Verbs RC semantics: the server's QP goes to ERR and NAKs; the client must fail at once
 #        with the NAK's status, not after its 30 s stall timeout of probes.
 set -euo pipefail
@@ -142,8 +143,10 @@ wait_transfer
 echo "== run 2: wrong R_Key"
 start_transfer run2 --duration 20
 sleep 0.5
-learn
+tap_on
+ip netns exec "$C" "$hostile" learn --iface c1 --out "$tmp/learned.json" --timeout-s 10 2> "$tmp/learn.err"
 flood --kind wrong-rkey --count 2000 | tee "$tmp/flood2.json"
+tap_off
 wait_transfer
 echo "client exit $crc after ${t_client}s, server exit $src"
 echo "$crc $src $t_client" > "$tmp/run2.rc"
@@ -151,8 +154,10 @@ echo "$crc $src $t_client" > "$tmp/run2.rc"
 echo "== run 3: VA outside the region"
 start_transfer run3 --duration 20
 sleep 0.5
-learn
+tap_on
+ip netns exec "$C" "$hostile" learn --iface c1 --out "$tmp/learned.json" --timeout-s 10 2> "$tmp/learn.err"
 flood --kind va-outside --count 2000 | tee "$tmp/flood3.json"
+tap_off
 wait_transfer
 echo "client exit $crc after ${t_client}s, server exit $src"
 echo "$crc $src $t_client" > "$tmp/run3.rc"
