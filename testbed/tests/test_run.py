@@ -347,7 +347,7 @@ injector_min = { drop = 5, ecn = 1 }
             with open(prof, "w") as f:
                 f.write('[dut]\nname = "missing"\nclient = "exec /nonexistent/mrc-dut-bin --go"\n')
             path = scenario(d, "dut-missing", traffic="messages = 20")
-            proc = subprocess.run([MRCT, "suite", path, "--out", os.path.join(d, "out"),
+            proc = subprocess.run([MRCT.path, "suite", path, "--out", os.path.join(d, "out"),
                                    "--dut", prof, "--no-reference"],
                                   capture_output=True, text=True, timeout=300,
                                   env=_util.traffic_env())
