@@ -68,7 +68,7 @@ try:
 except (OSError, ValueError, KeyError) as e:
     print(f"(no suite.json: {e})")
     sys.exit(0)
-print(" ".join(f"{r['name']}={r['verdict']}" for r in res if r["verdict"] != "pass") or "-")
+print(" ".join(f"{r.get('scenario', r.get('name'))}={r['verdict']}: {r.get('reason', '')[:120]}" for r in res if r["verdict"] != "pass") or "-")
 PYEOF
 )
   echo "run $k: exit $rc, $(( $(date +%s) - t0 )) s, load $la, not passed: $not_passed"
@@ -83,8 +83,9 @@ for k in range(1, runs + 1):
     if not os.path.exists(p):
         continue
     for r in json.load(open(p))["results"]:
-        seen[r["name"]] += 1
-        count[r["name"]] += r["verdict"] == "pass"
+        name = r.get("scenario", r.get("name"))
+        seen[name] += 1
+        count[name] += r["verdict"] == "pass"
 for name in sorted(seen):
     print(f"  {name:28} {count[name]}/{seen[name]} pass")
 PYEOF
