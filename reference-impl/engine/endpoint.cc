@@ -256,6 +256,7 @@ const EndpointConfig& Endpoint::config() const {
   return impl_->cfg;
 }
 const EndpointStats& Endpoint::stats() const {
+  impl_->stats.peer_state_entries = impl_->peer_port_mask.size() + impl_->ep_reply_peer.size();
   return impl_->stats;
 }
 void Endpoint::set_event_sink(EventSink sink) {

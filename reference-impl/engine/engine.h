@@ -117,14 +117,19 @@ struct EndpointConfig {
   uint64_t error_nak_interval_ns = 100'000;
   // Replies to input the engine cannot verify come from token buckets (burst, then one per
   // interval; interval 0 = no limit), so that a flood is not answered one for one:
-  // - per QP: SACKs / ACKs answering duplicates, NACKs answering PSNs beyond the window, probe
-  //   SACKs (QpStats::replies_limited);
+  // - per QP: SACKs / ACKs answering duplicates and NACKs answering PSNs beyond the window
+  //   (reply_*), probe SACKs (probe_reply_*), both counted in QpStats::replies_limited;
   // - endpoint responses (EV probe, port-status update): one bucket per node this endpoint has
   //   a QP with, and one shared by all other sources (EndpointStats::ep_responses_limited).
   // The QP defaults leave room for the engine's own probe rate (probe_interval_ns = 16 us per
   // ASSUMED_BAD EV); the runtime, whose probes are 1 ms apart, can tighten them.
   uint32_t reply_burst = 256;
   uint64_t reply_interval_ns = 2'000;
+  // Probe SACKs have a bucket of their own: a requester probes every ASSUMED_BAD EV once per
+  // probe interval, so their legitimate rate grows with the EVs retired, while duplicates and
+  // PSNs beyond the window are rare in a healthy transfer and can be held much tighter.
+  uint32_t probe_reply_burst = 256;
+  uint64_t probe_reply_interval_ns = 2'000;
   uint32_t ep_reply_burst = 64;
   uint64_t ep_reply_interval_ns = 10'000;
   uint64_t ep_reply_stranger_interval_ns = 100'000;
@@ -524,6 +529,9 @@ struct EndpointStats {
   uint64_t port_status_unknown_peer = 0;
   uint64_t drop_events_suppressed = 0;  // drop events left out of the event log (sampling)
   uint64_t ep_responses_limited = 0;    // endpoint requests left unanswered (token bucket)
+  // A gauge, not a counter: entries of per-peer state (port masks, reply buckets) held now, as
+  // of the stats() call. Bounded by the peers this endpoint has QPs with, whatever arrives.
+  uint64_t peer_state_entries = 0;
 };
 
 struct QpStats {

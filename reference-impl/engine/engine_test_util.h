@@ -94,6 +94,7 @@ struct QpParams {
   bool ipv4 = false;
   bool sq_sig_all = false;
   EvProfile ev = make_ev_profile(16, 0, 1);
+  std::function<void(EndpointConfig&)> tune;  // applied to both endpoints' configuration
 };
 
 struct Side {
@@ -112,6 +113,10 @@ class Pair {
     EndpointConfig ca = make_config("a", 1, nports, seed, params_.format, params_.ipv4);
     EndpointConfig cb = make_config("b", 2, nports, seed + 1000, params_.format, params_.ipv4);
     ca.probe_interval_ns = cb.probe_interval_ns = params_.probe_interval_ns;
+    if (params_.tune) {
+      params_.tune(ca);
+      params_.tune(cb);
+    }
     a.ep = std::make_unique<Endpoint>(ca);
     b.ep = std::make_unique<Endpoint>(cb);
     for (Side* s : {&a, &b}) {

@@ -163,6 +163,7 @@ Qp::Qp(Endpoint::Impl& ep, uint32_t qpn, const QpInitAttr& init)
   reverse_ev_.fill(-1);
   error_naks_.configure(ep.cfg.error_nak_burst, ep.cfg.error_nak_interval_ns);
   replies_.configure(ep.cfg.reply_burst, ep.cfg.reply_interval_ns);
+  probe_replies_.configure(ep.cfg.probe_reply_burst, ep.cfg.probe_reply_interval_ns);
 }
 
 void Qp::set_state(QpState to, std::string_view reason) {

@@ -332,9 +332,10 @@ class Qp {
   uint8_t rcv_cwnd_pen_ = 0;
   uint64_t data_rx_since_rev_probe_ = 0;
   uint64_t rev_probe_due_ = UINT64_MAX;
-  TokenBucket error_naks_;  // NAKs answering the peer while in ERR
-  TokenBucket replies_;     // replies to duplicates, out-of-window PSNs and probes
-  bool reply_allowed(uint64_t now_ns);
+  TokenBucket error_naks_;     // NAKs answering the peer while in ERR
+  TokenBucket replies_;        // replies to duplicates and out-of-window PSNs
+  TokenBucket probe_replies_;  // probe SACKs
+  bool reply_allowed(uint64_t now_ns, bool probe = false);
 };
 
 }  // namespace mrc::engine

@@ -274,16 +274,16 @@ void Qp::on_probe(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, ui
     ++ep_->stats.rx_wrong_state;
     return;
   }
-  if (!reply_allowed(now_ns)) return;
+  if (!reply_allowed(now_ns, true)) return;
   const bool ce = f.ecn() == kEcnCe;
   const uint8_t m = static_cast<uint8_t>(ce ? wire::SackM::kSkipOnce : wire::SackM::kNone);
   queue_sack(port, rcv_cack_, wev, m, true, f.peth.ts16, now_ns, true, f.peth.probe_id);
 }
 
-bool Qp::reply_allowed(uint64_t now_ns) {
+bool Qp::reply_allowed(uint64_t now_ns, bool probe) {
   // Duplicates, PSNs beyond the window and probes need no state to forge (a QPN, the peer GID
   // and any PSN): answering each one would turn a flood into an equal flood of replies.
-  if (replies_.take(now_ns)) return true;
+  if ((probe ? probe_replies_ : replies_).take(now_ns)) return true;
   ++st_.replies_limited;
   return false;
 }

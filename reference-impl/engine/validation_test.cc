@@ -418,6 +418,51 @@ TEST(Flood, RepliesToDuplicatesAndEndpointRequestsAreRateLimited) {
             e0.ep_responses_limited + 2 * kFrames - stranger_replies - peer_replies);
 }
 
+TEST(Flood, ProbeSacksHaveABucketOfTheirOwn) {
+  // A tight bucket for duplicates (as `mrct endpoint` sets) must not silence the answers to
+  // reliability probes, which EV recovery needs at a rate that grows with the EVs retired.
+  QpParams prm;
+  prm.tune = [](EndpointConfig& c) {
+    c.reply_burst = 2;
+    c.reply_interval_ns = 1'000'000'000;
+  };
+  Pair p(2, 32, prm);
+  Buffer src(*p.a.ep, 4 * 4096, 21);
+  Buffer dst(*p.b.ep, 4 * 4096, 22);
+  ASSERT_EQ(write_with_injection(p, src, dst, 4096, [](const wire::DecodedFrame&) {}).size(), 1u);
+  std::vector<std::byte> dup;
+  for (const Frame& f : p.log)
+    if (f.a_to_b && is_kind(f, PacketKind::kMrcData)) dup = f.bytes;
+  ASSERT_FALSE(dup.empty());
+  wire::DecodedFrame d;
+  ASSERT_TRUE(wire::decode_frame(wire::as_bytes(dup), d));
+  TxPacket out;
+  auto answers = [&](auto make, uint64_t n) {
+    uint64_t replies = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      p.now += 1'000;
+      p.b.ep->on_packet(make(i), 1, p.now);
+      while (p.b.ep->poll_tx(p.now, out)) ++replies;
+    }
+    return replies;
+  };
+  const uint64_t dup_replies = answers([&](uint64_t) { return dup; }, 100);
+  EXPECT_LE(dup_replies, 2u * 2);  // a SACK and a transport ACK per allowed reply
+  const uint64_t probe_replies = answers(
+      [&](uint64_t i) {
+        return forge(d, [&](wire::FrameSpec& f) {
+          f.bth.opcode = static_cast<uint8_t>(wire::Opcode::kReliabilityProbe);
+          f.bth.ts = false;
+          f.peth = wire::Peth{};
+          f.peth.probe_id = static_cast<uint16_t>(i);
+          f.payload = {};
+        });
+      },
+      100);
+  EXPECT_EQ(probe_replies, 100u);
+  EXPECT_GE(stats_of(p.b).replies_limited, 100u - 2);
+}
+
 TEST(TokenBucket, BurstThenOnePerInterval) {
   TokenBucket b;
   b.configure(3, 1000);

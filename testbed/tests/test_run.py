@@ -338,6 +338,25 @@ injector_min = { drop = 5, ecn = 1 }
             self.assertIn("imm", res["reason"])
             self.assertNotIn("build_s", res["timings"])
 
+    def test_mrct_suite_fails_on_a_missing_dut_binary(self):
+        """The `mrct` binary itself (not the Python module): a DUT profile whose binary does
+        not exist makes `mrct suite` exit non-zero, and the shell's own message reaches the
+        console (sh exits 127; it used to read as "unsupported" and the suite passed)."""
+        with _util.TempDir() as d:
+            prof = os.path.join(d, "missing.toml")
+            with open(prof, "w") as f:
+                f.write('[dut]\nname = "missing"\nclient = "exec /nonexistent/mrc-dut-bin --go"\n')
+            path = scenario(d, "dut-missing", traffic="messages = 20")
+            proc = subprocess.run([MRCT.path, "suite", path, "--out", os.path.join(d, "out"),
+                                   "--dut", prof, "--no-reference"],
+                                  capture_output=True, text=True, timeout=300,
+                                  env=_util.traffic_env())
+            text = proc.stdout + proc.stderr
+            self.assertNotEqual(proc.returncode, 0, text)
+            self.assertIn("/nonexistent/mrc-dut-bin", text)
+            self.assertIn("not found", text)
+            self.assertIn("ERROR", text)
+
     def test_incast_runs_one_node_process_per_host(self):
         """Hosts in several pairs: one `mrct endpoint node` per host, a result per connection."""
         with _util.TempDir() as d:

@@ -1,0 +1,309 @@
+// `mrc_hostile`: learn a running transfer from a tap, then flood one kind of hostile frame at a
+// fixed rate through AF_PACKET. TEST AND BENCHMARK ONLY; root (CAP_NET_RAW) is needed.
+//
+//   mrc_hostile learn --iface IF --out FILE [--timeout-s 10]
+//   mrc_hostile flood --iface IF --learned FILE --next-hop-mac MAC --kind KIND
+//                     --rate FRAMES_PER_S (--seconds S | --count N)
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "reference-impl/hostile/hostile.h"
+
+namespace mrc::hostile {
+namespace {
+
+using json = nlohmann::json;
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string to_hex(const std::vector<std::byte>& v) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  s.reserve(v.size() * 2);
+  for (std::byte b : v) {
+    s.push_back(d[std::to_integer<unsigned>(b) >> 4]);
+    s.push_back(d[std::to_integer<unsigned>(b) & 15]);
+  }
+  return s;
+}
+
+bool from_hex(const std::string& s, std::vector<std::byte>& out) {
+  if (s.size() % 2 != 0) return false;
+  out.clear();
+  for (size_t i = 0; i < s.size(); i += 2) {
+    unsigned v = 0;
+    if (std::sscanf(s.c_str() + i, "%2x", &v) != 1) return false;
+    out.push_back(static_cast<std::byte>(v));
+  }
+  return true;
+}
+
+bool parse_mac(const std::string& s, wire::MacAddr& mac) {
+  unsigned b[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) {
+    if (b[i] > 255) return false;
+    mac[i] = static_cast<uint8_t>(b[i]);
+  }
+  return true;
+}
+
+// An AF_PACKET socket on one interface (every protocol); -1 with a message on failure.
+int open_packet(const std::string& iface, int& ifindex, wire::MacAddr& mac, bool promisc) {
+  ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
+  if (ifindex == 0) {
+    std::fprintf(stderr, "mrc_hostile: no interface %s\n", iface.c_str());
+    return -1;
+  }
+  const int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+  if (fd < 0) {
+    std::fprintf(stderr, "mrc_hostile: AF_PACKET socket: %s (needs root)\n", std::strerror(errno));
+    return -1;
+  }
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_protocol = htons(ETH_P_ALL);
+  sll.sll_ifindex = ifindex;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) != 0 ||
+      ioctl(fd, SIOCGIFHWADDR, &ifr) != 0) {
+    std::fprintf(stderr, "mrc_hostile: %s: %s\n", iface.c_str(), std::strerror(errno));
+    close(fd);
+    return -1;
+  }
+  std::memcpy(mac.data(), ifr.ifr_hwaddr.sa_data, 6);
+  if (promisc) {
+    packet_mreq mr{};
+    mr.mr_ifindex = ifindex;
+    mr.mr_type = PACKET_MR_PROMISC;
+    setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof(mr));
+  }
+  return fd;
+}
+
+int learn(const std::string& iface, const std::string& out_path, double timeout_s) {
+  int ifindex = 0;
+  wire::MacAddr mac{};
+  const int fd = open_packet(iface, ifindex, mac, true);
+  if (fd < 0) return 2;
+  Learner learner;
+  std::vector<std::byte> buf(65536);
+  const uint64_t deadline = now_ns() + static_cast<uint64_t>(timeout_s * 1e9);
+  uint64_t seen = 0;
+  while (!learner.complete()) {
+    const uint64_t t = now_ns();
+    if (t >= deadline) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>((deadline - t) / 1'000'000 + 1)) <= 0) continue;
+    const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n <= 0) continue;
+    ++seen;
+    learner.offer({buf.data(), static_cast<size_t>(n)});
+  }
+  close(fd);
+  if (!learner.complete()) {
+    std::fprintf(stderr,
+                 "mrc_hostile: learnt nothing usable from %s in %.1f s (%lu frames seen; need a "
+                 "data packet with RETH and a SACK)\n",
+                 iface.c_str(), timeout_s, static_cast<unsigned long>(seen));
+    return 1;
+  }
+  Crafter c(learner.learned(), mac, mac);
+  json j = {{"data", to_hex(learner.learned().data)},
+            {"sack", to_hex(learner.learned().sack)},
+            {"responder_qpn", c.responder_qpn()},
+            {"requester_qpn", c.requester_qpn()},
+            {"data_psn", c.data_psn()},
+            {"cack_psn", c.cack_psn()},
+            {"rkey", c.rkey()},
+            {"va", c.va()},
+            {"frames_seen", seen}};
+  std::ofstream f(out_path);
+  f << j.dump() << "\n";
+  if (!f.good()) {
+    std::fprintf(stderr, "mrc_hostile: cannot write %s\n", out_path.c_str());
+    return 2;
+  }
+  std::fprintf(stderr,
+               "mrc_hostile: learnt responder QPN 0x%x, requester QPN 0x%x, PSN %u, "
+               "rkey 0x%x, VA 0x%lx from %lu frames\n",
+               c.responder_qpn(), c.requester_qpn(), c.data_psn(), c.rkey(),
+               static_cast<unsigned long>(c.va()), static_cast<unsigned long>(seen));
+  return 0;
+}
+
+int flood(const std::string& iface, const std::string& learned_path, const std::string& mac_s,
+          Kind kind, double rate, double seconds, uint64_t count) {
+  std::ifstream f(learned_path);
+  json j = json::parse(f, nullptr, false);
+  Learned l;
+  if (j.is_discarded() || !j.is_object() || !j.contains("data") || !j.contains("sack") ||
+      !j["data"].is_string() || !j["sack"].is_string() ||
+      !from_hex(j["data"].get<std::string>(), l.data) ||
+      !from_hex(j["sack"].get<std::string>(), l.sack)) {
+    std::fprintf(stderr, "mrc_hostile: %s: not a file written by 'mrc_hostile learn'\n",
+                 learned_path.c_str());
+    return 2;
+  }
+  wire::MacAddr dst{};
+  if (!parse_mac(mac_s, dst)) {
+    std::fprintf(stderr, "mrc_hostile: --next-hop-mac %s: not a MAC address\n", mac_s.c_str());
+    return 2;
+  }
+  int ifindex = 0;
+  wire::MacAddr src{};
+  const int fd = open_packet(iface, ifindex, src, false);
+  if (fd < 0) return 2;
+  // wrong-rkey / va-outside follow the transfer on the tap (when it is still mirrored here);
+  // the other kinds read nothing, so their receive queue must not fill with the fabric's frames.
+  const bool follow = kind == Kind::kWrongRkey || kind == Kind::kVaOutside;
+  if (!follow) {
+    int zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &zero, sizeof(zero));
+    shutdown(fd, SHUT_RD);
+  }
+  Crafter c(std::move(l), src, dst);
+  std::vector<std::byte> rx(65536);
+  if (!c.ok()) {
+    std::fprintf(stderr, "mrc_hostile: %s: %s\n", learned_path.c_str(), c.error().c_str());
+    close(fd);
+    return 2;
+  }
+  // --seconds is a deadline as well: a generator that cannot keep up (a loaded host) sends fewer
+  // frames rather than flooding past the end of the transfer it was meant to overlap.
+  const uint64_t total = count > 0 ? count : static_cast<uint64_t>(rate * seconds);
+  const uint64_t deadline =
+      count > 0 ? UINT64_MAX : now_ns() + static_cast<uint64_t>(seconds * 1e9);
+  constexpr size_t kBatch = 32;
+  std::vector<std::vector<std::byte>> frames(kBatch);
+  std::vector<iovec> iov(kBatch);
+  std::vector<mmsghdr> msgs(kBatch);
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = ifindex;
+  to.sll_halen = 6;
+  std::memcpy(to.sll_addr, dst.data(), 6);
+  uint64_t sent = 0, errors = 0, craft_failed = 0;
+  const uint64_t t0 = now_ns();
+  const double ns_per_frame = 1e9 / rate;
+  while (sent + errors + craft_failed < total && now_ns() < deadline) {
+    // Pacing: frame k is due at t0 + k / rate; a batch waits for its first frame's time.
+    const uint64_t k = sent + errors + craft_failed;
+    const uint64_t due = t0 + static_cast<uint64_t>(static_cast<double>(k) * ns_per_frame);
+    if (now_ns() < due) {
+      timespec ts{static_cast<time_t>(due / 1'000'000'000ull),
+                  static_cast<long>(due % 1'000'000'000ull)};
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+    }
+    for (int r = 0; follow && r < 4096; ++r) {
+      const ssize_t got = recv(fd, rx.data(), rx.size(), MSG_DONTWAIT);
+      if (got <= 0) break;
+      c.track({rx.data(), static_cast<size_t>(got)});
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBatch, total - k));
+    size_t m = 0;
+    for (size_t b = 0; b < n; ++b) {
+      frames[m] = c.craft(kind, k + b);
+      if (frames[m].empty()) {
+        ++craft_failed;
+        continue;
+      }
+      iov[m] = {frames[m].data(), frames[m].size()};
+      msgs[m] = {};
+      msgs[m].msg_hdr.msg_name = &to;
+      msgs[m].msg_hdr.msg_namelen = sizeof(to);
+      msgs[m].msg_hdr.msg_iov = &iov[m];
+      msgs[m].msg_hdr.msg_iovlen = 1;
+      ++m;
+    }
+    size_t done = 0;
+    while (done < m) {
+      const int r = sendmmsg(fd, msgs.data() + done, static_cast<unsigned>(m - done), 0);
+      if (r > 0) {
+        done += static_cast<size_t>(r);
+        sent += static_cast<uint64_t>(r);
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else {
+        ++errors;  // the frame at `done` failed alone (ENOBUFS ...); go on with the rest
+        ++done;
+      }
+    }
+  }
+  const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+  close(fd);
+  json out = {{"kind", kind_name(kind)},
+              {"sent", sent},
+              {"send_errors", errors},
+              {"craft_failed", craft_failed},
+              {"seconds", secs},
+              {"rate_target", rate},
+              {"rate", secs > 0 ? sent / secs : 0},
+              {"responder_qpn", c.responder_qpn()},
+              {"requester_qpn", c.requester_qpn()}};
+  std::printf("%s\n", out.dump().c_str());
+  return craft_failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int hostile_main(int argc, char** argv) {
+  CLI::App app{"mrc_hostile: hostile MRC frames from what a tap shows (TEST/BENCHMARK ONLY)"};
+  app.require_subcommand(1);
+  std::string iface, out, learned, mac, kind_s;
+  double timeout_s = 10, rate = 10'000, seconds = 1;
+  uint64_t count = 0;
+  CLI::App* l = app.add_subcommand("learn", "read the tap until a RETH data packet and a SACK");
+  l->add_option("--iface", iface, "tap interface")->required();
+  l->add_option("--out", out, "where to write what was learnt (JSON)")->required();
+  l->add_option("--timeout-s", timeout_s, "give up after this long")->check(CLI::Range(0.1, 600.0));
+  CLI::App* fl = app.add_subcommand("flood", "send one kind of hostile frame at a fixed rate");
+  fl->add_option("--iface", iface, "interface towards the router")->required();
+  fl->add_option("--learned", learned, "file written by 'learn'")->required();
+  fl->add_option("--next-hop-mac", mac, "the router port's MAC")->required();
+  std::string kinds;
+  for (Kind k : kAllKinds)
+    kinds += std::string(kinds.empty() ? "" : ", ") + std::string(kind_name(k));
+  fl->add_option("--kind", kind_s, kinds)->required();
+  fl->add_option("--rate", rate, "frames per second")->check(CLI::Range(1.0, 1e7));
+  fl->add_option("--seconds", seconds, "how long (rate x seconds frames)")
+      ->check(CLI::Range(0.001, 3600.0));
+  fl->add_option("--count", count, "frames (instead of rate x seconds)");
+  CLI11_PARSE(app, argc, argv);
+  if (l->parsed()) return learn(iface, out, timeout_s);
+  const std::optional<Kind> kind = parse_kind(kind_s);
+  if (!kind) {
+    std::fprintf(stderr, "mrc_hostile: --kind %s: one of %s\n", kind_s.c_str(), kinds.c_str());
+    return 2;
+  }
+  return flood(iface, learned, mac, *kind, rate, seconds, count);
+}
+
+}  // namespace mrc::hostile
+
+int main(int argc, char** argv) {
+  return mrc::hostile::hostile_main(argc, argv);
+}
