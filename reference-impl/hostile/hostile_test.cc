@@ -67,7 +67,9 @@ const wire::MacAddr kDst{2, 0, 0, 0, 0, 0x51};
 TEST(Hostile, TheRkeySweepFollowsTheNewestDataPsnOfTheLearntQp) {
   Crafter c(learnt(), kSrc, kDst);
   ASSERT_TRUE(c.ok());
-  wire::DecodedFrame d = decoded(data_frame());
+  // The decoded frame's spans point into its bytes: keep them alive while `d` is used.
+  const std::vector<std::byte> frame = data_frame();
+  wire::DecodedFrame d = decoded(frame);
   wire::FrameSpec newer = d;
   newer.bth.psn = 5000;
   c.track(wire::as_bytes(wire::encode_frame(newer)));
@@ -109,7 +111,8 @@ TEST(Hostile, CrafterRefusesTemplatesOfTheWrongKind) {
 TEST(Hostile, EveryKindIsWellFormedAndChangesOnlyWhatItAttacks) {
   const Crafter c(learnt(), kSrc, kDst);
   ASSERT_TRUE(c.ok()) << c.error();
-  const wire::DecodedFrame tdata = decoded(data_frame());
+  const std::vector<std::byte> tframe = data_frame();
+  const wire::DecodedFrame tdata = decoded(tframe);
   for (Kind k : kAllKinds) {
     SCOPED_TRACE(std::string(kind_name(k)));
     std::set<std::vector<std::byte>> distinct;
