@@ -7,6 +7,7 @@
 # Usage: mrc_perf_netns_test.sh MRC_PERF MRCT
 # Exit 0 pass, 1 fail, 77 skipped (needs root). Namespaces are pid-named and always removed.
 set -u
+. "$(dirname "$0")/../../reference-impl/provider/veth_pair.sh"
 perf=$1
 mrct=$2
 if [ "$(id -u)" -ne 0 ]; then
@@ -19,24 +20,12 @@ tmp=$(mktemp -d)
 spid=
 cleanup() {
   [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
-  ip netns del "$a" 2>/dev/null
-  ip netns del "$b" 2>/dev/null
+  veth_pair_down "$a" "$b"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 set -e
-ip netns add "$a"
-ip netns add "$b"
-ip link add "mpf$$x" type veth peer name "mpf$$y"
-ip link set "mpf$$x" netns "$a"
-ip link set "mpf$$y" netns "$b"
-ip -n "$a" addr add 10.78.0.1/24 dev "mpf$$x"
-ip -n "$b" addr add 10.78.0.2/24 dev "mpf$$y"
-ip -n "$a" addr add fd78::1/64 dev "mpf$$x" nodad
-ip -n "$b" addr add fd78::2/64 dev "mpf$$y" nodad
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-ip -n "$a" link set "mpf$$x" mtu 9000 up
-ip -n "$b" link set "mpf$$y" mtu 9000 up
+veth_pair_up "$a" "$b" "mpf$$x" "mpf$$y" 10.78.0 fd78
 set +e
 port=$((20000 + $$ % 20000))
 fails=0

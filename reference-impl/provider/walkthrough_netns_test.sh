@@ -4,6 +4,7 @@
 # Usage: walkthrough_netns_test.sh WALKTHROUGH_BINARY [MESSAGES BYTES]
 # Exit 0 pass, 1 fail, 77 skipped (needs root). Namespaces are pid-named and always removed.
 set -u
+. "$(dirname "$0")/veth_pair.sh"
 bin=$1
 messages=${2:-64}
 bytes=${3:-65536}
@@ -16,26 +17,12 @@ b=smrc$$b
 tmp=$(mktemp -d)
 cleanup() {
   [ -n "${spid:-}" ] && kill "$spid" 2>/dev/null
-  ip netns del "$a" 2>/dev/null
-  ip netns del "$b" 2>/dev/null
+  veth_pair_down "$a" "$b"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 set -e
-ip netns add "$a"
-ip netns add "$b"
-ip link add "smrc$$x" type veth peer name "smrc$$y"
-ip link set "smrc$$x" netns "$a"
-ip link set "smrc$$y" netns "$b"
-ip -n "$a" addr add 10.77.0.1/24 dev "smrc$$x"
-ip -n "$b" addr add 10.77.0.2/24 dev "smrc$$y"
-ip -n "$a" addr add fd77::1/64 dev "smrc$$x" nodad
-ip -n "$b" addr add fd77::2/64 dev "smrc$$y" nodad
-for ns in "$a" "$b"; do
-  ip -n "$ns" link set lo up
-done
-ip -n "$a" link set "smrc$$x" mtu 9000 up
-ip -n "$b" link set "smrc$$y" mtu 9000 up
+veth_pair_up "$a" "$b" "smrc$$x" "smrc$$y" 10.77.0 fd77
 set +e
 port=$((20000 + $$ % 20000))
 ip netns exec "$a" env MRC_SOFT_IFACES="smrc$$x" timeout 90 "$bin" server "$port" \
