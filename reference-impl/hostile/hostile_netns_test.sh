@@ -140,27 +140,27 @@ done
 wait_transfer
 [ $crc -eq 0 ] && [ $src -eq 0 ] || { echo "FAIL: transfer under floods: client $crc, server $src"; exit 1; }
 
+# refused_write_run N KIND: a 20 s transfer hit by 2,000 frames the server must refuse; the tap
+# stays on while flooding, so the sweep follows the client's newest PSN. Writes runN.rc.
+refused_write_run() {
+  local n=$1 kind=$2
+  start_transfer "run$n" --duration 20
+  sleep 0.5
+  tap_on
+  ip netns exec "$C" "$hostile" learn --iface c1 --out "$tmp/learned.json" --timeout-s 10 \
+    2> "$tmp/learn.err"
+  flood --kind "$kind" --count 2000 | tee "$tmp/flood$n.json"
+  tap_off
+  wait_transfer
+  echo "client exit $crc after ${t_client}s, server exit $src"
+  echo "$crc $src $t_client" > "$tmp/run$n.rc"
+}
+
 echo "== run 2: wrong R_Key"
-start_transfer run2 --duration 20
-sleep 0.5
-tap_on
-ip netns exec "$C" "$hostile" learn --iface c1 --out "$tmp/learned.json" --timeout-s 10 2> "$tmp/learn.err"
-flood --kind wrong-rkey --count 2000 | tee "$tmp/flood2.json"
-tap_off
-wait_transfer
-echo "client exit $crc after ${t_client}s, server exit $src"
-echo "$crc $src $t_client" > "$tmp/run2.rc"
+refused_write_run 2 wrong-rkey
 
 echo "== run 3: VA outside the region"
-start_transfer run3 --duration 20
-sleep 0.5
-tap_on
-ip netns exec "$C" "$hostile" learn --iface c1 --out "$tmp/learned.json" --timeout-s 10 2> "$tmp/learn.err"
-flood --kind va-outside --count 2000 | tee "$tmp/flood3.json"
-tap_off
-wait_transfer
-echo "client exit $crc after ${t_client}s, server exit $src"
-echo "$crc $src $t_client" > "$tmp/run3.rc"
+refused_write_run 3 va-outside
 
 python3 - "$tmp" <<'PYEOF'
 import json, os, sys
