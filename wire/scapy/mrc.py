@@ -210,6 +210,14 @@ class MRC_AETH(_MrcHeader):
     fields_desc = [XByteField("syndrome", 0x1F), ThreeBytesField("msn", 0)]
 
 
+def _profile_cc_type_at_byte_16(self, p, pay):
+    """post_build of SETH and NETH: cc_type (high nibble of byte 16) left unset takes the
+    profile's NSCC cc_type."""
+    if self.cc_type is None:
+        p = p[:16] + bytes([(_profile["headers"]["cc_type"] << 4) | (p[16] & 0x0F)]) + p[17:]
+    return p + pay
+
+
 class MRC_SETH(_MrcHeader):
     name = "MRC SETH"
     fields_desc = [
@@ -228,10 +236,7 @@ class MRC_SETH(_MrcHeader):
         XLongField("sack_bitmap", 0),
     ]
 
-    def post_build(self, p, pay):
-        if self.cc_type is None:  # the profile's NSCC cc_type
-            p = p[:16] + bytes([(_profile["headers"]["cc_type"] << 4) | (p[16] & 0x0F)]) + p[17:]
-        return p + pay
+    post_build = _profile_cc_type_at_byte_16
 
 
 class MRC_CCState(_MrcHeader):
@@ -259,10 +264,7 @@ class MRC_NETH(_MrcHeader):
         ShortField("ts_echo", 0),
     ]
 
-    def post_build(self, p, pay):
-        if self.cc_type is None:
-            p = p[:16] + bytes([(_profile["headers"]["cc_type"] << 4) | (p[16] & 0x0F)]) + p[17:]
-        return p + pay
+    post_build = _profile_cc_type_at_byte_16
 
 
 class MRC_PETH(_MrcHeader):
