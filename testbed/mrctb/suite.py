@@ -50,6 +50,7 @@ class SuiteOptions:
     name: str = ""
     keep_captures: str = "failed"
     script_target: str = "engine"  # engine | netns (mrct script run --target)
+    script_tolerance: str = ""     # mrct script run --tolerance ("" = each script's own)
 
 
 @dataclasses.dataclass
@@ -174,6 +175,8 @@ def run_script_case(case: Case, case_out: str, opts: SuiteOptions) -> dict:
                 opts.dut_path, "--json", res_path, "--pcap-dir", case_out, "-q"]
     if case.mutant:
         argv += ["--mutant", case.mutant]
+    if opts.script_tolerance:
+        argv += ["--tolerance", opts.script_tolerance]
     t0 = time.monotonic()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode == 2 or not os.path.exists(res_path):
