@@ -61,7 +61,7 @@ print(" ".join(r["path"] for r in json.load(open(sys.argv[1])) if r["verdict"] !
       --json "$out/r.json" | tee "$out/log"
     rc=${PIPESTATUS[0]}
     set -e
-    if [ $rc -eq 1 ]; then
+    if [ "$rc" -eq 1 ]; then
       failed=$(/usr/bin/python3 -c 'import json,sys
 print(" ".join(r["path"] for r in json.load(open(sys.argv[1])) if r["verdict"] != "pass"))' \
         "$out/r.json")
@@ -88,7 +88,7 @@ TOML
       --dut "$out/mutant.toml" | tee "$out/log"
     rc=${PIPESTATUS[0]}
     set -e
-    if [ $rc -ne 1 ] || ! grep -q "entropy is" "$out/log"; then
+    if [ "$rc" -ne 1 ] || ! grep -q "entropy is" "$out/log"; then
       echo "FAIL: the mutant DUT was not caught (exit $rc)"
       rc=1
     else
@@ -104,4 +104,4 @@ for ns in $left; do
   pid=${ns#mrcs-}; pid=${pid%%-*}
   if ! kill -0 "$pid" 2>/dev/null; then echo "leftover namespace $ns"; rc=1; fi
 done
-exit $rc
+exit "$rc"
