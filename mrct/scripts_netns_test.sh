@@ -4,6 +4,12 @@
 #   scripts_netns_test.sh subset   the scripts tagged `wire` pass against the reference
 #   scripts_netns_test.sh mutants  a few scripts pass against the reference and fail against
 #                                  each mutant their header names, over the wire
+#   scripts_netns_test.sh dut PROFILE
+#                                  a handful of scripts (both roles) pass through the DUT
+#                                  contract's script mode of PROFILE (none unsupported)
+#   scripts_netns_test.sh dut-mutant
+#                                  a profile whose script command is a mutant of the reference
+#                                  fails the script that catches that mutant
 # Needs root (namespaces): skipped (77) without. Fails if a namespace of this run is left over.
 # CI machines share few cores between many jobs: the implementation's reaction can take tens of
 # milliseconds there, so every window is widened by $TOLERANCE (default 100ms) instead of the
@@ -45,7 +51,52 @@ print(" ".join(r["path"] for r in json.load(open(sys.argv[1])) if r["verdict"] !
     rc=$?
     set -e
     ;;
-  *) echo "usage: $0 subset|mutants"; exit 2 ;;
+  dut)
+    profile=${2:?usage: $0 dut PROFILE}
+    set -- "$SCRIPTS/rsp-sack-entropy-echo.mrcs" "$SCRIPTS/rsp-nack-trimmed.mrcs" \
+      "$SCRIPTS/hostile-bad-rkey.mrcs" "$SCRIPTS/rsp-imm-completion.mrcs" \
+      "$SCRIPTS/rsp-ep-probe.mrcs" "$SCRIPTS/rsp-sack-ts-echo.mrcs" "$SCRIPTS/req-write-only.mrcs"
+    set +e
+    "$MRCT" script run "$@" --target netns --tolerance "$tol" --dut "$profile" --strict \
+      --json "$out/r.json" | tee "$out/log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$rc" -eq 1 ]; then
+      failed=$(/usr/bin/python3 -c 'import json,sys
+print(" ".join(r["path"] for r in json.load(open(sys.argv[1])) if r["verdict"] != "pass"))' \
+        "$out/r.json")
+      echo "played once more: $failed"
+      set +e
+      # shellcheck disable=SC2086
+      "$MRCT" script run $failed --target netns --tolerance "$tol" --dut "$profile" --strict \
+        --json "$out/r2.json"
+      rc=$?
+      set -e
+    fi
+    ;;
+  dut-mutant)
+    # The reference's script server as a DUT, with a mutant: the contract's mode must carry
+    # the implementation's frames unchanged to the judge, so the mutant is caught.
+    cat > "$out/mutant.toml" <<'TOML'
+[dut]
+name = "reference-wrong-ev-echo"
+client = 'exit 69'
+script = 'MRC_MUTANT=wrong-ev-echo exec "$MRCT" script serve --env'
+TOML
+    set +e
+    "$MRCT" script run "$SCRIPTS/rsp-sack-entropy-echo.mrcs" --target netns --tolerance "$tol" \
+      --dut "$out/mutant.toml" | tee "$out/log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$rc" -ne 1 ] || ! grep -q "entropy is" "$out/log"; then
+      echo "FAIL: the mutant DUT was not caught (exit $rc)"
+      rc=1
+    else
+      echo "caught: the mutant DUT fails rsp-sack-entropy-echo"
+      rc=0
+    fi
+    ;;
+  *) echo "usage: $0 subset|mutants|dut PROFILE|dut-mutant"; exit 2 ;;
 esac
 left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^mrcs-" || true)
 for ns in $left; do
@@ -53,4 +104,4 @@ for ns in $left; do
   pid=${ns#mrcs-}; pid=${pid%%-*}
   if ! kill -0 "$pid" 2>/dev/null; then echo "leftover namespace $ns"; rc=1; fi
 done
-exit $rc
+exit "$rc"

@@ -35,6 +35,7 @@
 #include "mrc_ctl.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 69 };
+int mrc_perf_script_main(void); /* script_serve.c */
 enum { PROTOCOL_VERSION = 1, MAX_PEERS = 64, MAX_EVS = 1024, LINE_MAX_BYTES = 1 << 20 };
 #define FMT_PROFILE_ID 1
 #define CC_PROFILE_ID 1
@@ -1699,6 +1700,8 @@ int main(int argc, char** argv) {
   }
   g_seed_skew = strtoull(env_or("MRCPERF_TEST_SEED_SKEW", "0"), NULL, 10);
   const int dut = argc >= 2 && !strcmp(argv[1], "--dut");
+  /* The DUT contract's script mode (MRC_ROLE=script): script_serve.c. */
+  if (dut && !strcmp(env_or("MRC_ROLE", ""), "script")) return mrc_perf_script_main();
   if (dut)
     config_from_env();
   else

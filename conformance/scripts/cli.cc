@@ -86,7 +86,8 @@ struct Options {
   std::string json, junit, md, pcap_dir, dut;
   std::string target = "engine";
   bool quiet = false;
-  std::string self;  // this mrct binary (the netns target starts `mrct script serve` with it)
+  bool strict = false;  // unsupported scripts fail the run too
+  std::string self;     // this mrct binary (the netns target starts `mrct script serve` with it)
 };
 
 // Where the wire target's captures go when --pcap-dir is not given: next to the first report.
@@ -123,10 +124,22 @@ int run(const Options& o, bool check_only) {
                  "plays would take hours)\n";
     return 2;
   }
+  DutProfile dut;
   if (!o.dut.empty()) {
-    std::cerr << "mrct script: --dut: scripts run against the reference only so far (a DUT "
-                 "contract for scripts is not defined yet)\n";
-    return 2;
+    if (!wire) {
+      std::cerr << "mrct script: --dut runs the implementation over the wire: give --target "
+                   "netns\n";
+      return 2;
+    }
+    if (o.mutant != "none" || o.mutants || o.matrix) {
+      std::cerr << "mrct script: --mutant/--mutants are mutants of the reference; with --dut "
+                   "give a profile whose script command runs the mutant instead\n";
+      return 2;
+    }
+    if (!load_dut_profile(o.dut, dut, error)) {
+      std::cerr << error << "\n";
+      return 2;
+    }
   }
   const std::optional<runtime::Mutant> mutant = runtime::parse_mutant(o.mutant);
   if (!mutant) {
@@ -163,6 +176,17 @@ int run(const Options& o, bool check_only) {
   const std::string pcap_dir =
       !o.pcap_dir.empty() ? o.pcap_dir : (wire ? default_pcap_dir(o) : std::string());
   if (!pcap_dir.empty()) std::filesystem::create_directories(pcap_dir);
+  // MRC_OUT of a DUT: the capture folder, or a fresh temporary one.
+  std::string dut_out = pcap_dir;
+  if (!o.dut.empty() && dut_out.empty()) {
+    char tmpl[] = "/tmp/mrct-script-dut-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      std::cerr << "mrct script: cannot create a temporary directory for MRC_OUT\n";
+      return 2;
+    }
+    dut_out = tmpl;
+  }
+  if (!dut_out.empty()) dut_out = std::filesystem::absolute(dut_out).string();
   std::vector<ScriptResult> results;
   bool ok = true;
   auto play_one = [&](const Script& s, runtime::Mutant m) {
@@ -173,10 +197,29 @@ int run(const Options& o, bool check_only) {
     std::string name = s.name;
     if (m != runtime::Mutant::kNone) name += "." + std::string(runtime::mutant_info(m).name);
     if (!pcap_dir.empty()) po.pcap_path = pcap_dir + "/" + name + ".pcapng";
+    const std::string log = pcap_dir.empty() ? "" : pcap_dir + "/" + name + ".log";
+    if (!o.dut.empty()) {
+      // What the profile's capabilities rule out is not started at all.
+      if (const std::string why = dut_unsupported(dut, s.setup); !why.empty()) {
+        ScriptResult r;
+        r.script = s.name;
+        r.path = s.path;
+        r.target = "DUT " + dut.cmd.name + " (netns)";
+        r.rules = s.setup.rules;
+        r.tags = s.setup.tags;
+        r.outcome = Outcome::kUnsupported;
+        r.error = why;
+        return r;
+      }
+      DutCommand cmd = dut.cmd;
+      cmd.out_dir = dut_out;
+      std::unique_ptr<Target> target = make_dut_target(o.self, s, cmd, log);
+      ScriptResult r = play(s, *target, po);
+      if (!po.pcap_path.empty() && std::filesystem::exists(po.pcap_path)) r.pcap = po.pcap_path;
+      return r;
+    }
     std::unique_ptr<Target> target =
-        wire ? make_netns_target(o.self, s.path, m,
-                                 pcap_dir.empty() ? "" : pcap_dir + "/" + name + ".log")
-             : make_reference_target(m);
+        wire ? make_netns_target(o.self, s.path, m, log) : make_reference_target(m);
     ScriptResult r = play(s, *target, po);
     if (!po.pcap_path.empty() && std::filesystem::exists(po.pcap_path)) r.pcap = po.pcap_path;
     return r;
@@ -225,12 +268,17 @@ int run(const Options& o, bool check_only) {
       results.push_back(play_one(s, *mutant));
     }
     const ScriptResult& r = results.back();
-    if (r.outcome != Outcome::kPass) ok = false;
+    // Unsupported is not a failure of the implementation; it is counted and shown, and
+    // --strict makes it fail the run.
+    if (r.outcome != Outcome::kPass && (r.outcome != Outcome::kUnsupported || o.strict)) ok = false;
     if (!o.quiet || r.outcome != Outcome::kPass) {
       char t[32];
       std::snprintf(t, sizeof t, "%.3f", r.seconds);
-      std::cout << (r.outcome == Outcome::kPass ? "PASS " : "FAIL ") << r.script << "  (" << t
-                << " s)" << (r.error.empty() ? "" : "\n    " + r.error) << "\n";
+      std::cout << (r.outcome == Outcome::kPass          ? "PASS "
+                    : r.outcome == Outcome::kUnsupported ? "UNSUPPORTED "
+                                                         : "FAIL ")
+                << r.script << "  (" << t << " s)" << (r.error.empty() ? "" : "\n    " + r.error)
+                << "\n";
       if (r.outcome == Outcome::kFail) {
         for (const StatementResult& st : r.statements) {
           if (st.outcome != Outcome::kFail) continue;
@@ -239,15 +287,16 @@ int run(const Options& o, bool check_only) {
       }
     }
   }
-  size_t pass = 0;
+  size_t pass = 0, unsupported = 0;
   double secs = 0;
   for (const ScriptResult& r : results) {
     pass += r.outcome == Outcome::kPass;
+    unsupported += r.outcome == Outcome::kUnsupported;
     secs += r.seconds;
   }
-  char line[128];
-  std::snprintf(line, sizeof line, "%zu script(s): %zu pass, %zu fail, %.2f s\n", results.size(),
-                pass, results.size() - pass, secs);
+  char line[160];
+  std::snprintf(line, sizeof line, "%zu script(s): %zu pass, %zu fail, %zu unsupported, %.2f s\n",
+                results.size(), pass, results.size() - pass - unsupported, unsupported, secs);
   std::cout << line;
   if (!write_file(o.json, report_json(results)) || !write_file(o.junit, report_junit(results)) ||
       !write_file(o.md, report_markdown(results)))
@@ -269,7 +318,11 @@ int script_main(int argc, char** argv) {
   };
   CLI::App* run_cmd = app.add_subcommand("run", "play scripts against an implementation");
   add_common(run_cmd);
-  run_cmd->add_option("--dut", o.dut, "DUT profile (not supported yet: the reference only)");
+  run_cmd->add_option("--dut", o.dut,
+                      "DUT profile with a `script` command (ci/dut/README.md, script mode): "
+                      "play against that implementation instead of the reference (--target "
+                      "netns)");
+  run_cmd->add_flag("--strict", o.strict, "unsupported scripts fail the run (exit 1)");
   run_cmd
       ->add_option("--target", o.target,
                    "engine: the reference engine in this process on a virtual clock "
@@ -295,9 +348,12 @@ int script_main(int argc, char** argv) {
   CLI::App* serve_cmd = app.add_subcommand("serve", "");
   std::string serve_script, serve_mutant = "none";
   std::vector<std::string> serve_ifaces;
-  serve_cmd->add_option("script", serve_script)->required();
-  serve_cmd->add_option("--ifaces", serve_ifaces)->delimiter(',')->required();
+  bool serve_env = false;
+  serve_cmd->add_option("script", serve_script);
+  serve_cmd->add_option("--ifaces", serve_ifaces)->delimiter(',');
   serve_cmd->add_option("--mutant", serve_mutant);
+  serve_cmd->add_flag("--env", serve_env,
+                      "the header from the DUT contract's script-mode MRC_* environment");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -305,6 +361,11 @@ int script_main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (serve_cmd->parsed()) {
+    if (serve_env) return serve_env_main();
+    if (serve_script.empty() || serve_ifaces.empty()) {
+      std::cerr << "mrct script serve: give SCRIPT --ifaces I1,... or --env\n";
+      return 2;
+    }
     const std::optional<runtime::Mutant> m = runtime::parse_mutant(serve_mutant);
     if (!m) {
       std::cerr << "mrct script serve: --mutant '" << serve_mutant << "' is unknown\n";

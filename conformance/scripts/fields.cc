@@ -208,6 +208,10 @@ constexpr Constant kConstants[] = {
     {"rem_op_err", static_cast<uint64_t>(engine::WcStatus::kRemOpErr)},
     {"retry_exc_err", static_cast<uint64_t>(engine::WcStatus::kRetryExcErr)},
     {"wr_flush_err", static_cast<uint64_t>(engine::WcStatus::kWrFlushErr)},
+    {"loc_qp_op_err", static_cast<uint64_t>(engine::WcStatus::kLocQpOpErr)},
+    {"loc_prot_err", static_cast<uint64_t>(engine::WcStatus::kLocProtErr)},
+    {"fatal_err", static_cast<uint64_t>(engine::WcStatus::kFatalErr)},
+    {"general_err", static_cast<uint64_t>(engine::WcStatus::kGeneralErr)},
     {"rdma_write", static_cast<uint64_t>(engine::WcOpcode::kRdmaWrite)},
     {"recv_rdma_with_imm", static_cast<uint64_t>(engine::WcOpcode::kRecvRdmaWithImm)},
 };
@@ -333,6 +337,10 @@ std::vector<std::string> field_names() {
 
 bool is_send_flag(std::string_view s) {
   return s == "bad_icrc" || s == "trim" || s == "trim_lasthop";
+}
+
+bool ts_field(std::string_view name) {
+  return name == "ts16" || name == "ts_echo";
 }
 
 bool psn_field(std::string_view name) {

@@ -39,6 +39,7 @@ struct FrameCtx {
 std::optional<uint64_t> get_field(std::string_view name, const wire::DecodedFrame& f,
                                   const FrameCtx& ctx);
 bool psn_field(std::string_view name);  // arithmetic and ranges mod 2^24
+bool ts_field(std::string_view name);   // 16-bit timestamps (ts16, ts_echo): mod 2^16
 
 // Evaluates an expression with the current variables; false with `error` naming an unbound
 // variable.
@@ -82,5 +83,10 @@ bool post_reference_write(engine::Endpoint& ep, uint32_t qpn,
 // network namespace, on the interfaces given, driven over stdin/stdout (netns.cc).
 int serve_main(const std::string& script_path, const std::vector<std::string>& ifaces,
                runtime::Mutant mutant);
+int serve_main(const Setup& s, const std::vector<std::string>& ifaces,
+               const std::vector<wire::MacAddr>& next_hops, runtime::Mutant mutant);
+// `mrct script serve --env`: the same, the header from the DUT contract's script-mode
+// environment (MRC_SCRIPT_ROLE, MRC_IFACES, MRC_NEXT_HOPS, ... ci/dut/README.md).
+int serve_env_main();
 
 }  // namespace mrc::scripts

@@ -19,17 +19,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "conformance/scripts/internal.h"
+
+extern char** environ;
 
 namespace mrc::scripts {
 
@@ -53,6 +59,42 @@ std::string mac_text(const wire::MacAddr& m) {
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
                 m[5]);
   return buf;
+}
+
+std::optional<wire::MacAddr> parse_mac(std::string_view s) {
+  wire::MacAddr m{};
+  unsigned v[6];
+  char tail = 0;
+  const std::string t(s);
+  if (std::sscanf(t.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                  &tail) != 6)
+    return std::nullopt;
+  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
+  return m;
+}
+
+// Work completion statuses and opcodes travel as their ibverbs names (IBV_WC_SUCCESS,
+// IBV_WC_RDMA_WRITE, ...): any implementation can print them, whatever its own numbering.
+std::string wc_status_text(uint32_t status) {
+  return std::string(engine::wc_status_name(static_cast<engine::WcStatus>(status)));
+}
+std::string wc_opcode_text(uint32_t opcode) {
+  return static_cast<engine::WcOpcode>(opcode) == engine::WcOpcode::kRecvRdmaWithImm
+             ? "IBV_WC_RECV_RDMA_WITH_IMM"
+             : "IBV_WC_RDMA_WRITE";
+}
+// The script language's value of a name (IBV_WC_REM_ACCESS_ERR -> rem_access_err); a number is
+// taken as it is; a name the language does not know reads as 0xFF, which no expectation
+// names, so a `status=` matcher fails on it and shows it.
+uint32_t wc_value(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint32_t>();
+  if (!v.is_string()) return 0xFF;
+  std::string n = v.get<std::string>();
+  if (n.rfind("IBV_WC_", 0) == 0) n = n.substr(7);
+  std::transform(n.begin(), n.end(), n.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::optional<uint64_t> x = named_constant(n);
+  return x ? static_cast<uint32_t>(*x) : 0xFF;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,6 +145,9 @@ int register_ns(const std::string& name) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGHUP, &sa, nullptr);
+    // An implementation that exits early (a DUT declining a script) closes its end of the
+    // control pipe: writing to it must be an error to report, not a signal that kills us.
+    signal(SIGPIPE, SIG_IGN);
   });
   for (size_t i = 0; i < kMaxNs; ++i) {
     if (g_ns_used[i].load()) continue;
@@ -173,13 +218,25 @@ class NetnsTarget : public Target {
         script_path_(std::move(script_path)),
         mutant_(m),
         impl_log_(std::move(impl_log)) {}
+  // A DUT's script command instead of the reference.
+  NetnsTarget(std::string mrct, const Script& script, DutCommand dut, std::string impl_log)
+      : mrct_(std::move(mrct)),
+        script_path_(script.path),
+        script_name_(script.name),
+        mutant_(runtime::Mutant::kNone),
+        impl_log_(std::move(impl_log)),
+        dut_(std::move(dut)),
+        is_dut_(true) {}
   ~NetnsTarget() override { stop(); }
 
   std::string name() const override {
+    if (is_dut_) return "DUT " + dut_.name + " (netns)";
     return mutant_ == runtime::Mutant::kNone
                ? "reference (netns)"
                : "reference+mutant:" + std::string(runtime::mutant_info(mutant_).name) + " (netns)";
   }
+
+  std::string unsupported_reason() const override { return unsupported_; }
 
   bool start(const Setup& s, Bindings& b, std::string& error) override {
     setup_ = s;
@@ -238,8 +295,8 @@ class NetnsTarget : public Target {
     for (const json& c : r.value("completions", json::array())) {
       Completion x;
       x.wr_id = c.value("wr_id", uint64_t{0});
-      x.status = c.value("status", 0u);
-      x.opcode = c.value("opcode", 0u);
+      x.status = wc_value(c.value("status", json(0u)));
+      x.opcode = wc_value(c.value("opcode", json(0u)));
       x.byte_len = c.value("len", 0u);
       x.imm = c.value("imm", 0u);
       x.with_imm = c.value("with_imm", false);
@@ -325,13 +382,21 @@ class NetnsTarget : public Target {
         return false;
       }
       // No IPv6 on the veths: the kernel's router solicitations and MLD reports would be
-      // frames the script never asked for.
-      if (!sh({"ip", "netns", "exec", *ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
-              error) ||
-          !sh({"ip", "netns", "exec", *ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
-              error) ||
-          !sh({"ip", "-n", *ns, "link", "set", "lo", "up"}, error))
-        return false;
+      // frames the script never asked for. A DUT's namespace keeps IPv6 without addresses
+      // (addr_gen_mode 1: no link-local, hence no DAD, RS or MLD of its own): a MRC library
+      // finds its next hop in the kernel's tables as on any host, below.
+      const bool ipv6 = is_dut_ && *ns == impl_ns_;
+      const std::vector<std::string> knobs =
+          ipv6 ? std::vector<std::string>{"net.ipv6.conf.all.addr_gen_mode=1",
+                                          "net.ipv6.conf.default.addr_gen_mode=1",
+                                          "net.ipv6.conf.default.accept_dad=0",
+                                          "net.ipv6.conf.default.router_solicitations=0",
+                                          "net.ipv6.conf.default.accept_ra=0"}
+               : std::vector<std::string>{"net.ipv6.conf.all.disable_ipv6=1",
+                                          "net.ipv6.conf.default.disable_ipv6=1"};
+      for (const std::string& k : knobs)
+        if (!sh({"ip", "netns", "exec", *ns, "sysctl", "-qw", k}, error)) return false;
+      if (!sh({"ip", "-n", *ns, "link", "set", "lo", "up"}, error)) return false;
     }
     for (uint8_t p = 1; p <= setup_.planes; ++p) {
       const std::string t = "t" + std::to_string(p), i = "i" + std::to_string(p);
@@ -360,6 +425,23 @@ class NetnsTarget : public Target {
           !sh({"ip", "-n", tester_ns_, "link", "set", t, "up"}, error) ||
           !sh({"ip", "-n", impl_ns_, "link", "set", i, "up"}, error))
         return false;
+    }
+    // A DUT's route to the tester's GID on every port, with the tester's MAC as a permanent
+    // neighbour (no NDP: the tester answers none): what MRC_NEXT_HOPS says, in the kernel's
+    // tables.
+    if (is_dut_) {
+      char peer[64];
+      inet_ntop(AF_INET6, gid(1).data(), peer, sizeof peer);
+      for (uint8_t p = 1; p <= setup_.planes; ++p) {
+        const std::string i = "i" + std::to_string(p);
+        if (!sh({"ip", "-n", impl_ns_, "-6", "route", "add", std::string(peer) + "/128", "dev", i,
+                 "metric", std::to_string(p)},
+                error) ||
+            !sh({"ip", "-n", impl_ns_, "-6", "neigh", "replace", peer, "lladdr",
+                 mac_text(tester_mac(p)), "dev", i, "nud", "permanent"},
+                error))
+          return false;
+      }
     }
     // The runtime takes a port that is not running at start as down, and IFF_RUNNING follows
     // the operational state, which the kernel's link watch sets up to a second after the
@@ -395,6 +477,11 @@ class NetnsTarget : public Target {
               return false;
             }
             socks_.push_back(fd);
+            // A burst of hundreds of frames (a 500-packet WRITE) must not overflow the default
+            // receive buffer (about 200 KiB, a few hundred small frames): a frame dropped here
+            // would be judged as one the implementation never sent.
+            const int rcvbuf = 32 << 20;
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
             sockaddr_ll sll{};
             sll.sll_family = AF_PACKET;
             sll.sll_protocol = htons(ETH_P_ALL);
@@ -416,8 +503,11 @@ class NetnsTarget : public Target {
       return false;
     }
     std::string ifaces;
-    for (uint8_t p = 1; p <= s.planes; ++p)
-      ifaces += (p > 1 ? "," : "") + std::string("i") + std::to_string(p);
+    std::vector<std::string> iface_list;
+    for (uint8_t p = 1; p <= s.planes; ++p) {
+      iface_list.push_back("i" + std::to_string(p));
+      ifaces += (p > 1 ? "," : "") + iface_list.back();
+    }
     std::vector<std::string> argv = {
         "ip",
         "netns",
@@ -432,6 +522,34 @@ class NetnsTarget : public Target {
         "--mutant",
         std::string(mutant_ == runtime::Mutant::kNone ? "none"
                                                       : runtime::mutant_info(mutant_).name)};
+    // The environment: ours, and for a DUT the contract's script mode (the header in MRC_*
+    // variables, the profile's env) with the runner's own MRC_* variables left out.
+    std::vector<std::string> env;
+    std::string workdir;
+    if (is_dut_) {
+      argv = {"ip", "netns", "exec", impl_ns_, "/bin/sh", "-c", dut_.command};
+      for (char** e = environ; *e != nullptr; ++e) {
+        const std::string_view kv(*e);
+        if (kv.rfind("MRC_", 0) != 0 && kv.rfind("MRCT=", 0) != 0) env.emplace_back(kv);
+      }
+      Script sc;
+      sc.name = script_name_;
+      sc.path = script_path_;
+      sc.setup = s;
+      for (const auto& [k, v] : script_env(sc, iface_list)) env.push_back(k + "=" + v);
+      env.push_back("MRCT=" + mrct_);
+      env.push_back("MRC_OUT=" + dut_.out_dir);
+      for (const auto& [k, v] : dut_.env) env.push_back(k + "=" + v);
+      workdir = dut_.out_dir;
+    } else {
+      for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    }
+    std::vector<char*> envp;
+    for (const std::string& x : env) envp.push_back(const_cast<char*>(x.c_str()));
+    envp.push_back(nullptr);
+    std::vector<char*> a;
+    for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+    a.push_back(nullptr);
     child_ = fork();
     if (child_ == 0) {
       dup2(in[0], 0);
@@ -440,10 +558,8 @@ class NetnsTarget : public Target {
         const int fd = open(impl_log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2);
       }
-      std::vector<char*> a;
-      for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-      a.push_back(nullptr);
-      execvp(a[0], a.data());
+      if (!workdir.empty() && chdir(workdir.c_str()) != 0) _exit(126);
+      execvpe(a[0], a.data(), envp.data());
       _exit(127);
     }
     close(in[0]);
@@ -457,14 +573,54 @@ class NetnsTarget : public Target {
     g_child = child_;
     json ready;
     if (!read_reply(ready, 10'000, error)) {
+      // Gone before saying ready: its exit code says whether it declined (69) or could not
+      // be run at all (126/127, the shell's).
+      int st = 0;
+      for (int i = 0; i < 50 && child_ > 0; ++i) {
+        if (waitpid(child_, &st, WNOHANG) == child_) {
+          child_ = -1;
+          g_child = 0;
+          const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          if (rc == 69) {
+            unsupported_ = "exit code 69";
+            error = "the implementation declined the script (exit code 69)";
+            return false;
+          }
+          error += " (exit code " + std::to_string(rc) +
+                   (rc == 126 || rc == 127 ? ": /bin/sh could not run the command" : "") + ")";
+          break;
+        }
+        usleep(10'000);
+      }
       error = "the implementation did not start: " + error;
       return false;
     }
-    if (ready.value("type", "") != "ready") {
-      error = "the implementation did not start: " + ready.value("message", ready.dump());
+    const std::string type = ready.value("type", "");
+    if (type == "unsupported") {
+      const json& why = ready.contains("reason") ? ready["reason"] : ready["message"];
+      unsupported_ = why.is_string() && !why.get<std::string>().empty() ? why.get<std::string>()
+                                                                        : "no reason given";
+      error = "unsupported: " + unsupported_;
       return false;
     }
-    for (const auto& [k, v] : ready["vars"].items()) b.vars[k] = v.get<uint64_t>();
+    if (type != "ready") {
+      error = "the implementation did not start: " +
+              (ready.contains("message") && ready["message"].is_string()
+                   ? ready["message"].get<std::string>()
+                   : ready.dump());
+      return false;
+    }
+    // The header's variables are the runner's; the implementation names its QP and region.
+    bind_vars(s, ReferenceQp{}, b);
+    const json vars = ready.value("vars", json::object());
+    for (const char* k : {"dut_qpn", "va", "rkey"}) {
+      if (!vars.contains(k) || !vars[k].is_number_unsigned()) {
+        error = std::string("the implementation's ready line has no vars.") + k +
+                " (an unsigned number): " + ready.dump();
+        return false;
+      }
+      b.vars[k] = vars[k].get<uint64_t>();
+    }
     return true;
   }
 
@@ -481,8 +637,16 @@ class NetnsTarget : public Target {
       return false;
     }
     if (!read_reply(r, 5'000, error)) return false;
+    if (r.contains("unsupported")) {
+      const json& u = r["unsupported"];
+      unsupported_ = u.is_string() && !u.get<std::string>().empty()
+                         ? u.get<std::string>()
+                         : "the implementation cannot serve '" + q.value("op", "") + "'";
+      error = "unsupported: " + unsupported_;
+      return false;
+    }
     if (r.contains("error")) {
-      error = r["error"].get<std::string>();
+      error = r["error"].is_string() ? r["error"].get<std::string>() : r["error"].dump();
       return false;
     }
     return true;
@@ -555,8 +719,12 @@ class NetnsTarget : public Target {
 
   std::string mrct_;
   std::string script_path_;
+  std::string script_name_;
   runtime::Mutant mutant_;
   std::string impl_log_;
+  DutCommand dut_;
+  bool is_dut_ = false;
+  std::string unsupported_;
   Setup setup_;
   std::string tester_ns_, impl_ns_;
   int tester_slot_ = -1, impl_slot_ = -1;
@@ -578,26 +746,250 @@ std::unique_ptr<Target> make_netns_target(const std::string& mrct, const std::st
   return std::make_unique<NetnsTarget>(mrct, script_path, mutant, impl_log);
 }
 
+std::unique_ptr<Target> make_dut_target(const std::string& mrct, const Script& script,
+                                        const DutCommand& dut, const std::string& impl_log) {
+  return std::make_unique<NetnsTarget>(mrct, script, dut, impl_log);
+}
+
 // ---------------------------------------------------------------------------------------------
 // `mrct script serve`: the reference in this namespace, answering on stdin/stdout
 // ---------------------------------------------------------------------------------------------
-int serve_main(const std::string& script_path, const std::vector<std::string>& ifaces,
-               runtime::Mutant mutant) {
+namespace {
+
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> script_env(
+    const Script& script, const std::vector<std::string>& ifaces) {
+  const Setup& s = script.setup;
+  auto num = [](uint64_t v) { return std::to_string(v); };
+  std::string ifs, hops;
+  for (size_t p = 0; p < ifaces.size(); ++p) {
+    ifs += (p ? "," : "") + ifaces[p];
+    hops += (p ? "," : "") + ifaces[p] + "=" + mac_text(tester_mac(static_cast<uint8_t>(p + 1)));
+  }
+  char gid_dut[64], gid_tester[64];
+  inet_ntop(AF_INET6, gid(2).data(), gid_dut, sizeof gid_dut);
+  inet_ntop(AF_INET6, gid(1).data(), gid_tester, sizeof gid_tester);
+  return {
+      {"MRC_ROLE", "script"},
+      {"MRC_SCRIPT", script.name},
+      {"MRC_SCRIPT_FILE", script.path},
+      {"MRC_SCRIPT_ROLE", s.role == Role::kRequester ? "requester" : "responder"},
+      {"MRC_IFACES", ifs},
+      {"MRC_PLANES", num(s.planes)},
+      {"MRC_NEXT_HOPS", hops},
+      {"MRC_GID", gid_dut},
+      {"MRC_PEER_GID", gid_tester},
+      {"MRC_EV_FORMAT", std::string(wire::ev_format_name(s.format))},
+      {"MRC_EVS_PER_PLANE", "4"},
+      {"MRC_PMTU", num(s.mtu)},
+      {"MRC_MR_BYTES", num(s.mr_bytes)},
+      {"MRC_MR_FILL", num(s.mr_fill)},
+      {"MRC_PEER_QPN", num(s.tester_qpn)},
+      {"MRC_RQ_PSN", num(s.tester_psn)},
+      {"MRC_SQ_PSN", num(s.dut_psn)},
+      {"MRC_PEER_VA", num(s.tester_va)},
+      {"MRC_PEER_RKEY", num(s.tester_rkey)},
+      {"MRC_MPR", num(s.mpr)},
+      {"MRC_DYNAMIC_MPR", s.dynamic_mpr ? "1" : "0"},
+      {"MRC_WIMM", num(s.max_wimm)},
+      {"MRC_TIMEOUT", num(s.timeout)},
+      {"MRC_RETRY", num(s.retry_linear) + ":" + num(s.retry_exp)},
+      {"MRC_RECV_WQES", num(s.recv_wqes)},
+      {"MRC_SVC_TIME", s.svc_time ? "1" : "0"},
+      {"MRC_TRIM_NACK", s.trim_nack ? "1" : "0"},
+      {"MRC_ACK_TRIGGER_BYTES", num(s.ack_trigger_bytes)},
+      {"MRC_ACK_MIN_ADD_BYTES", num(s.ack_min_add_bytes)},
+      {"MRC_REVERSE_PROBE_NS", num(s.reverse_probe_ns)},
+  };
+}
+
+bool setup_from_env(Setup& s, std::vector<std::string>& ifaces, std::string& error) {
+  auto get = [&](const char* name, uint64_t lo, uint64_t hi, uint64_t& out) {
+    const std::string v = env_text(name);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = v.empty() ? 0 : std::strtoull(v.c_str(), &end, 0);
+    if (v.empty() || errno != 0 || *end != '\0' || x < lo || x > hi) {
+      error = std::string(name) + "='" + v + "': expected a number " + std::to_string(lo) + ".." +
+              std::to_string(hi);
+      return false;
+    }
+    out = x;
+    return true;
+  };
+  uint64_t x = 0;
+  const std::string role = env_text("MRC_SCRIPT_ROLE");
+  if (role != "responder" && role != "requester") {
+    error = "MRC_SCRIPT_ROLE='" + role + "': expected responder or requester";
+    return false;
+  }
+  s.role = role == "requester" ? Role::kRequester : Role::kResponder;
+  const std::optional<wire::EvFormat> fmt = wire::parse_ev_format(env_text("MRC_EV_FORMAT"));
+  if (!fmt) {
+    error = "MRC_EV_FORMAT='" + env_text("MRC_EV_FORMAT") + "': expected stev or udp";
+    return false;
+  }
+  s.format = *fmt;
+  ifaces.clear();
+  std::string ifs = env_text("MRC_IFACES");
+  for (size_t pos = 0; pos <= ifs.size();) {
+    const size_t end = std::min(ifs.find(',', pos), ifs.size());
+    if (end > pos) ifaces.push_back(ifs.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  if (!get("MRC_PLANES", 1, 4, x)) return false;
+  s.planes = static_cast<uint8_t>(x);
+  if (ifaces.size() != s.planes) {
+    error = "MRC_IFACES='" + ifs + "': " + std::to_string(ifaces.size()) + " interfaces for " +
+            std::to_string(s.planes) + " planes (MRC_PLANES)";
+    return false;
+  }
+  struct U32 {
+    const char* name;
+    uint64_t lo, hi;
+    uint32_t* out;
+  };
+  for (const U32& u :
+       {U32{"MRC_PMTU", 256, 4096, &s.mtu}, U32{"MRC_MR_BYTES", 1, 1u << 26, &s.mr_bytes},
+        U32{"MRC_PEER_QPN", 0, 0xFFFFFF, &s.tester_qpn},
+        U32{"MRC_RQ_PSN", 0, 0xFFFFFF, &s.tester_psn}, U32{"MRC_SQ_PSN", 0, 0xFFFFFF, &s.dut_psn},
+        U32{"MRC_PEER_RKEY", 0, 0xFFFFFFFF, &s.tester_rkey},
+        U32{"MRC_RECV_WQES", 0, 256, &s.recv_wqes},
+        U32{"MRC_ACK_TRIGGER_BYTES", 1, 1u << 30, &s.ack_trigger_bytes},
+        U32{"MRC_ACK_MIN_ADD_BYTES", 0, 1u << 30, &s.ack_min_add_bytes}}) {
+    if (!get(u.name, u.lo, u.hi, x)) return false;
+    *u.out = static_cast<uint32_t>(x);
+  }
+  if (!get("MRC_MR_FILL", 0, 255, x)) return false;
+  s.mr_fill = static_cast<uint8_t>(x);
+  if (!get("MRC_PEER_VA", 0, UINT64_MAX, s.tester_va)) return false;
+  if (!get("MRC_MPR", 1, 255, x)) return false;
+  s.mpr = static_cast<uint8_t>(x);
+  if (!get("MRC_WIMM", 0, 65535, x)) return false;
+  s.max_wimm = static_cast<uint16_t>(x);
+  if (!get("MRC_TIMEOUT", 0, 31, x)) return false;
+  s.timeout = static_cast<uint8_t>(x);
+  const std::string retry = env_text("MRC_RETRY");
+  unsigned lin = 0, ex = 0;
+  char tail = 0;
+  if (std::sscanf(retry.c_str(), "%u:%u%c", &lin, &ex, &tail) != 2 || lin > 7 || ex > 7) {
+    error = "MRC_RETRY='" + retry + "': expected LINEAR:EXP, each 0..7";
+    return false;
+  }
+  s.retry_linear = static_cast<uint8_t>(lin);
+  s.retry_exp = static_cast<uint8_t>(ex);
+  for (auto [name, out] : {std::pair{"MRC_DYNAMIC_MPR", &s.dynamic_mpr},
+                           {"MRC_SVC_TIME", &s.svc_time},
+                           {"MRC_TRIM_NACK", &s.trim_nack}}) {
+    if (!get(name, 0, 1, x)) return false;
+    *out = x != 0;
+  }
+  return get("MRC_REVERSE_PROBE_NS", 0, UINT64_MAX, s.reverse_probe_ns);
+}
+
+bool load_dut_profile(const std::string& path, DutProfile& out, std::string& error) {
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    error = path + ":" + std::to_string(e.source().begin.line) +
+            ": TOML syntax: " + std::string(e.description());
+    return false;
+  }
+  auto where = [&](const toml::node* n) {
+    return path + ":" + std::to_string(n != nullptr ? n->source().begin.line : 0);
+  };
+  const toml::table* d = doc["dut"].as_table();
+  if (d == nullptr) {
+    error = path + ": [dut]: missing (the profile names its commands there)";
+    return false;
+  }
+  out.cmd.name = std::filesystem::path(path).stem().string();
+  if (const toml::node* n = d->get("name")) {
+    if (!n->is_string()) {
+      error = where(n) + ": dut.name: must be a string";
+      return false;
+    }
+    out.cmd.name = **n->as_string();
+  }
+  const toml::node* sc = d->get("script");
+  if (sc == nullptr) {
+    error = path +
+            ": dut.script: this profile has no script mode (a `script` command "
+            "template, ci/dut/README.md \"Script mode\")";
+    return false;
+  }
+  if (!sc->is_string() || (**sc->as_string()).find_first_not_of(" \t") == std::string::npos) {
+    error = where(sc) + ": dut.script: must be a non-empty shell command";
+    return false;
+  }
+  out.cmd.command = **sc->as_string();
+  if (const toml::node* e = d->get("env")) {
+    const toml::table* t = e->as_table();
+    if (t == nullptr) {
+      error = where(e) + ": dut.env: must be a table of strings";
+      return false;
+    }
+    for (const auto& [k, v] : *t) {
+      const std::string key(k.str());
+      if (!v.is_string()) {
+        error = where(&v) + ": dut.env." + key + ": must be a string";
+        return false;
+      }
+      if (key.rfind("MRC_", 0) == 0 || key == "MRCT") {
+        error = where(&v) + ": dut.env." + key + ": MRC_ names (and MRCT) belong to the runner";
+        return false;
+      }
+      out.cmd.env.emplace_back(key, **v.as_string());
+    }
+  }
+  const std::string dir = std::filesystem::absolute(path).parent_path().string();
+  out.cmd.env.emplace_back("MRC_DUT_DIR", dir);
+  out.capabilities.clear();
+  if (const toml::table* caps = doc["capabilities"].as_table()) {
+    for (const auto& [k, v] : *caps) {
+      if (!v.is_boolean()) {
+        error = where(&v) + ": capabilities." + std::string(k.str()) + ": must be true or false";
+        return false;
+      }
+      out.capabilities[std::string(k.str())] = **v.as_boolean();
+    }
+  }
+  return true;
+}
+
+std::string dut_unsupported(const DutProfile& d, const Setup& s) {
+  auto has = [&](const std::string& cap) {
+    const auto it = d.capabilities.find(cap);
+    return it == d.capabilities.end() || it->second;  // the contract's defaults are on
+  };
+  const std::string fmt(wire::ev_format_name(s.format));
+  if (!has(fmt)) return "DUT " + d.cmd.name + " lacks capability " + fmt;
+  if (s.planes > 1 && !has("multi_plane"))
+    return "DUT " + d.cmd.name + " lacks capability multi_plane";
+  if (s.dynamic_mpr && d.capabilities.count("dynamic_mpr") && !d.capabilities.at("dynamic_mpr"))
+    return "DUT " + d.cmd.name + " lacks capability dynamic_mpr";
+  return {};
+}
+
+int serve_main(const Setup& s, const std::vector<std::string>& ifaces,
+               const std::vector<wire::MacAddr>& next_hops, runtime::Mutant mutant) {
   auto fail = [](const std::string& msg) {
     std::cout << json{{"type", "error"}, {"message", msg}}.dump() << std::endl;
     return 1;
   };
-  Script script;
-  ParseError pe;
-  if (!load_script(script_path, script, pe)) return fail(pe.format());
-  const Setup& s = script.setup;
-  if (ifaces.size() != s.planes)
+  if (ifaces.size() != s.planes || next_hops.size() != s.planes)
     return fail("--ifaces: " + std::to_string(ifaces.size()) + " interfaces for " +
                 std::to_string(s.planes) + " planes");
   runtime::RuntimeConfig rc;
   rc.endpoint = reference_config(s, gid(2));
-  for (size_t p = 0; p < ifaces.size(); ++p)
-    rc.planes.push_back({ifaces[p], tester_mac(static_cast<uint8_t>(p + 1))});
+  for (size_t p = 0; p < ifaces.size(); ++p) rc.planes.push_back({ifaces[p], next_hops[p]});
   rc.io = runtime::IoKind::kPacket;
   rc.mutant = mutant;
   runtime::Status st;
@@ -625,8 +1017,8 @@ int serve_main(const std::string& script_path, const std::vector<std::string>& i
       out["completions"] = json::array();
       for (const Completion& c : cs)
         out["completions"].push_back({{"wr_id", c.wr_id},
-                                      {"status", c.status},
-                                      {"opcode", c.opcode},
+                                      {"status", wc_status_text(c.status)},
+                                      {"opcode", wc_opcode_text(c.opcode)},
                                       {"len", c.byte_len},
                                       {"imm", c.imm},
                                       {"with_imm", c.with_imm},
@@ -667,6 +1059,74 @@ int serve_main(const std::string& script_path, const std::vector<std::string>& i
   }
   rt->stop();
   return 0;
+}
+
+int serve_main(const std::string& script_path, const std::vector<std::string>& ifaces,
+               runtime::Mutant mutant) {
+  Script script;
+  ParseError pe;
+  if (!load_script(script_path, script, pe)) {
+    std::cout << json{{"type", "error"}, {"message", pe.format()}}.dump() << std::endl;
+    return 1;
+  }
+  std::vector<wire::MacAddr> hops;
+  for (size_t p = 0; p < ifaces.size(); ++p)
+    hops.push_back(tester_mac(static_cast<uint8_t>(p + 1)));
+  return serve_main(script.setup, ifaces, hops, mutant);
+}
+
+int serve_env_main() {
+  Setup s;
+  std::vector<std::string> ifaces;
+  std::string error;
+  if (!setup_from_env(s, ifaces, error)) {
+    std::cout << json{{"type", "error"}, {"message", error}}.dump() << std::endl;
+    return 2;
+  }
+  // MRC_NEXT_HOPS: IFACE=MAC per plane, in MRC_IFACES order.
+  std::vector<wire::MacAddr> hops(ifaces.size());
+  std::vector<bool> have(ifaces.size(), false);
+  const std::string list = env_text("MRC_NEXT_HOPS");
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const auto it = eq == std::string::npos
+                        ? ifaces.end()
+                        : std::find(ifaces.begin(), ifaces.end(), item.substr(0, eq));
+    const std::optional<wire::MacAddr> mac =
+        eq == std::string::npos ? std::nullopt : parse_mac(item.substr(eq + 1));
+    if (it == ifaces.end() || !mac) {
+      std::cout << json{{"type", "error"},
+                        {"message", "MRC_NEXT_HOPS: '" + item +
+                                        "': expected IFACE=MAC of one of "
+                                        "MRC_IFACES"}}
+                       .dump()
+                << std::endl;
+      return 2;
+    }
+    hops[static_cast<size_t>(it - ifaces.begin())] = *mac;
+    have[static_cast<size_t>(it - ifaces.begin())] = true;
+  }
+  for (size_t p = 0; p < ifaces.size(); ++p) {
+    if (!have[p]) {
+      std::cout << json{{"type", "error"},
+                        {"message", "MRC_NEXT_HOPS names no next hop for " + ifaces[p]}}
+                       .dump()
+                << std::endl;
+      return 2;
+    }
+  }
+  const std::string m = env_text("MRC_MUTANT");
+  const std::optional<runtime::Mutant> mutant = runtime::parse_mutant(m.empty() ? "none" : m);
+  if (!mutant) {
+    std::cout << json{{"type", "error"}, {"message", "MRC_MUTANT='" + m + "' is unknown"}}.dump()
+              << std::endl;
+    return 2;
+  }
+  return serve_main(s, ifaces, hops, *mutant);
 }
 
 }  // namespace mrc::scripts

@@ -16,6 +16,8 @@ std::string_view outcome_name(Outcome o) {
       return "fail";
     case Outcome::kNotRun:
       return "not-run";
+    case Outcome::kUnsupported:
+      return "unsupported";
   }
   return "?";
 }
@@ -56,11 +58,15 @@ class Player {
     if (!target_.start(script_.setup, b_, err)) {
       res_.outcome = Outcome::kFail;
       res_.error = script_.path + ": setup of " + target_.name() + " failed: " + err;
+      if (const std::string why = target_.unsupported_reason(); !why.empty()) {
+        res_.outcome = Outcome::kUnsupported;
+        res_.error = script_.path + ": " + target_.name() + " does not support it: " + why;
+      }
       finish(wall0);
       return;
     }
     vars_ = b_.vars;
-    t0_ = prev_ = target_.now_ns();
+    t0_ = prev_ = last_sent_ns_ = target_.now_ns();
     res_.outcome = Outcome::kPass;
     for (size_t i = 0; i < script_.statements.size(); ++i) {
       const Statement& st = script_.statements[i];
@@ -81,6 +87,14 @@ class Player {
         const uint32_t col = fail_column_ != 0 ? fail_column_ : st.pos.column;
         res_.error = script_.path + ":" + std::to_string(st.pos.line) + ":" + std::to_string(col) +
                      ": " + why;
+        // A request the implementation cannot serve (e.g. `post write` on a responder-only
+        // harness) makes the script unsupported there, not failed.
+        if (const std::string u = target_.unsupported_reason(); !u.empty()) {
+          sr.outcome = Outcome::kNotRun;
+          res_.outcome = Outcome::kUnsupported;
+          res_.error = script_.path + ":" + std::to_string(st.pos.line) + ": " + target_.name() +
+                       " does not support it: " + u;
+        }
         break;
       }
       sr.outcome = Outcome::kPass;
@@ -169,6 +183,7 @@ class Player {
   // Judges one value against a matcher; captures into an unbound lone variable.
   bool judge(const FieldArg& a, uint64_t value, bool psn, std::string& why) {
     const Matcher& m = a.m;
+    const bool ts = ts_field(a.name);
     uint64_t lo = 0, hi = 0;
     switch (m.kind) {
       case Matcher::Kind::kAny:
@@ -179,21 +194,25 @@ class Player {
           return true;
         }
         if (!eval_field(a, m.lo, psn, lo, why)) return false;
+        if (ts) lo &= 0xFFFF;
         if (value == lo) return true;
         why = a.name + " is " + std::to_string(value) + " (" + hex_of(value) + "), expected " +
               a.text + " = " + std::to_string(lo) + " (" + hex_of(lo) + ")";
         return false;
       case Matcher::Kind::kNot:
         if (!eval_field(a, m.lo, psn, lo, why)) return false;
+        if (ts) lo &= 0xFFFF;
         if (value != lo) return true;
         why = a.name + " is " + std::to_string(value) + ", expected anything but that";
         return false;
       case Matcher::Kind::kRange: {
         if (!eval_field(a, m.lo, psn, lo, why) || !eval_field(a, m.hi, psn, hi, why)) return false;
+        // 16-bit timestamps wrap: the range runs forward from lo to hi mod 2^16.
         const bool in =
             psn ? wire::psn_le(static_cast<uint32_t>(lo), static_cast<uint32_t>(value)) &&
                       wire::psn_le(static_cast<uint32_t>(value), static_cast<uint32_t>(hi))
-                : lo <= value && value <= hi;
+            : ts ? ((value - lo) & 0xFFFF) <= ((hi - lo) & 0xFFFF)
+                 : lo <= value && value <= hi;
         if (in) return true;
         why = a.name + " is " + std::to_string(value) + " (" + hex_of(value) + "), expected " +
               a.text + " = " + std::to_string(lo) + ".." + std::to_string(hi);
@@ -283,6 +302,7 @@ class Player {
     f.bytes = frame;
     f.plane = plane;
     f.t_ns = target_.now_ns();
+    last_sent_ns_ = f.t_ns;  // before the frame leaves: $svc_max stays an upper bound
     record(f, true);
     sr.frames.push_back(summary(f));
     if (!target_.inject(frame, plane, why)) {
@@ -318,6 +338,12 @@ class Player {
         return true;
       }
     }
+    // $svc_max: the longest service time the implementation can have spent on the tester's
+    // last frame before sending this one, in the 128 ns ticks of ts_echo / svc_time (rounded
+    // up). 0 on the virtual clock when the answer is immediate; on real time it bounds what
+    // SVA=1 may add to an echoed ts16.
+    const uint64_t since = f.t_ns > last_sent_ns_ ? f.t_ns - last_sent_ns_ : 0;
+    vars_["svc_max"] = (since + 127) / 128;
     const FrameCtx ctx{script_.setup.format, f.plane};
     for (const FieldArg& a : st.fields) {
       const std::optional<uint64_t> v = get_field(a.name, d, ctx);
@@ -444,6 +470,7 @@ class Player {
   Bindings b_;
   std::map<std::string, uint64_t> vars_;
   uint64_t t0_ = 0, prev_ = 0;
+  uint64_t last_sent_ns_ = 0;  // when the tester's last frame was injected
   uint64_t wr_seq_ = 0;
   uint32_t fail_column_ = 0;  // the field that failed, for file:line:column
   std::deque<TargetFrame> pending_;

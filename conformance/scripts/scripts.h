@@ -190,6 +190,9 @@ class Target {
   virtual bool post_write(uint64_t wr_id, uint32_t len, std::optional<uint32_t> imm, uint64_t va,
                           uint32_t rkey, uint8_t fill_seed, std::string& error) = 0;
   virtual void stop() {}
+  // Non-empty when the implementation said it cannot run this script (a DUT's "unsupported"
+  // answer or exit code 69): the script is reported unsupported with this reason, not failed.
+  virtual std::string unsupported_reason() const { return {}; }
 };
 
 // The reference engine in this process, on a virtual clock: frames it sends are stamped with the
@@ -206,10 +209,40 @@ std::unique_ptr<Target> make_reference_target(runtime::Mutant mutant = runtime::
 std::unique_ptr<Target> make_netns_target(const std::string& mrct, const std::string& script_path,
                                           runtime::Mutant mutant, const std::string& impl_log = {});
 
+// An implementation plugged in through the DUT contract's script mode (ci/dut/README.md): the
+// profile's `script` command template, run with /bin/sh in the implementation's namespace with
+// the script's header in MRC_* variables, speaking the JSON lines `mrct script serve` speaks.
+struct DutCommand {
+  std::string name;                                      // the profile's [dut] name
+  std::string command;                                   // the `script` template
+  std::vector<std::pair<std::string, std::string>> env;  // the profile's env, MRC_DUT_DIR
+  std::string out_dir;                                   // MRC_OUT (the working directory)
+};
+std::unique_ptr<Target> make_dut_target(const std::string& mrct, const Script& script,
+                                        const DutCommand& dut, const std::string& impl_log = {});
+
+// Loads a DUT profile for scripts: [dut] name, script, env; [capabilities] (format and planes
+// a script needs). Returns false with "FILE:LINE: KEY: what is wrong".
+struct DutProfile {
+  DutCommand cmd;
+  std::map<std::string, bool> capabilities;
+};
+bool load_dut_profile(const std::string& path, DutProfile& out, std::string& error);
+// Why a script cannot run on this DUT by its capabilities ("" when it can).
+std::string dut_unsupported(const DutProfile& d, const Setup& s);
+
+// The script-mode environment of the DUT contract (MRC_ROLE=script, the header in MRC_*
+// variables), for the implementation's interfaces `ifaces` (plane order).
+std::vector<std::pair<std::string, std::string>> script_env(const Script& script,
+                                                            const std::vector<std::string>& ifaces);
+// The inverse: a Setup from the MRC_* environment (`mrct script serve --env`). False with the
+// variable that is missing or malformed.
+bool setup_from_env(Setup& s, std::vector<std::string>& ifaces, std::string& error);
+
 // ---------------------------------------------------------------------------------------------
 // Playing
 // ---------------------------------------------------------------------------------------------
-enum class Outcome : uint8_t { kPass, kFail, kNotRun };
+enum class Outcome : uint8_t { kPass, kFail, kNotRun, kUnsupported };
 std::string_view outcome_name(Outcome o);
 
 struct StatementResult {

@@ -164,6 +164,106 @@ TEST(ScriptPlay, RangesAreModuloPsnSpace) {
             Outcome::kFail);
 }
 
+int cli(std::vector<std::string> args);  // below: `mrct script ...` in this process
+
+TEST(ScriptPlay, TimestampRangesWrapAndSvcMaxIsZeroOnTheVirtualClock) {
+  // ts_echo ranges run mod 2^16; the reference answers at once, so $svc_max is 0 and the
+  // range ts16..ts16+$svc_max is exact.
+  const std::string head = "rules MRC-CC-002\nsend WRITE_ONLY psn=$psn len=8 ts16=0xFFFE\n";
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0xFFF0..0x0004\n").outcome, Outcome::kPass);
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0x0000..0x0004\n").outcome, Outcome::kFail);
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0xFFFE..0xFFFE+$svc_max\n").outcome, Outcome::kPass);
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0xFFFF..0xFFFF+$svc_max\n").outcome, Outcome::kFail);
+  // An exact ts_echo wraps too (0xFFFE + 2 = 0x0000).
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0xFFFE+2-2\n").outcome, Outcome::kPass);
+  // The mutant that moves ts_echo is outside the bound.
+  EXPECT_EQ(run(head + "expect SACK ts_echo=0xFFFE..0xFFFE+$svc_max\n", runtime::Mutant::kTsEchoOff)
+                .outcome,
+            Outcome::kFail);
+}
+
+TEST(ScriptDut, TheScriptModeEnvironmentCarriesTheWholeHeader) {
+  // script_env() is what a DUT gets; setup_from_env() (`mrct script serve --env`) must
+  // rebuild the same setup from it, or the reference through the contract plays another QP.
+  Script sc = parse_ok(
+      "rules MRC-RSP-001\nrole requester\nformat udp\nplanes 2\nmtu 2048\nmr_bytes 4096\n"
+      "mr_fill 0x33\ntester_qpn 0x77\ntester_psn 0xFFFFF0\ndut_psn 0x123\n"
+      "tester_va 0x123456789\ntester_rkey 0xABCD\nmpr 4\ndynamic_mpr 1\nmax_wimm 9\n"
+      "ack_trigger 8192\nack_min_add 512\ntimeout 12\nretry 3 2\nrecv_wqes 5\nsvc_time 0\n"
+      "trim_nack 0\nreverse_probe 2ms\npost write len=8\n");
+  const auto env = script_env(sc, {"i1", "i2"});
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  mrc::scripts::Setup s;
+  std::vector<std::string> ifaces;
+  std::string error;
+  ASSERT_TRUE(setup_from_env(s, ifaces, error)) << error;
+  const mrc::scripts::Setup& w = sc.setup;
+  EXPECT_EQ(ifaces, (std::vector<std::string>{"i1", "i2"}));
+  EXPECT_EQ(s.role, w.role);
+  EXPECT_EQ(s.format, w.format);
+  EXPECT_EQ(s.planes, w.planes);
+  EXPECT_EQ(s.mtu, w.mtu);
+  EXPECT_EQ(s.mr_bytes, w.mr_bytes);
+  EXPECT_EQ(s.mr_fill, w.mr_fill);
+  EXPECT_EQ(s.tester_qpn, w.tester_qpn);
+  EXPECT_EQ(s.tester_psn, w.tester_psn);
+  EXPECT_EQ(s.dut_psn, w.dut_psn);
+  EXPECT_EQ(s.tester_va, w.tester_va);
+  EXPECT_EQ(s.tester_rkey, w.tester_rkey);
+  EXPECT_EQ(s.mpr, w.mpr);
+  EXPECT_EQ(s.dynamic_mpr, w.dynamic_mpr);
+  EXPECT_EQ(s.max_wimm, w.max_wimm);
+  EXPECT_EQ(s.ack_trigger_bytes, w.ack_trigger_bytes);
+  EXPECT_EQ(s.ack_min_add_bytes, w.ack_min_add_bytes);
+  EXPECT_EQ(s.timeout, w.timeout);
+  EXPECT_EQ(s.retry_linear, w.retry_linear);
+  EXPECT_EQ(s.retry_exp, w.retry_exp);
+  EXPECT_EQ(s.recv_wqes, w.recv_wqes);
+  EXPECT_EQ(s.svc_time, w.svc_time);
+  EXPECT_EQ(s.trim_nack, w.trim_nack);
+  EXPECT_EQ(s.reverse_probe_ns, w.reverse_probe_ns);
+  // A malformed variable is named.
+  setenv("MRC_RETRY", "3-2", 1);
+  EXPECT_FALSE(setup_from_env(s, ifaces, error));
+  EXPECT_NE(error.find("MRC_RETRY='3-2'"), std::string::npos) << error;
+  setenv("MRC_RETRY", "3:2", 1);
+  setenv("MRC_IFACES", "i1", 1);
+  EXPECT_FALSE(setup_from_env(s, ifaces, error));
+  EXPECT_NE(error.find("MRC_IFACES"), std::string::npos) << error;
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
+}
+
+TEST(ScriptDut, ProfilesWithoutAScriptModeOrWithRunnerVariablesAreRefused) {
+  const std::string dir = ::testing::TempDir() + "/scripts_dut";
+  std::filesystem::create_directories(dir);
+  DutProfile d;
+  std::string error;
+  std::ofstream(dir + "/none.toml") << "[dut]\nname = \"x\"\nclient = 'true'\n";
+  EXPECT_FALSE(load_dut_profile(dir + "/none.toml", d, error));
+  EXPECT_NE(error.find("dut.script"), std::string::npos) << error;
+  std::ofstream(dir + "/env.toml") << "[dut]\nscript = 'exec x'\nenv = { MRC_X = \"1\" }\n";
+  EXPECT_FALSE(load_dut_profile(dir + "/env.toml", d, error));
+  EXPECT_NE(error.find("env.toml:3: dut.env.MRC_X"), std::string::npos) << error;
+  std::ofstream(dir + "/ok.toml") << "[dut]\nname = \"n\"\nscript = 'exec x'\n"
+                                     "env = { K = \"v\" }\n[capabilities]\nudp = false\n";
+  ASSERT_TRUE(load_dut_profile(dir + "/ok.toml", d, error)) << error;
+  EXPECT_EQ(d.cmd.name, "n");
+  EXPECT_EQ(d.cmd.command, "exec x");
+  mrc::scripts::Setup s;
+  EXPECT_EQ(dut_unsupported(d, s), "");
+  s.format = wire::EvFormat::kUdp;
+  EXPECT_EQ(dut_unsupported(d, s), "DUT n lacks capability udp");
+  // --dut needs the wire target, and a profile that loads.
+  testing::internal::CaptureStderr();
+  std::ofstream(dir + "/a.mrcs") << "rules MRC-RSP-009\nsend WRITE_ONLY psn=$psn len=8\n";
+  EXPECT_EQ(cli({"run", dir + "/a.mrcs", "--dut", dir + "/ok.toml"}), 2);
+  EXPECT_EQ(cli({"run", dir + "/a.mrcs", "--target", "netns", "--dut", dir + "/none.toml"}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("--target netns"), std::string::npos) << err;
+  EXPECT_NE(err.find("dut.script"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ScriptPlay, TimingWindowsAndTolerance) {
   // The requester retransmits at its RTO (timeout 10: 1.048576 ms after the first send).
   const std::string head =

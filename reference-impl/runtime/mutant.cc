@@ -65,7 +65,7 @@ constexpr MutantInfo kTable[] = {
     {Mutant::kCtrlDscpData, "ctrl-dscp-data", "MRC-RSP-011",
      "SACKs, NACKs and transport ACKs leave with DSCP TRIMMABLE", "", true},
     {Mutant::kTsEchoOff, "ts-echo-off", "MRC-CC-002",
-     "SACK / NACK ts_echo one 128 ns tick late (RTT and delay read wrong)", "", true},
+     "SACK / NACK ts_echo 0x8000 ticks (4.2 ms) off (RTT and delay read wrong)", "", true},
     {Mutant::kIgnoreUnexpEvent, "ignore-unexp-event", "MRC-REQ-012",
      "the requester reads NACK UNEXP_EVENT as NO_RESOURCE and retransmits instead of stopping",
      "NACK UNEXP_EVENT (script)"},
@@ -391,8 +391,10 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
     case Mutant::kTsEchoOff:
       if (kind == wire::PacketKind::kMrcSack || kind == wire::PacketKind::kMrcNack) {
         wire::DecodedFrame s = f;
-        s.cc_state.ts_echo = static_cast<uint16_t>(f.cc_state.ts_echo + 1);
-        s.neth.ts_echo = static_cast<uint16_t>(f.neth.ts_echo + 1);
+        // Half the 16-bit space (4.2 ms): a responder with SVA=1 adds a service time the tester
+        // can only bound, so an error of one tick is invisible on real time; this one is not.
+        s.cc_state.ts_echo = static_cast<uint16_t>(f.cc_state.ts_echo + 0x8000);
+        s.neth.ts_echo = static_cast<uint16_t>(f.neth.ts_echo + 0x8000);
         reencode(pkt, s);
       }
       return true;

@@ -107,7 +107,7 @@ enum class Mutant : uint8_t {
   kEpWrongEntropy,       // endpoint responses echo the request's WEV XOR 0x5a5a (MRC-PRB-008)
   kAckWrongSyndrome,     // transport ACKs carry syndrome 0x00, NAKs 0x1F (MRC-RSP-010)
   kCtrlDscpData,         // SACK/NACK/transport ACK leave with DSCP TRIMMABLE (MRC-RSP-011)
-  kTsEchoOff,            // SACK/NACK ts_echo one tick late (MRC-CC-002's delay input)
+  kTsEchoOff,            // SACK/NACK ts_echo 0x8000 ticks off (MRC-CC-002's delay input)
   kIgnoreUnexpEvent,     // requester: received NACK UNEXP_EVENT read as NO_RESOURCE, so the
                          // QP retries instead of stopping (MRC-REQ-012)
   kIgnoreSackM,          // requester: received SACKs have M cleared, so SKIP_ONCE and

@@ -74,7 +74,12 @@ def add_suite_parser(sub) -> None:
     p.add_argument("--script-target", choices=("engine", "netns"), default="engine",
                    help="where scripts (*.mrcs) play: the reference engine in process on a "
                    "virtual clock (default), or the reference in a namespace pair over "
-                   "AF_PACKET in real time")
+                   "AF_PACKET in real time; with --dut always netns, through the profile's "
+                   "script mode)")
+    p.add_argument("--script-tolerance", default="",
+                   help="widen every timing window of the scripts on real time by this much "
+                   "(mrct script run --tolerance, e.g. 100ms on a loaded machine; default: each "
+                   "script's own)")
     p.add_argument("--name", default="", help="suite name in reports")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -131,7 +136,8 @@ def cmd_suite(args) -> int:
                                  reference=not args.no_reference, strict=args.strict,
                                  summary_file=args.summary, progress=not args.quiet,
                                  name=args.name, keep_captures=args.keep_captures,
-                                 script_target=args.script_target)
+                                 script_target=args.script_target,
+                                 script_tolerance=args.script_tolerance)
     try:
         if args.list:
             for case in suitelib.collect(opts):

@@ -82,6 +82,9 @@ ROLES = ("client", "server")
 # The command template of a host that takes part in several endpoint pairs (incast,
 # all-to-all): one process serves every connection of the host, as a NIC does.
 NODE = "node"
+# The command template of the script mode: one process plays the implementation of a conformance
+# script (*.mrcs), driven over JSON lines on stdin/stdout (`mrct script run --dut`).
+SCRIPT = "script"
 
 
 class DutError(ValueError):
@@ -160,9 +163,9 @@ def load(path: str) -> Dut:
     if not isinstance(d, dict):
         fail(("dut",), "must be a table")
     for k in d:
-        if k not in ("name", "description", "role", "client", "server", NODE, "env"):
+        if k not in ("name", "description", "role", "client", "server", NODE, SCRIPT, "env"):
             fail(("dut", k), "unknown key; expected name, description, role, client, server, "
-                 "node, env")
+                 "node, script, env")
     dut = Dut(path=os.path.abspath(path))
     for key in ("name", "description", "role"):
         if key in d and not isinstance(d[key], str):
@@ -171,7 +174,7 @@ def load(path: str) -> Dut:
     if not dut.name.strip() or any(c in dut.name for c in "\0\n\r"):
         fail(("dut", "name"), f"{dut.name!r}: must be a non-empty single line")
     dut.description = d.get("description", "")
-    for role in ROLES + (NODE,):
+    for role in ROLES + (NODE, SCRIPT):
         if role in d:
             if not isinstance(d[role], str) or not d[role].strip():
                 fail(("dut", role), "must be a non-empty shell command")

@@ -50,6 +50,7 @@ class SuiteOptions:
     name: str = ""
     keep_captures: str = "failed"
     script_target: str = "engine"  # engine | netns (mrct script run --target)
+    script_tolerance: str = ""     # mrct script run --tolerance ("" = each script's own)
 
 
 @dataclasses.dataclass
@@ -152,16 +153,30 @@ def run_script_case(case: Case, case_out: str, opts: SuiteOptions) -> dict:
     (scenario, verdict, reason, tags, timings). A mutant case passes when the script fails."""
     os.makedirs(case_out, exist_ok=True)
     res_path = os.path.join(case_out, "result.json")
-    if opts.dut_path:
-        res = _error_result(case, "scripts run against the reference only: `mrct script run "
-                            "--dut` is not done yet")
-        res["verdict"] = "not-run"
-        res["kind"] = "script"
-        return res
     argv = [opts.mrct, "script", "run", case.path, "--target", opts.script_target,
             "--json", res_path, "--pcap-dir", case_out, "-q"]
+    if opts.dut_path:
+        # The DUT plays the implementation over the wire through its profile's script mode;
+        # a profile without one cannot run scripts (said, not passed).
+        dut = dutlib.load(opts.dut_path)
+        if dutlib.SCRIPT not in dut.commands:
+            res = _error_result(case, f"DUT {dut.name} has no script mode (a `script` command "
+                                "template, ci/dut/README.md)")
+            res["verdict"] = "not-run"
+            res["kind"] = "script"
+            return res
+        if case.mutant:
+            res = _error_result(case, "script mutants are mutants of the reference; with a DUT "
+                                "they are not run")
+            res["verdict"] = "not-run"
+            res["kind"] = "script"
+            return res
+        argv = [opts.mrct, "script", "run", case.path, "--target", "netns", "--dut",
+                opts.dut_path, "--json", res_path, "--pcap-dir", case_out, "-q"]
     if case.mutant:
         argv += ["--mutant", case.mutant]
+    if opts.script_tolerance:
+        argv += ["--tolerance", opts.script_tolerance]
     t0 = time.monotonic()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode == 2 or not os.path.exists(res_path):

@@ -15,6 +15,7 @@ from mrctb import dut as dutlib
 from mrctb import plan as planlib
 from mrctb import report as reportlib
 from mrctb import scenario as sclib
+from mrctb import suite as suitelib
 
 REPO = os.path.dirname(_util.TESTBED_DIR)
 SCENARIOS = os.path.join(REPO, "scenarios")
@@ -376,6 +377,31 @@ class Dut(unittest.TestCase):
         self.assertEqual(dutlib.unsupported_reason(dutlib.REFERENCE, plane_down), "")
         d.capabilities["port_status"] = False
         self.assertIn("port_status", dutlib.unsupported_reason(d, plane_down))
+
+    def test_script_mode(self):
+        """Both shipped profiles have a script mode (conformance scripts through the DUT);
+        a script command alone plays no endpoint role, and a script case of a profile without
+        one is not-run, never passed."""
+        for path in (os.path.join(DUT_DIR, "reference.toml"),
+                     os.path.join(REPO, "conformance", "mrc-perf", "mrc-perf.toml")):
+            self.assertIn(dutlib.SCRIPT, dutlib.load(path).commands, path)
+        with _util.TempDir() as t:
+            path = os.path.join(t, "d.toml")
+            with open(path, "w") as f:
+                f.write('[dut]\nscript = "x"\n')
+            with self.assertRaises(dutlib.DutError) as cm:
+                dutlib.load(path)
+            self.assertIn("at least one role", str(cm.exception))
+            with open(path, "w") as f:
+                f.write('[dut]\nclient = "x"\n')
+            case = suitelib.Case("s", os.path.join(REPO, "scenarios", "scripts",
+                                                   "rsp-sack-entropy-echo.mrcs"), None,
+                                 script=suitelib.ScriptMeta("s", [], []))
+            res = suitelib.run_script_case(case, os.path.join(t, "out"),
+                                           suitelib.SuiteOptions(paths=[], mrct="/nonexistent",
+                                                                 dut_path=path))
+            self.assertEqual(res["verdict"], "not-run")
+            self.assertIn("no script mode", res["reason"])
 
     def test_node_role(self):
         """A profile's `node` command serves the hosts in several pairs where the DUT plays one
