@@ -1,13 +1,22 @@
 // The viewer's widgets and export, headless (QT_QPA_PLATFORM=offscreen): what the images show,
 // and what clicks, wheel and the violations list do.
 #include <QComboBox>
+#include <QHeaderView>
 #include <QImage>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
 #include <QPlainTextEdit>
+#include <QStatusBar>
+#include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTextBrowser>
 #include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
+#include <fstream>
 #include <optional>
+#include <set>
 
 #include "gui/main_window.h"
 #include "gui/test_capture.h"
@@ -94,6 +103,13 @@ class ViewGuiTest : public QObject {
  private:
   QTemporaryDir tmp_;
   SyntheticRun run_;
+
+  void open_synthetic(MainWindow& w) {
+    LoadOptions o;
+    o.capture = run_.capture;
+    QString err;
+    QVERIFY2(w.open(o, err), qPrintable(err));
+  }
 
  private slots:
   void initTestCase() {
@@ -240,6 +256,378 @@ class ViewGuiTest : public QObject {
     for (EvState st : {EvState::kSkip, EvState::kAssumedBad, EvState::kDenied})
       QVERIFY2(count_color(img, L.legend, ev_state_color(st), 6) >= 100,
                qPrintable(QString::fromUtf8(ev_state_label(st).data()) + " key not drawn"));
+  }
+
+  // Issue 18, problem 3: at the default window size the packet pane shows what became of a frame
+  // (it was below the fold), scrolls, and its links select the related frame.
+  void packet_pane_shows_the_fate_at_the_default_size_and_links() {
+    MainWindow w;
+    open_synthetic(w);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.size(), QSize(1500, 950));  // the default
+    w.controller()->select_frame(run_.frame["d4"], true);
+    QTextBrowser* b = w.packet_info();
+    for (const char* key : {"fate: dropped after the capture point", "log: drop"}) {
+      const QTextCursor c = b->document()->find(QString::fromLatin1(key));
+      QVERIFY2(!c.isNull(), key);
+      QVERIFY2(b->viewport()->rect().contains(b->cursorRect(c)), key);
+    }
+    QCOMPARE(b->verticalScrollBarPolicy(), Qt::ScrollBarAsNeeded);
+    // r4's original is d4: a click on the link selects it.
+    w.controller()->select_frame(run_.frame["r4"], true);
+    const QTextCursor link = b->document()->find(QStringLiteral("original: frame"));
+    QVERIFY(!link.isNull());
+    const QPoint at = b->cursorRect(link).center() - QPoint(8, 0);
+    QTest::mouseClick(b->viewport(), Qt::LeftButton, Qt::NoModifier, at);
+    QCOMPARE(w.controller()->state().selected_frame, run_.frame["d4"]);
+  }
+
+  // Issue 18, problem 4: a long status (here: a warning naming a deep path) is elided to the
+  // width of the bar at the default window size instead of running off it.
+  void status_bar_fits_at_the_default_width() {
+    const std::string deep = tmp_.filePath(QString(120, 'd')).toStdString();
+    QVERIFY(QDir().mkpath(QString::fromStdString(deep)));
+    const SyntheticRun r = write_synthetic_run(deep + "/run");
+    MainWindow w;
+    LoadOptions o;
+    o.capture = r.capture;
+    QString err;
+    QVERIFY2(w.open(o, err), qPrintable(err));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.width(), 1500);
+    const QLabel* l = w.status_label();
+    QVERIFY2(w.status_full_text().size() > 250, qPrintable(w.status_full_text()));
+    QVERIFY2(l->fontMetrics().horizontalAdvance(l->text()) <= l->width(), qPrintable(l->text()));
+    QVERIFY(l->geometry().right() <= w.statusBar()->width());
+    QVERIFY(l->toolTip().contains(QStringLiteral("warning")) || l->toolTip().size() > 0);
+  }
+
+  // Issue 18, problem 5: hover on the series gives value, EV and time; a click selects the
+  // frame of the RTT sample under the pointer.
+  void series_hover_and_click() {
+    MainWindow w;
+    open_synthetic(w);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    ViewWidget* sv = w.view(ViewKind::kSeries);
+    sv->grab();
+    const SeriesLayout SL = sv->series_layout();
+    const ViewState& s = w.controller()->state();
+    const auto y_at = [](const PlotLayout& L, double v) {
+      return int(L.plot.bottom() - (v - L.y0) / (L.y1 - L.y0) * L.plot.height());
+    };
+    // sack1's sample: 3 us on EV A.
+    const QPoint rtt_pt(int(x_of(s, SL.rtt.plot, run_.t_ns["sack1"])), y_at(SL.rtt, 3000));
+    QMouseEvent move(QEvent::MouseMove, QPointF(rtt_pt), sv->mapToGlobal(QPointF(rtt_pt)),
+                     Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(sv, &move);
+    const QString hover = w.statusBar()->currentMessage();
+    QVERIFY2(hover.contains(QStringLiteral("RTT 3 us")) && hover.contains("EV 0xe0010001") &&
+                 hover.contains(QStringLiteral("at +")),
+             qPrintable(hover));
+    QTest::mouseClick(sv, Qt::LeftButton, Qt::NoModifier, rtt_pt);
+    QCOMPARE(s.selected_frame, run_.frame["sack1"]);
+    // cwnd panel: the sample in force, with its time.
+    const QPoint win_pt(int(x_of(s, SL.window.plot, run_.t_ns["d0"] + 7000)),
+                        SL.window.plot.center().y());
+    const SeriesHit h = hit_series(*w.model(), s, SL, win_pt);
+    QVERIFY2(h.text.contains(QStringLiteral("cwnd 40000 B")), qPrintable(h.text));
+    QVERIFY(h.frame != kNone);
+    // Goodput panel: a rate and whose it is.
+    const SeriesHit g = hit_series(
+        *w.model(), s, SL,
+        QPoint(int(x_of(s, SL.goodput.plot, run_.t_ns["d3"])), SL.goodput.plot.bottom() - 1));
+    QVERIFY2(g.text.contains(QStringLiteral("goodput")) && g.text.contains("/s"),
+             qPrintable(g.text));
+    QVERIFY(g.frame != kNone);
+  }
+
+  // Issue 18, problem 5: 256 EVs on 4 planes get 256 different colours, any two of 12 EVs of a
+  // plane can be told apart, and each stays in its plane's hue family.
+  void lane_colours_are_distinguishable_and_grouped_by_plane() {
+    const auto dist = [](const QColor& a, const QColor& b) {
+      return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) +
+             std::abs(a.blue() - b.blue());
+    };
+    Flow f;
+    for (uint8_t plane = 1; plane <= 4; ++plane)
+      for (uint32_t k = 0; k < 64; ++k) {
+        Lane l;
+        l.plane = plane;
+        l.wev = (uint32_t{plane} << 16) | k;
+        f.lanes.push_back(l);
+      }
+    std::set<QRgb> seen;
+    for (uint32_t i = 0; i < f.lanes.size(); ++i) {
+      const QColor c = lane_color(f, i);
+      seen.insert(c.rgb());
+      // Nearer in hue to its own plane than to any other.
+      const auto hue_d = [](int a, int b) {
+        const int d = std::abs(a - b) % 360;
+        return std::min(d, 360 - d);
+      };
+      const int own = hue_d(c.hsvHue(), plane_color(f.lanes[i].plane).hsvHue());
+      for (uint8_t q = 1; q <= 4; ++q)
+        if (q != f.lanes[i].plane)
+          QVERIFY2(own < hue_d(c.hsvHue(), plane_color(q).hsvHue()),
+                   qPrintable(QString::number(i)));
+    }
+    QCOMPARE(seen.size(), size_t{256});
+    Flow twelve;
+    for (uint32_t k = 0; k < 12; ++k) {
+      Lane l;
+      l.plane = 1;
+      l.wev = k;
+      twelve.lanes.push_back(l);
+    }
+    for (uint32_t i = 0; i < 12; ++i)
+      for (uint32_t j = i + 1; j < 12; ++j)
+        QVERIFY2(dist(lane_color(twelve, i), lane_color(twelve, j)) >= 40,
+                 qPrintable(QStringLiteral("%1 %2").arg(i).arg(j)));
+  }
+
+  // Issue 18, problem 5: the EV table sorts, selecting rows filters to those EVs, and one EV
+  // (a click on its lane label) is highlighted on every view.
+  void ev_table_sorts_filters_and_an_ev_is_highlighted_everywhere() {
+    MainWindow w;
+    open_synthetic(w);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTableWidget* t = w.ev_table();
+    QCOMPARE(t->rowCount(), 3);
+    t->sortByColumn(3, Qt::AscendingOrder);  // packets: B (2) first
+    QCOMPARE(t->item(0, 0)->text(), QString::fromStdString(format_wev(kEvB)));
+    QCOMPARE(t->item(0, 3)->data(Qt::DisplayRole).toInt(), 2);
+    t->sortByColumn(10, Qt::DescendingOrder);  // ASSUMED_BAD time: B first
+    QCOMPARE(t->item(0, 0)->text(), QString::fromStdString(format_wev(kEvB)));
+    QCOMPARE(t->item(0, 10)->data(Qt::DisplayRole).toDouble(), 6.9);
+    t->selectRow(0);
+    QCOMPARE(w.controller()->state().filter.evs, std::vector<uint32_t>{kEvB});
+    t->clearSelection();
+    QVERIFY(w.controller()->state().filter.evs.empty());
+
+    // A click on EV C's lane label highlights it on the three views.
+    ViewWidget* tl = w.view(ViewKind::kTimeline);
+    const Flow& f = w.model()->flows()[w.controller()->state().flow];
+    const uint32_t lane_c = f.lane_of(kEvC);
+    const auto images = [&] {
+      std::vector<QImage> out;
+      for (ViewKind k : {ViewKind::kTimeline, ViewKind::kSequence, ViewKind::kSeries})
+        out.push_back(w.view(k)->grab().toImage());
+      return out;
+    };
+    const std::vector<QImage> before = images();
+    std::optional<TimelineLayout::Row> row;
+    for (const auto& r : tl->timeline_layout().rows)
+      if (r.lane == lane_c) row = r;
+    QVERIFY(row.has_value());
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier, QPoint(40, row->y + row->h / 2));
+    QCOMPARE(w.controller()->state().highlight_lane, lane_c);
+    const std::vector<QImage> after = images();
+    const QColor c = lane_color(f, lane_c);
+    const QRect rects[] = {QRect(0, row->y, 10, row->h), w.view(ViewKind::kSequence)->plot_rect(),
+                           w.view(ViewKind::kSeries)->series_layout().goodput.plot};
+    for (int v = 0; v < 3; ++v) {
+      const int n0 = count_color(before[size_t(v)], rects[v], v == 1 ? c.darker(130) : c, 30);
+      const int n1 = count_color(after[size_t(v)], rects[v], v == 1 ? c.darker(130) : c, 30);
+      QVERIFY2(n1 > n0 + 10,
+               qPrintable(QStringLiteral("view %1: %2 -> %3").arg(v).arg(n0).arg(n1)));
+    }
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier, QPoint(40, row->y + row->h / 2));
+    QCOMPARE(w.controller()->state().highlight_lane, kNone);
+  }
+
+  // Issue 18, problems 5 and 6: panel titles sit above the data, value labels of neighbouring
+  // panels do not overlap.
+  void series_titles_and_axis_labels_stay_clear() {
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const ViewState s = initial_state(m);
+    for (int h : {300, 450, 700}) {
+      QImage img(1000, h, QImage::Format_ARGB32_Premultiplied);
+      SeriesLayout SL;
+      {
+        QPainter p(&img);
+        paint_series(p, m, s, img.rect(), &SL);
+      }
+      std::vector<QRectF> labels;
+      for (const PlotLayout* pl : {&SL.goodput, &SL.rtt, &SL.window}) {
+        QVERIFY(!pl->title.isEmpty());
+        QVERIFY(!pl->title.intersects(pl->plot));
+        // The title's text is drawn in its strip.
+        QVERIFY(count_dark(img, pl->title) > 20);
+        QVERIFY(!pl->tick_labels.empty());
+        labels.insert(labels.end(), pl->tick_labels.begin(), pl->tick_labels.end());
+      }
+      for (size_t i = 0; i < labels.size(); ++i)
+        for (size_t j = i + 1; j < labels.size(); ++j)
+          QVERIFY2(!labels[i].intersects(labels[j]),
+                   qPrintable(
+                       QStringLiteral("height %1: labels %2 and %3 overlap").arg(h).arg(i).arg(j)));
+    }
+  }
+
+  // Issue 18, problem 6: filtered to one EV, the cumulative ACK is still the connection's (EV A's
+  // only SACK says 3, EV C's later one 5).
+  void cumulative_ack_is_the_connections_whatever_the_filter() {
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    ViewState s = initial_state(m);
+    s.filter.evs = {kEvA};
+    QImage img(1000, 500, QImage::Format_ARGB32_Premultiplied);
+    PlotLayout L;
+    {
+      QPainter p(&img);
+      paint_sequence(p, m, s, img.rect(), &L);
+    }
+    const auto y_at = [&](double v) {
+      return int(L.plot.bottom() - (v - L.y0) / (L.y1 - L.y0) * L.plot.height());
+    };
+    const int x = int(x_of(s, L.plot, run_.t_ns["sack2"])) + 6;
+    const QColor line(0x20, 0x20, 0x20);
+    QVERIFY2(count_color(img, QRect(x, y_at(5) - 1, 4, 3), line, 40) > 0, "no cumulative ACK at 5");
+    QCOMPARE(count_color(img, QRect(x, y_at(3) - 1, 4, 3), line, 40), 0);
+  }
+
+  // Issue 18, problem 6: cwnd / bytes in flight carry a marker on every sample and end at the
+  // last one (they were held flat to the right edge).
+  void stepwise_series_have_markers_and_end_with_the_data() {
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const ViewState s = initial_state(m);
+    QImage img(1000, 600, QImage::Format_ARGB32_Premultiplied);
+    SeriesLayout SL;
+    {
+      QPainter p(&img);
+      paint_series(p, m, s, img.rect(), &SL);
+    }
+    const Flow& f = m.flows()[s.flow];
+    QCOMPARE(f.cwnd.size(), size_t{2});  // 40000 at 7 us, 20000 at 12 us
+    const QColor blue(0x1f, 0x4e, 0x9a);
+    const QRect& P = SL.window.plot;
+    const int x_last = int(x_of(s, P, f.cwnd.back().ts_ns));
+    QCOMPARE(
+        count_color(img, QRect(x_last + 4, P.top() + 1, P.right() - x_last - 5, P.height() - 2),
+                    blue, 30),
+        0);
+    // The marker of the first sample: above the line's corner, left of its step down.
+    const int x0 = int(x_of(s, P, f.cwnd.front().ts_ns));
+    const int y0 = int(P.bottom() - (f.cwnd.front().value - SL.window.y0) /
+                                        (SL.window.y1 - SL.window.y0) * P.height());
+    QVERIFY(count_color(img, QRect(x0 - 1, y0 + 1, 2, 1), blue, 40) > 0);
+  }
+
+  // Issue 18, problem 7: go to, next / previous, arrows after typing a filter, the Kinds menu,
+  // the shortcuts in the Help menu.
+  void navigation_keys_and_menus() {
+    MainWindow w;
+    open_synthetic(w);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    ViewController* c = w.controller();
+    QString err;
+    QVERIFY2(w.go_to(QStringLiteral("psn +4"), err), qPrintable(err));
+    QCOMPARE(c->state().selected_frame, run_.frame["d4"]);
+    QVERIFY(!w.go_to(QStringLiteral("frame 9999"), err));
+    QVERIFY(err.contains(QStringLiteral("1..21")));
+    QVERIFY(w.step(NavKind::kRetransmit, true));
+    QCOMPARE(c->state().selected_frame, run_.frame["r5"]);
+    QVERIFY(w.step(NavKind::kRetransmit, true));
+    QCOMPARE(c->state().selected_frame, run_.frame["r4"]);
+    QVERIFY(!w.step(NavKind::kRetransmit, true));
+    QVERIFY(w.step(NavKind::kTrim, false));
+    QCOMPARE(c->state().selected_frame, run_.frame["d5_trimmed"]);
+    // The menu's shortcut does it too.
+    w.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    w.view(ViewKind::kTimeline)->setFocus();
+    QTest::keyClick(w.view(ViewKind::kTimeline), Qt::Key_K);
+    QCOMPARE(c->state().selected_frame, run_.frame["nack"]);
+
+    // Typing an EV filter and pressing Return gives the arrow keys back to the views.
+    QLineEdit* ev = w.ev_edit();
+    ev->setFocus();
+    QTest::keyClicks(ev, QString::fromStdString(format_wev(kEvA)));
+    QTest::keyClick(ev, Qt::Key_Return);
+    QCOMPARE(c->state().filter.evs, std::vector<uint32_t>{kEvA});
+    c->zoom(0.25, (c->state().t0 + c->state().t1) / 2);
+    const uint64_t t0 = c->state().t0;
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_Right);
+    QVERIFY2(c->state().t0 > t0, "Right did not pan after Return in the EV filter");
+
+    // The Kinds menu stays open while entries are toggled.
+    QMenu* kinds = w.kinds_menu();
+    kinds->popup(w.mapToGlobal(QPoint(100, 100)));
+    QVERIFY(QTest::qWaitForWindowExposed(kinds));
+    QAction* first = kinds->actions().front();
+    QVERIFY(first->isChecked());
+    QTest::mouseClick(kinds, Qt::LeftButton, Qt::NoModifier, kinds->actionGeometry(first).center());
+    QVERIFY(!first->isChecked());
+    QVERIFY2(kinds->isVisible(), "the Kinds menu closed after one toggle");
+    QVERIFY((c->state().filter.kinds & kind_bit(MarkKind::kFirstTx)) == 0);
+    kinds->hide();
+
+    // The shortcuts are listed in the Help menu's text, from the menus themselves.
+    QVERIFY(w.help_menu() != nullptr && !w.help_menu()->actions().isEmpty());
+    const QString keys = w.shortcuts_text();
+    for (const char* k : {"Ctrl+G", "Next retransmission", "Previous trim", "Next NACK",
+                          "Next EV state change", "shift+drag"})
+      QVERIFY2(keys.contains(QString::fromLatin1(k)), k);
+  }
+
+  // Issue 18, problem 8: an EV that carried no data (a backup the event log names) is drawn as
+  // idle: greyed label saying so, hatched row.
+  void idle_evs_look_idle() {
+    const std::string extra = tmp_.filePath("idle-events.jsonl").toStdString();
+    // The run's event log plus one line about a backup EV that never carries data.
+    std::ofstream(extra) << std::ifstream(run_.events).rdbuf()
+                         << "{\"t_ns\":" << run_.t_ns["d0"] + 100
+                         << ",\"node\":\"a\",\"kind\":\"ev_state\",\"qpn\":34,\"wev\":"
+                         << 0xE0010003u
+                         << ",\"port\":1,\"from\":\"DENIED\",\"to\":\"GOOD\","
+                            "\"reason\":\"probes_good\"}\n";
+    ViewModel m;
+    LoadOptions o;
+    o.capture = run_.capture;
+    o.event_logs = {extra};
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const ViewState s = initial_state(m);
+    const Flow& f = m.flows()[s.flow];
+    const uint32_t idle = f.lane_of(0xE0010003u);
+    QVERIFY(idle != kNone);
+    QImage img(1200, 600, QImage::Format_ARGB32_Premultiplied);
+    TimelineLayout L;
+    {
+      QPainter p(&img);
+      paint_timeline(p, m, s, img.rect(), &L);
+    }
+    for (const auto& r : L.rows) {
+      if (f.lanes[r.lane].control || f.lanes[r.lane].endpoint) continue;
+      const bool is_idle = r.lane == idle;
+      QCOMPARE(r.idle, is_idle);
+      QCOMPARE(r.label.contains(QStringLiteral("idle")), is_idle);
+      QCOMPARE(lane_label(m, s.flow, r.lane), r.label);
+      const int hatch = count_color(img, QRect(L.plot.left(), r.y + 1, L.plot.width(), r.h - 2),
+                                    QColor(0xc8, 0xc8, 0xc8), 6);
+      QVERIFY2((hatch > 50) == is_idle, qPrintable(r.label + QStringLiteral(" %1").arg(hatch)));
+    }
+    const auto stats = m.ev_stats(s.flow, 0, UINT64_MAX);
+    QCOMPARE(std::count_if(stats.begin(), stats.end(), [](const EvStats& e) { return e.idle; }), 1);
   }
 
   void selecting_a_violation_selects_its_frame_on_every_view() {

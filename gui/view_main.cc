@@ -25,27 +25,7 @@ constexpr int kExitUsage = 2;
 
 // "150us", "1.5ms", "2s", "800ns", "1200" (ns).
 std::optional<uint64_t> parse_time(const std::string& s) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string unit = s.substr(pos);
-  double mul = 1;
-  if (unit.empty() || unit == "ns")
-    mul = 1;
-  else if (unit == "us")
-    mul = 1e3;
-  else if (unit == "ms")
-    mul = 1e6;
-  else if (unit == "s")
-    mul = 1e9;
-  else
-    return std::nullopt;
-  if (v < 0) return std::nullopt;
-  return static_cast<uint64_t>(v * mul + 0.5);
+  return parse_duration_ns(s);
 }
 
 struct Args {
