@@ -405,6 +405,7 @@ void MainWindow::build_ui() {
                                    "highlight)"),
                                 this);
   edock->setObjectName("evs");
+  ev_dock_ = edock;
   edock->setWidget(ev_table_);
   addDockWidget(Qt::RightDockWidgetArea, edock);
   tabifyDockWidget(sdock, edock);
@@ -520,6 +521,10 @@ void MainWindow::populate() {
   update_ev_table();
 }
 
+void MainWindow::show_ev_table() {
+  ev_dock_->raise();
+}
+
 QLabel* MainWindow::status_label() const {
   return status_;
 }
@@ -564,7 +569,7 @@ bool MainWindow::go_to(const QString& spec, QString& error) {
     return false;
   }
   controller_->select_frame(t->frame, true);
-  statusBar()->showMessage(tr("went to %1").arg(qs(t->what)), 5000);
+  if (isVisible()) statusBar()->showMessage(tr("went to %1").arg(qs(t->what)), 5000);
   return true;
 }
 
@@ -581,8 +586,10 @@ bool MainWindow::step(NavKind kind, bool forward) {
   }
   const auto t = model_->navigate(s.flow, kind, forward, ts, frame, s.filter);
   if (!t) {
-    statusBar()->showMessage(
-        tr("no %1 %2").arg(forward ? tr("later") : tr("earlier"), qs(nav_kind_label(kind))), 5000);
+    if (isVisible())
+      statusBar()->showMessage(
+          tr("no %1 %2").arg(forward ? tr("later") : tr("earlier"), qs(nav_kind_label(kind))),
+          5000);
     return false;
   }
   if (t->frame != kNone) {
@@ -593,7 +600,7 @@ bool MainWindow::step(NavKind kind, bool forward) {
     controller_->set_range(t->ts_ns > span / 2 ? t->ts_ns - span / 2 : 0, t->ts_ns + span / 2);
     controller_->select_frame(model_->frame_near(t->ts_ns), false);
   }
-  statusBar()->showMessage(qs(t->what), 5000);
+  if (isVisible()) statusBar()->showMessage(qs(t->what), 5000);
   return true;
 }
 

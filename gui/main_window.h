@@ -20,6 +20,7 @@ class QToolButton;
 class QTreeWidget;
 class QTreeWidgetItem;
 class QDoubleSpinBox;
+class QDockWidget;
 
 namespace mrc::view {
 
@@ -52,6 +53,7 @@ class MainWindow : public QMainWindow {
   // ("frame:N" anchors); scrolls.
   QTextBrowser* packet_info() const { return packet_info_; }
   QTableWidget* ev_table() const { return ev_table_; }
+  void show_ev_table();  // raises its tab over the statistics
   QLineEdit* ev_edit() const { return ev_edit_; }
   QMenu* kinds_menu() const;
   QMenu* help_menu() const { return help_menu_; }
@@ -95,6 +97,7 @@ class MainWindow : public QMainWindow {
   QTreeWidget* violations_ = nullptr;
   QTextBrowser* packet_info_ = nullptr;
   QTableWidget* ev_table_ = nullptr;
+  QDockWidget* ev_dock_ = nullptr;
   QMenu* help_menu_ = nullptr;
   QTreeWidget* packet_tree_ = nullptr;
   QPlainTextEdit* hex_ = nullptr;

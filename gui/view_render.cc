@@ -1047,7 +1047,8 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
 
   std::vector<uint32_t> lanes;
   for (uint32_t i = 0; i < flow.lanes.size(); ++i)
-    if (!flow.lanes[i].control && s.filter.lane_visible(flow.lanes[i])) lanes.push_back(i);
+    if (!flow.lanes[i].control && !flow.lanes[i].endpoint && s.filter.lane_visible(flow.lanes[i]))
+      lanes.push_back(i);  // endpoint lanes carry no goodput and no RTT
 
   // --- goodput: moving average over `window`, sampled every 2 px.
   const uint64_t span = s.t1 - s.t0;
@@ -1057,6 +1058,9 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
   std::vector<std::vector<double>> per_lane(lanes.size(), std::vector<double>(cols));
   std::vector<double> total(cols);
   double gmax = 0;
+  const auto data_lanes =
+      static_cast<size_t>(std::count_if(flow.lanes.begin(), flow.lanes.end(),
+                                        [](const Lane& l) { return !l.control && !l.endpoint; }));
   for (int c = 0; c < cols; ++c) {
     const uint64_t t = t_of(s, SL.goodput.plot, x0 + c * 2.0);
     double sum = 0;
@@ -1065,9 +1069,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
       sum += per_lane[k][c];
     }
     // The total follows the filter: with every lane shown it is the flow's goodput.
-    total[c] = lanes.size() == flow.lanes.size() - (flow.control_lane() == kNone ? 0 : 1)
-                   ? m.goodput_bps(flow, kNone, t, window)
-                   : sum;
+    total[c] = lanes.size() == data_lanes ? m.goodput_bps(flow, kNone, t, window) : sum;
     gmax = std::max(gmax, total[c]);
   }
   SL.goodput.y0 = 0;
