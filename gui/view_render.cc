@@ -744,8 +744,9 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
   for (size_t q = first; q < flow.frames.size(); ++q) {
     const FrameInfo& f = frames[flow.frames[q]];
     if (f.ts_ns > s.t1) break;
-    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck || !lane_ok(f.lane) ||
-        !s.filter.frame_visible(f))
+    // Endpoint operations have no PSN of this QP.
+    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck ||
+        f.kind == MarkKind::kEndpointOp || !lane_ok(f.lane) || !s.filter.frame_visible(f))
       continue;
     lo = std::min(lo, static_cast<double>(f.rel_psn));
     hi = std::max(hi, static_cast<double>(f.rel_psn));
