@@ -745,8 +745,8 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     const FrameInfo& f = frames[flow.frames[q]];
     if (f.ts_ns > s.t1) break;
     // Endpoint operations have no PSN of this QP.
-    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck ||
-        f.kind == MarkKind::kEndpointOp || !lane_ok(f.lane) || !s.filter.frame_visible(f))
+    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck || f.kind == MarkKind::kEndpointOp ||
+        !lane_ok(f.lane) || !s.filter.frame_visible(f))
       continue;
     lo = std::min(lo, static_cast<double>(f.rel_psn));
     hi = std::max(hi, static_cast<double>(f.rel_psn));
