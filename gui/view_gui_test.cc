@@ -608,6 +608,85 @@ class ViewGuiTest : public QObject {
       QVERIFY2(keys.contains(QString::fromLatin1(k)), k);
   }
 
+  // Issue 18, problem 8: a lane's label names its path (T1, uSIDs) from the run's path table,
+  // matched by the SRv6 outer destination of its data.
+  void lane_labels_name_the_path() {
+    using namespace mrc::wire;
+    const QString dir = tmp_.filePath("srv6");
+    QVERIFY(QDir().mkpath(dir));
+    const std::string cap = (dir + "/h1.pcap").toStdString();
+    {
+      CaptureWriter w;
+      QVERIFY(w.open(cap, CaptureFormat::kPcap));
+      std::vector<std::byte> payload(256, std::byte{0x5a});
+      for (uint32_t k = 0; k < 4; ++k) {
+        const uint32_t wev = k % 2 ? kEvB : kEvA;
+        FrameSpec s;
+        s.has_eth = true;
+        s.eth.src = {0x02, 0, 0, 0, 1, 1};
+        s.eth.dst = {0x02, 0, 0, 0, 0xEE, 1};
+        s.l3 = 6;
+        s.ip6.src = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        s.ip6.dst = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+        const EvCarriage ev = carry_wev(EvFormat::kStev, mrp0().ev_stripe(), wev);
+        s.ip6.flow_label = ev.flow_label;
+        s.has_udp = true;
+        s.udp.sport = ev.sport;
+        s.roce = true;
+        s.bth.opcode = 0xC7;
+        s.bth.dest_qp = kResponderQpn;
+        s.bth.psn = k;
+        s.payload = Bytes(payload.data(), payload.size());
+        // SRv6: the inner header as sent, the outer destination is the path's uSID list.
+        s.inner_ip6 = s.ip6;
+        s.has_inner_ip6 = true;
+        s.ip6.dst = *parse_ipv6(wev == kEvA ? "fcbb:0:100:201:101:302::" : "fcbb:0:1100:1200::");
+        std::vector<std::byte> out(4000);
+        std::string err;
+        const size_t n = encode_frame(s, MutBytes(out.data(), out.size()), {}, mrp0(), &err);
+        QVERIFY2(n > 0, err.c_str());
+        QVERIFY(w.write(1'000'000 + k * 1000, Bytes(out.data(), n)));
+      }
+      QVERIFY(w.close());
+    }
+    std::ofstream(dir.toStdString() + "/paths.json")
+        << R"({"schema": "mrctb-paths/1", "pairs": [{"src": "h1", "dst": "h2", "evs": [)"
+           R"({"ev": 1, "plane": 0, "port": 1, "t1": 1, "outer_da": "fcbb:0:100:201:101:302::",)"
+           R"( "usids": ["0100", "0201", "0101", "0302"], "hops": ["p0t0s0", "h2"]}]}]})";
+    std::ofstream(dir.toStdString() + "/manifest.json")
+        << R"({"schema": "mrctb-manifest/1", "view_capture": "h1.pcap", "paths": "paths.json"})";
+    ViewModel m;
+    LoadOptions o;
+    o.run_dir = dir.toStdString();
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    QCOMPARE(m.paths().size(), size_t{1});
+    const ViewState s = initial_state(m);
+    QVERIFY(s.flow != kNone);
+    const Flow& f = m.flows()[s.flow];
+    const uint32_t a = f.lane_of(kEvA), b = f.lane_of(kEvB);
+    QVERIFY(a != kNone && b != kNone);
+    QCOMPARE(lane_label(m, s.flow, a), QStringLiteral("EV 0xe0010001 T1 1: 0100 0201 0101 0302"));
+    QCOMPARE(lane_label(m, s.flow, b), QStringLiteral("EV 0xe0010002"));  // not in the table
+    // Drawn: the timeline's row carries it, and the label column is wide enough for it.
+    QImage img(1400, 400, QImage::Format_ARGB32_Premultiplied);
+    TimelineLayout L;
+    {
+      QPainter p(&img);
+      paint_timeline(p, m, s, img.rect(), &L);
+    }
+    bool found = false;
+    for (const auto& r : L.rows)
+      if (r.lane == a) {
+        found = true;
+        QCOMPARE(r.label, lane_label(m, s.flow, a));
+        QVERIFY(QFontMetrics(QFont()).horizontalAdvance(r.label) > 0);
+        QVERIFY(count_dark(img, QRect(12, r.y, L.plot.left() - 14, r.h)) > 0 ||
+                count_color(img, QRect(12, r.y, L.plot.left() - 14, r.h), plane_color(1), 120) > 0);
+      }
+    QVERIFY(found);
+  }
+
   // Issue 18, problem 8: an EV that carried no data (a backup the event log names) is drawn as
   // idle: greyed label saying so, hatched row.
   void idle_evs_look_idle() {
