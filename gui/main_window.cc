@@ -11,20 +11,26 @@
 #include <QFontDatabase>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QMouseEvent>
 #include <QPlainTextEdit>
 #include <QRegularExpression>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTableWidget>
+#include <QTextBrowser>
 #include <QToolBar>
 #include <QToolButton>
 #include <QTreeWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace mrc::view {
@@ -104,7 +110,61 @@ void add_field_line(QTreeWidget* tree, QTreeWidgetItem*& last_top, const QString
   }
 }
 
+// A menu of checkable entries (the Kinds filter) that stays open while entries are toggled.
+class StickyMenu : public QMenu {
+ public:
+  using QMenu::QMenu;
+
+ protected:
+  void mouseReleaseEvent(QMouseEvent* e) override {
+    QAction* a = actionAt(e->position().toPoint());
+    if (a && a->isCheckable() && a->isEnabled()) {
+      a->trigger();
+      e->accept();
+      return;
+    }
+    QMenu::mouseReleaseEvent(e);
+  }
+  void keyPressEvent(QKeyEvent* e) override {
+    QAction* a = activeAction();
+    if (a && a->isCheckable() && a->isEnabled() &&
+        (e->key() == Qt::Key_Space || e->key() == Qt::Key_Return || e->key() == Qt::Key_Enter)) {
+      a->trigger();
+      e->accept();
+      return;
+    }
+    QMenu::keyPressEvent(e);
+  }
+};
+
+QString html_escape(const QString& s) {
+  return s.toHtmlEscaped();
+}
+
 }  // namespace
+
+// A label that shows as much of its text as fits, with an ellipsis, instead of overflowing (or
+// widening the window past the screen); the whole text is in full_text() and the tooltip.
+class ElidedLabel : public QLabel {
+ public:
+  void set_full_text(const QString& t) {
+    full_ = t;
+    refresh();
+  }
+  const QString& full_text() const { return full_; }
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QLabel::resizeEvent(e);
+    refresh();
+  }
+
+ private:
+  void refresh() {
+    setText(fontMetrics().elidedText(full_, Qt::ElideRight, std::max(0, width() - 4)));
+  }
+  QString full_;
+};
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   controller_ = new ViewController(this);
@@ -126,6 +186,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     }
     update_opcode_combo();
     update_selection_stats();
+    update_ev_table();
   });
 }
 
@@ -164,6 +225,31 @@ void MainWindow::build_ui() {
     controller_->zoom(2.0, (controller_->state().t0 + controller_->state().t1) / 2);
   });
   viewm->addAction(tr("&Clear range selection"), controller_, &ViewController::clear_selection);
+  viewm->addAction(tr("Clear EV &highlight"), this,
+                   [this] { controller_->set_highlight_lane(kNone); });
+
+  // Navigation: go to a frame / time / PSN; next and previous of a kind. Letter shortcuts do not
+  // fire while a text field has the focus (it takes the letters), so typing a filter is safe.
+  QMenu* go = menuBar()->addMenu(tr("&Go"));
+  go->addAction(tr("&Go to frame / time / PSN..."), QKeySequence(tr("Ctrl+G")), this,
+                &MainWindow::go_to_dialog);
+  go->addSeparator();
+  const std::pair<NavKind, Qt::Key> nav[] = {{NavKind::kRetransmit, Qt::Key_R},
+                                             {NavKind::kTrim, Qt::Key_T},
+                                             {NavKind::kNack, Qt::Key_K},
+                                             {NavKind::kStateChange, Qt::Key_S},
+                                             {NavKind::kDrop, Qt::Key_D}};
+  for (const auto& [kind, key] : nav) {
+    const QString name = qs(nav_kind_label(kind));
+    go->addAction(tr("Next %1").arg(name), QKeySequence(key), this,
+                  [this, k = kind] { step(k, true); });
+    go->addAction(tr("Previous %1").arg(name), QKeySequence(Qt::SHIFT | key), this,
+                  [this, k = kind] { step(k, false); });
+  }
+  help_menu_ = menuBar()->addMenu(tr("&Help"));
+  help_menu_->addAction(tr("&Keyboard and mouse"), QKeySequence::HelpContents, this, [this] {
+    QMessageBox::information(this, tr("Keyboard and mouse"), shortcuts_text());
+  });
 
   QToolBar* tb = addToolBar(tr("Filters"));
   tb->setObjectName("filters");
@@ -190,7 +276,7 @@ void MainWindow::build_ui() {
   kinds_button_ = new QToolButton;
   kinds_button_->setText(tr("Kinds"));
   kinds_button_->setPopupMode(QToolButton::InstantPopup);
-  auto* kinds_menu = new QMenu(kinds_button_);
+  auto* kinds_menu = new StickyMenu(kinds_button_);
   for (size_t k = 0; k < kMarkKindCount; ++k) {
     QAction* a = kinds_menu->addAction(qs(mark_kind_label(static_cast<MarkKind>(k))));
     a->setCheckable(true);
@@ -214,6 +300,9 @@ void MainWindow::build_ui() {
   connect(opcode_combo_, qOverload<int>(&QComboBox::currentIndexChanged), this,
           &MainWindow::filters_changed);
   connect(ev_edit_, &QLineEdit::editingFinished, this, &MainWindow::filters_changed);
+  // Return applies the EV filter and gives the keys back to the views (arrows pan, not move the
+  // text cursor).
+  connect(ev_edit_, &QLineEdit::returnPressed, this, [this] { timeline_->setFocus(); });
 
   timeline_ = new ViewWidget(controller_, ViewKind::kTimeline);
   sequence_ = new ViewWidget(controller_, ViewKind::kSequence);
@@ -227,7 +316,7 @@ void MainWindow::build_ui() {
   split->setStretchFactor(2, 3);
   setCentralWidget(split);
 
-  status_ = new QLabel;
+  status_ = new ElidedLabel;
   // Ignored width: a long status elides instead of widening the window past the screen.
   status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   status_->setMinimumWidth(1);
@@ -239,8 +328,10 @@ void MainWindow::build_ui() {
           [this] { QMessageBox::information(this, tr("Loaded"), loaded_text()); });
   statusBar()->addPermanentWidget(loaded);
   for (ViewWidget* w : {timeline_, sequence_, series_})
-    connect(w, &ViewWidget::hover_text, statusBar(),
-            [this](const QString& t) { statusBar()->showMessage(t); });
+    connect(w, &ViewWidget::hover_text, statusBar(), [this](const QString& t) {
+      statusBar()->showMessage(statusBar()->fontMetrics().elidedText(
+          t, Qt::ElideRight, std::max(50, statusBar()->width() - 120)));
+    });
 
   const QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
   violations_ = new QTreeWidget;
@@ -255,11 +346,16 @@ void MainWindow::build_ui() {
   addDockWidget(Qt::RightDockWidgetArea, vdock);
 
   auto* packet = new QSplitter(Qt::Vertical);
-  frame_info_ = new QLabel;
-  frame_info_->setFont(mono);
-  frame_info_->setWordWrap(true);
-  frame_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  frame_info_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  // What the index knows, its fate first; scrolls, and links to related frames.
+  packet_info_ = new QTextBrowser;
+  packet_info_->setOpenLinks(false);
+  packet_info_->setOpenExternalLinks(false);
+  packet_info_->setFont(mono);
+  connect(packet_info_, &QTextBrowser::anchorClicked, this, [this](const QUrl& u) {
+    bool ok = false;
+    const uint32_t n = u.path().toUInt(&ok);
+    if (u.scheme() == QLatin1String("frame") && ok && n > 0) controller_->select_frame(n - 1, true);
+  });
   packet_tree_ = new QTreeWidget;
   packet_tree_->setHeaderLabels({tr("Field"), tr("Value")});
   packet_tree_->setColumnWidth(0, 140);
@@ -267,9 +363,12 @@ void MainWindow::build_ui() {
   hex_->setReadOnly(true);
   hex_->setFont(mono);
   hex_->setLineWrapMode(QPlainTextEdit::NoWrap);
-  packet->addWidget(frame_info_);
+  packet->addWidget(packet_info_);
   packet->addWidget(packet_tree_);
   packet->addWidget(hex_);
+  packet->setStretchFactor(0, 3);
+  packet->setStretchFactor(1, 3);
+  packet->setStretchFactor(2, 1);
   auto* pdock = new QDockWidget(tr("Packet"), this);
   pdock->setObjectName("packet");
   pdock->setWidget(packet);
@@ -278,11 +377,41 @@ void MainWindow::build_ui() {
   selection_text_ = new QPlainTextEdit;
   selection_text_->setReadOnly(true);
   selection_text_->setFont(mono);
-  auto* sdock = new QDockWidget(tr("Statistics (visible range, or shift+drag a range)"), this);
+  // Statistics follow the EV / plane filter but not the display filters (kinds, opcode).
+  auto* sdock = new QDockWidget(tr("Statistics (visible range, or shift+drag; all kinds)"), this);
   sdock->setObjectName("selection");
   sdock->setWidget(selection_text_);
   addDockWidget(Qt::RightDockWidgetArea, sdock);
+
+  // Per-EV figures over the whole capture; sortable; selecting rows filters to those EVs, a
+  // double-click highlights the EV on every view.
+  ev_table_ = new QTableWidget;
+  ev_table_->setColumnCount(11);
+  ev_table_->setHorizontalHeaderLabels({tr("EV"), tr("plane"), tr("path"), tr("packets"),
+                                        tr("retx"), tr("drops"), tr("trims"), tr("RTT p50 us"),
+                                        tr("RTT p99 us"), tr("SKIP us"), tr("ASSUMED_BAD us")});
+  ev_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  ev_table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  ev_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  ev_table_->setSortingEnabled(true);
+  ev_table_->verticalHeader()->setVisible(false);
+  connect(ev_table_, &QTableWidget::itemSelectionChanged, this,
+          &MainWindow::ev_table_selection_changed);
+  connect(ev_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    const uint32_t lane = ev_table_->item(row, 0)->data(Qt::UserRole + 1).toUInt();
+    controller_->set_highlight_lane(controller_->state().highlight_lane == lane ? kNone : lane);
+  });
+  auto* edock = new QDockWidget(tr("EVs (whole capture; select to filter, double-click to "
+                                   "highlight)"),
+                                this);
+  edock->setObjectName("evs");
+  ev_dock_ = edock;
+  edock->setWidget(ev_table_);
+  addDockWidget(Qt::RightDockWidgetArea, edock);
+  tabifyDockWidget(sdock, edock);
+  sdock->raise();
   resizeDocks({vdock, pdock, sdock}, {420, 420, 420}, Qt::Horizontal);
+  resizeDocks({vdock, pdock, sdock}, {180, 480, 200}, Qt::Vertical);
 }
 
 bool MainWindow::open(const LoadOptions& opts, QString& error) {
@@ -374,7 +503,7 @@ void MainWindow::populate() {
   if (!m.warnings().empty())
     status +=
         tr("; %1 warning(s), first: %2").arg(m.warnings().size()).arg(qs(m.warnings().front()));
-  status_->setText(status);
+  status_->set_full_text(status);
   status_->setToolTip(qs([&] {
     // What was loaded, what was looked for and not found, then the warnings.
     std::string all;
@@ -389,6 +518,161 @@ void MainWindow::populate() {
   update_opcode_combo();
   update_packet_pane(kNone);
   update_selection_stats();
+  update_ev_table();
+}
+
+void MainWindow::show_ev_table() {
+  ev_dock_->raise();
+}
+
+QLabel* MainWindow::status_label() const {
+  return status_;
+}
+QString MainWindow::status_full_text() const {
+  return status_->full_text();
+}
+QMenu* MainWindow::kinds_menu() const {
+  return kinds_button_->menu();
+}
+
+QString MainWindow::shortcuts_text() const {
+  // From the menus themselves, so the list cannot drift from what the keys do.
+  QStringList lines;
+  lines << tr("Menus:");
+  for (QAction* top : menuBar()->actions()) {
+    if (!top->menu()) continue;
+    for (QAction* a : top->menu()->actions())
+      if (!a->shortcut().isEmpty())
+        lines << QStringLiteral("  %1\t%2")
+                     .arg(a->shortcut().toString(QKeySequence::NativeText), a->text().remove('&'));
+  }
+  lines << tr("In the views:") << tr("  wheel\tzoom around the pointer") << tr("  shift+wheel\tpan")
+        << tr("  drag\tpan") << tr("  shift+drag\tselect a time range")
+        << tr("  click\tselect the frame under the pointer (series: nearest sample / frame)")
+        << tr("  click a lane label\thighlight that EV on every view (again: clear)")
+        << tr("  double-click\tfit the whole capture") << tr("  + / -\tzoom in / out")
+        << tr("  Left / Right\tpan") << tr("  Home\tfit") << tr("  Esc\tclear the range selection")
+        << tr("In the EV table:") << tr("  select rows\tfilter to those EVs")
+        << tr("  double-click\thighlight the EV") << tr("  click a header\tsort");
+  return lines.join('\n');
+}
+
+bool MainWindow::go_to(const QString& spec, QString& error) {
+  if (!model_) {
+    error = tr("nothing loaded");
+    return false;
+  }
+  std::string err;
+  const auto t = model_->go_to(controller_->state().flow, spec.toStdString(), err);
+  if (!t) {
+    error = qs(err);
+    return false;
+  }
+  controller_->select_frame(t->frame, true);
+  if (isVisible()) statusBar()->showMessage(tr("went to %1").arg(qs(t->what)), 5000);
+  return true;
+}
+
+bool MainWindow::step(NavKind kind, bool forward) {
+  if (!model_) return false;
+  const ViewState& s = controller_->state();
+  uint64_t ts = forward ? s.t0 : s.t1;
+  uint32_t frame = kNone;
+  if (s.selected_frame < model_->frames().size()) {
+    ts = model_->frames()[s.selected_frame].ts_ns;
+    frame = s.selected_frame;
+  } else if (!forward) {
+    frame = UINT32_MAX - 1;  // after every frame of the instant
+  }
+  const auto t = model_->navigate(s.flow, kind, forward, ts, frame, s.filter);
+  if (!t) {
+    if (isVisible())
+      statusBar()->showMessage(
+          tr("no %1 %2").arg(forward ? tr("later") : tr("earlier"), qs(nav_kind_label(kind))),
+          5000);
+    return false;
+  }
+  if (t->frame != kNone) {
+    controller_->select_frame(t->frame, true);
+  } else {
+    // A log entry without a frame: centre it, select the frame nearest to it.
+    const uint64_t span = s.t1 - s.t0;
+    controller_->set_range(t->ts_ns > span / 2 ? t->ts_ns - span / 2 : 0, t->ts_ns + span / 2);
+    controller_->select_frame(model_->frame_near(t->ts_ns), false);
+  }
+  if (isVisible()) statusBar()->showMessage(qs(t->what), 5000);
+  return true;
+}
+
+void MainWindow::go_to_dialog() {
+  bool ok = false;
+  const QString spec =
+      QInputDialog::getText(this, tr("Go to"),
+                            tr("Frame number (123), time after the first frame (+1.5ms) or PSN "
+                               "(psn 0x1234, psn +5):"),
+                            QLineEdit::Normal, QString(), &ok);
+  if (!ok || spec.trimmed().isEmpty()) return;
+  QString err;
+  if (!go_to(spec, err)) QMessageBox::warning(this, tr("Go to"), err);
+}
+
+void MainWindow::update_ev_table() {
+  const QSignalBlocker block(ev_table_);
+  ev_table_->setSortingEnabled(false);
+  ev_table_->setRowCount(0);
+  if (!model_) return;
+  const uint32_t flow = controller_->state().flow;
+  if (flow >= model_->flows().size()) return;
+  const Flow& f = model_->flows()[flow];
+  const auto rows = model_->ev_stats(flow, 0, UINT64_MAX);
+  ev_table_->setRowCount(static_cast<int>(rows.size()));
+  const auto num = [](double v) {
+    auto* it = new QTableWidgetItem;
+    it->setData(Qt::DisplayRole, v);
+    it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    return it;
+  };
+  const auto us = [](uint64_t ns) { return std::round(static_cast<double>(ns) / 100.0) / 10.0; };
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const EvStats& e = rows[r];
+    const int row = static_cast<int>(r);
+    auto* ev = new QTableWidgetItem(qs(format_wev(e.wev)));
+    ev->setData(Qt::UserRole, e.wev);
+    ev->setData(Qt::UserRole + 1, e.lane);
+    ev->setData(Qt::DecorationRole, lane_color(f, e.lane));
+    ev_table_->setItem(row, 0, ev);
+    ev_table_->setItem(row, 1, num(e.plane));
+    QString path;
+    if (const PathEntry* p = model_->lane_path(flow, e.lane)) {
+      QStringList usids;
+      for (const auto& u : p->usids) usids << qs(u);
+      path = QStringLiteral("T1 %1: %2").arg(p->t1).arg(usids.join(' '));
+    }
+    if (e.idle) path += path.isEmpty() ? tr("idle") : tr(" (idle)");
+    ev_table_->setItem(row, 2, new QTableWidgetItem(path));
+    ev_table_->setItem(row, 3, num(static_cast<double>(e.packets)));
+    ev_table_->setItem(row, 4, num(static_cast<double>(e.retransmissions)));
+    ev_table_->setItem(row, 5, num(static_cast<double>(e.drops)));
+    ev_table_->setItem(row, 6, num(static_cast<double>(e.trims)));
+    ev_table_->setItem(row, 7, num(us(e.rtt_p50_ns)));
+    ev_table_->setItem(row, 8, num(us(e.rtt_p99_ns)));
+    ev_table_->setItem(row, 9, num(us(e.skip_ns)));
+    ev_table_->setItem(row, 10, num(us(e.assumed_bad_ns)));
+    if (e.idle)
+      for (int c = 0; c < ev_table_->columnCount(); ++c)
+        ev_table_->item(row, c)->setForeground(QColor(0x99, 0x99, 0x99));
+  }
+  ev_table_->setSortingEnabled(true);
+  ev_table_->resizeColumnsToContents();
+}
+
+void MainWindow::ev_table_selection_changed() {
+  if (!model_) return;
+  QStringList evs;
+  for (const QModelIndex& i : ev_table_->selectionModel()->selectedRows(0))
+    evs << qs(format_wev(ev_table_->item(i.row(), 0)->data(Qt::UserRole).toUInt()));
+  ev_edit_->setText(evs.join(QStringLiteral(", ")));
+  filters_changed();
 }
 
 void MainWindow::update_opcode_combo() {
@@ -453,13 +737,40 @@ void MainWindow::apply_filter(const Filter& f) {
 void MainWindow::update_packet_pane(uint32_t frame) {
   packet_tree_->clear();
   if (!model_ || frame == kNone || frame >= model_->frames().size()) {
-    frame_info_->setText(tr("Click a mark to see its frame."));
+    packet_info_->setPlainText(tr("Click a mark to see its frame."));
     hex_->clear();
     return;
   }
   const ViewModel& m = *model_;
-  frame_info_->setText(qs(m.summary(frame)).trimmed() + QStringLiteral("\n\n") +
-                       qs(m.describe(frame)).trimmed());
+  // Summary, then what the index knows: kind and fate first (bold when it is not a plain
+  // delivery), links to related frames and the SACK's coverage before flow and lane details.
+  QString html = QStringLiteral("<div style='white-space:pre-wrap'>");
+  html += QStringLiteral("<b>%1</b><br>").arg(html_escape(qs(m.summary(frame)).trimmed()));
+  QString links;
+  for (const RelatedFrame& r : m.related(frame))
+    links += QStringLiteral("%1<a href='frame:%2'>%3: frame %2</a>")
+                 .arg(links.isEmpty() ? QString() : QStringLiteral(", "))
+                 .arg(r.frame + 1)
+                 .arg(html_escape(qs(r.role)));
+  const QString coverage = qs(m.sack_coverage(frame));
+  bool placed = false;
+  const auto place_links = [&] {
+    if (placed) return;
+    placed = true;
+    if (!links.isEmpty()) html += QStringLiteral("related: %1<br>").arg(links);
+    if (!coverage.isEmpty()) html += html_escape(coverage) + QStringLiteral("<br>");
+  };
+  for (const QString& line : qs(m.describe(frame)).split('\n', Qt::SkipEmptyParts)) {
+    if (line.startsWith(QLatin1String("flow:"))) place_links();
+    const bool key =
+        line.startsWith(QLatin1String("fate:")) || line.startsWith(QLatin1String("not counted")) ||
+        line.startsWith(QLatin1String("log:")) || line.startsWith(QLatin1String("kind:"));
+    html += key ? QStringLiteral("<b>%1</b><br>").arg(html_escape(line))
+                : html_escape(line) + QStringLiteral("<br>");
+  }
+  place_links();
+  html += QStringLiteral("</div>");
+  packet_info_->setHtml(html);
   QTreeWidgetItem* last_top = nullptr;
   for (const QString& line : qs(m.field_tree(frame)).split('\n', Qt::SkipEmptyParts))
     add_field_line(packet_tree_, last_top, line);

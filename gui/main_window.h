@@ -11,14 +11,20 @@
 
 class QComboBox;
 class QLabel;
+class QMenu;
+class QTableWidget;
+class QTextBrowser;
 class QLineEdit;
 class QPlainTextEdit;
 class QToolButton;
 class QTreeWidget;
 class QTreeWidgetItem;
 class QDoubleSpinBox;
+class QDockWidget;
 
 namespace mrc::view {
+
+class ElidedLabel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -41,7 +47,22 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* hex_view() const { return hex_; }
   QPlainTextEdit* selection_text() const { return selection_text_; }
   QComboBox* qp_combo() const { return qp_combo_; }
-  QLabel* status_label() const { return status_; }
+  QLabel* status_label() const;
+  QString status_full_text() const;  // the status line before eliding
+  // What the index knows about the selected frame, its fate first, with links to related frames
+  // ("frame:N" anchors); scrolls.
+  QTextBrowser* packet_info() const { return packet_info_; }
+  QTableWidget* ev_table() const { return ev_table_; }
+  void show_ev_table();  // raises its tab over the statistics
+  QLineEdit* ev_edit() const { return ev_edit_; }
+  QMenu* kinds_menu() const;
+  QMenu* help_menu() const { return help_menu_; }
+  QString shortcuts_text() const;
+  // Go to a frame / time / PSN (ViewModel::go_to) and select it; false with `error` set.
+  bool go_to(const QString& spec, QString& error);
+  // Selects the next (previous) frame or log entry of a kind after the selected frame (or the
+  // visible range's start); false when there is none.
+  bool step(NavKind kind, bool forward);
   // What was loaded from where, and what was looked for and is missing (File > What was loaded).
   QString loaded_text() const;
   // Selects evidence `evidence` of violation `rule` as a click in the list would (-1: the rule).
@@ -58,6 +79,9 @@ class MainWindow : public QMainWindow {
   void open_dialog();
   void open_dir_dialog();
   void export_dialog();
+  void go_to_dialog();
+  void update_ev_table();
+  void ev_table_selection_changed();
 
   std::shared_ptr<ViewModel> model_;
   ViewController* controller_ = nullptr;
@@ -71,11 +95,14 @@ class MainWindow : public QMainWindow {
   QToolButton* kinds_button_ = nullptr;
   QDoubleSpinBox* window_spin_ = nullptr;
   QTreeWidget* violations_ = nullptr;
-  QLabel* frame_info_ = nullptr;
+  QTextBrowser* packet_info_ = nullptr;
+  QTableWidget* ev_table_ = nullptr;
+  QDockWidget* ev_dock_ = nullptr;
+  QMenu* help_menu_ = nullptr;
   QTreeWidget* packet_tree_ = nullptr;
   QPlainTextEdit* hex_ = nullptr;
   QPlainTextEdit* selection_text_ = nullptr;
-  QLabel* status_ = nullptr;
+  ElidedLabel* status_ = nullptr;
   bool populating_ = false;
 };
 

@@ -25,27 +25,7 @@ constexpr int kExitUsage = 2;
 
 // "150us", "1.5ms", "2s", "800ns", "1200" (ns).
 std::optional<uint64_t> parse_time(const std::string& s) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string unit = s.substr(pos);
-  double mul = 1;
-  if (unit.empty() || unit == "ns")
-    mul = 1;
-  else if (unit == "us")
-    mul = 1e3;
-  else if (unit == "ms")
-    mul = 1e6;
-  else if (unit == "s")
-    mul = 1e9;
-  else
-    return std::nullopt;
-  if (v < 0) return std::nullopt;
-  return static_cast<uint64_t>(v * mul + 0.5);
+  return parse_duration_ns(s);
 }
 
 struct Args {
@@ -66,6 +46,9 @@ struct Args {
   std::string caption;
   bool no_caption = false;
   std::string select_frame;
+  std::string go_to;
+  std::string highlight;
+  bool ev_table = false;
   std::string screenshot;
   int violation = -1;
 };
@@ -200,6 +183,12 @@ int view_main(int argc, char** argv) {
   app.add_option("--opcode", a.opcode, "Only frames with this BTH opcode")
       ->check(CLI::Range(0, 255));
   app.add_option("--select", a.select_frame, "Select this frame number (1-based) at start");
+  app.add_option("--goto", a.go_to,
+                 "Go to a frame, time or PSN at start, as Go > Go to: 123, +1.5ms, psn 0x1234, "
+                 "psn +5");
+  app.add_option("--highlight", a.highlight,
+                 "Highlight this EV (WEV, e.g. 0xe0010004) on every view at start");
+  app.add_flag("--ev-table", a.ev_table, "Show the EV table (instead of the statistics) at start");
   app.add_option("--violation", a.violation,
                  "Select the N-th violation of the report (0-based) at start");
   app.add_option("--screenshot", a.screenshot,
@@ -374,6 +363,29 @@ int view_main(int argc, char** argv) {
     }
   }
   if (a.violation >= 0) w.select_violation(a.violation, -1);
+  if (!a.go_to.empty()) {
+    QString qerr;
+    if (!w.go_to(QString::fromStdString(a.go_to), qerr)) {
+      std::cerr << app.get_name() << ": --goto: " << qerr.toStdString() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (!a.highlight.empty()) {
+    const ViewModel* m = w.model();
+    const uint32_t flow = w.controller()->state().flow;
+    char* end = nullptr;
+    const unsigned long wev = std::strtoul(a.highlight.c_str(), &end, 0);
+    const uint32_t lane = m && flow < m->flows().size() && end && *end == 0
+                              ? m->flows()[flow].lane_of(static_cast<uint32_t>(wev))
+                              : kNone;
+    if (lane == kNone) {
+      std::cerr << app.get_name() << ": --highlight " << a.highlight
+                << ": no such EV in the shown QP\n";
+      return kExitUsage;
+    }
+    w.controller()->set_highlight_lane(lane);
+  }
+  if (a.ev_table) w.show_ev_table();
   w.show();
   if (!a.screenshot.empty()) {
     int rc = kExitOk;

@@ -1272,6 +1272,17 @@ std::string ViewModel::describe(uint32_t frame) const {
   if (fr.flags & kFlagDecodeError) s += "decode error (see the field tree)\n";
   if (fr.flow == kNone) return s;
   const Flow& f = m.flows[fr.flow];
+  // What became of the frame comes right after its kind (the packet pane's first lines): a
+  // first transmission trimmed or dropped after the capture point reads as such at once.
+  if (fr.flags & kFlagTrimmedLater) s += "fate: trimmed after the capture point\n";
+  if (fr.flags & kFlagDroppedLater) s += "fate: dropped after the capture point\n";
+  if (fr.kind == MarkKind::kFirstTx || fr.kind == MarkKind::kRetransmit)
+    s += (fr.flags & kFlagDelivered) ? "counted as goodput\n" : "not counted as goodput\n";
+  for (const ExtMark& e : f.ext)
+    if (e.frame == frame)
+      s += "log: " + e.text + " at +" + format_time_ns(e.ts_ns - m.first_ns) + "\n";
+  for (const auto& [i, text] : m.notes_on_frames)
+    if (i == frame) s += "log: " + text + "\n";
   s += "flow: " + f.label() + "\n";
   if (fr.lane != kNone) {
     const Lane& l = f.lanes[fr.lane];
@@ -1285,13 +1296,6 @@ std::string ViewModel::describe(uint32_t frame) const {
     std::snprintf(buf, sizeof buf, "PSN 0x%06x (relative %+d)\n", fr.psn, fr.rel_psn);
     s += buf;
   }
-  if (fr.kind == MarkKind::kFirstTx || fr.kind == MarkKind::kRetransmit)
-    s += (fr.flags & kFlagDelivered) ? "counted as goodput\n" : "not counted as goodput\n";
-  for (const ExtMark& e : f.ext)
-    if (e.frame == frame)
-      s += "log: " + e.text + " at +" + format_time_ns(e.ts_ns - m.first_ns) + "\n";
-  for (const auto& [i, text] : m.notes_on_frames)
-    if (i == frame) s += "log: " + text + "\n";
   if (fr.kind == MarkKind::kRetransmit && fr.flow < m.rtx_events.size()) {
     const RtxEvent* best = nullptr;
     for (const RtxEvent& r : m.rtx_events[fr.flow]) {
@@ -1405,8 +1409,8 @@ SelectionStats ViewModel::selection_stats(uint32_t flow_index, uint64_t from_ns,
     const uint32_t i = f.frames[p];
     const FrameInfo& x = fr[i];
     if (x.ts_ns > to_ns) break;
+    // Only the lane filter: kinds and opcode change what is drawn, not what happened.
     if (x.lane != kNone && !filter.lane_visible(f.lanes[x.lane])) continue;
-    if (!filter.frame_visible(x)) continue;
     ++st.frames;
     ++st.counts[static_cast<size_t>(x.kind)];
     const bool data = x.kind == MarkKind::kFirstTx || x.kind == MarkKind::kRetransmit;
@@ -1422,7 +1426,7 @@ SelectionStats ViewModel::selection_stats(uint32_t flow_index, uint64_t from_ns,
     if (!filter.lane_visible(lane)) continue;
     for (uint32_t e : lane.ext) {
       const ExtMark& m = f.ext[e];
-      if (m.ts_ns < from_ns || m.ts_ns > to_ns || !filter.ext_visible(m, lane)) continue;
+      if (m.ts_ns < from_ns || m.ts_ns > to_ns) continue;
       ++st.counts[static_cast<size_t>(m.kind)];
     }
     const auto it = std::lower_bound(lane.rtt.begin(), lane.rtt.end(), from_ns,

@@ -291,6 +291,43 @@ struct SelectionStats {
   std::string to_text() const;
 };
 
+// Per-EV figures of a flow over a time range (the EV table): what was sent on the path, what
+// happened to it, how long the sender held it out of use.
+struct EvStats {
+  uint32_t lane = kNone;
+  uint32_t wev = 0;
+  uint8_t plane = 0;
+  uint64_t packets = 0;          // data frames: first transmissions, retransmissions, trimmed
+  uint64_t retransmissions = 0;  // of them, retransmissions
+  uint64_t drops = 0;            // injector drops (decision log)
+  uint64_t trims = 0;            // trimmed frames in the capture, or trims in the decision log
+  uint64_t rtt_samples = 0;
+  uint64_t rtt_p50_ns = 0, rtt_p99_ns = 0;   // nearest rank; 0 without samples
+  uint64_t skip_ns = 0, assumed_bad_ns = 0;  // time in SKIP / ASSUMED_BAD inside the range
+  bool idle = false;  // no data frame on this EV in the whole capture (a backup, probes only)
+};
+
+// A frame the packet pane links to from another one.
+struct RelatedFrame {
+  std::string role;  // "original", "later copy", "NACK", "resend", "triggered by", ...
+  uint32_t frame = kNone;
+};
+
+// Where a navigation step lands: a frame, or a log entry (EV state change) at a time.
+struct NavTarget {
+  uint64_t ts_ns = 0;
+  uint32_t frame = kNone;  // the frame to select; a log entry's frame when it names one
+  std::string what;        // "frame 12", "GOOD -> SKIP (nack) at +1.2 ms"
+};
+
+// What next/previous can step to. Trims include first transmissions the decision log trims after
+// the capture point; state changes are the event log's EV state changes.
+enum class NavKind : uint8_t { kRetransmit, kTrim, kNack, kStateChange, kDrop };
+std::string_view nav_kind_label(NavKind k);
+
+// "150us", "1.5ms", "2s", "800ns", "1200" (ns); nullopt when it is none of these.
+std::optional<uint64_t> parse_duration_ns(std::string_view s);
+
 class ViewModel {
  public:
   ViewModel();
@@ -339,8 +376,29 @@ class ViewModel {
 
   // Delivered bytes per second over (t - window, t] (lane == kNone: the whole flow).
   double goodput_bps(const Flow& flow, uint32_t lane, uint64_t t_ns, uint64_t window_ns) const;
+  // Statistics of [from_ns, to_ns]: the lanes `filter` shows (EV, plane), every kind of frame.
+  // The display filters (kinds, opcode) do not change them: goodput is goodput whatever is drawn.
   SelectionStats selection_stats(uint32_t flow, uint64_t from_ns, uint64_t to_ns,
                                  const Filter& filter) const;
+  // One row per data lane of the flow (control and endpoint lanes left out), lane order.
+  std::vector<EvStats> ev_stats(uint32_t flow, uint64_t from_ns, uint64_t to_ns) const;
+  // The path table entry of a lane (from its first data frame); nullptr when unknown.
+  const PathEntry* lane_path(uint32_t flow, uint32_t lane) const;
+
+  // Frames the packet pane links to: a data frame's original and other copies of its PSN, the
+  // NACK of a trim and its resend; a SACK's triggering packet; a NACK's trimmed packet and resend.
+  std::vector<RelatedFrame> related(uint32_t frame) const;
+  // The PSNs a SACK covers, relative and absolute: "cumulative ACK up to 0x000102 (rel +5);
+  // bitmap: +7..+9, +12". Empty for other frames.
+  std::string sack_coverage(uint32_t frame) const;
+  // The next (forward) or previous frame / log entry of `kind` in `flow` after (before) the
+  // position (ts_ns, frame), on the lanes `filter` shows. nullopt when there is none.
+  std::optional<NavTarget> navigate(uint32_t flow, NavKind kind, bool forward, uint64_t ts_ns,
+                                    uint32_t frame, const Filter& filter) const;
+  // "Go to": "123" or "#123" or "frame 123" (1-based frame number), "+1.5ms" or "t 1.5ms" (time
+  // after the first frame), "psn 0x1234" (absolute) or "psn +5" (relative to the flow's first
+  // data PSN): the first data frame of `flow` with that PSN. nullopt with `error` saying why.
+  std::optional<NavTarget> go_to(uint32_t flow, std::string_view spec, std::string& error) const;
 
   struct Impl;  // gui/view_model_impl.h
 

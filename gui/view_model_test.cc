@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "gui/test_capture.h"
@@ -255,10 +256,12 @@ class ViewModelTest : public QObject {
     QCOMPARE(st.frames, uint64_t{8});  // lane C and plane 2's endpoint operations
     QCOMPARE(st.rtt_samples, uint64_t{2});
     QCOMPARE(st.rtt_min_ns, 2000.0);
+    // A kinds filter is a display filter: the statistics still count every frame (issue 18).
     Filter kinds;
     kinds.kinds = kind_bit(MarkKind::kInjectorDrop) | kind_bit(MarkKind::kEvState);
     st = model_.selection_stats(model_.busiest_flow(), f.first_ns, f.last_ns, kinds);
-    QCOMPARE(st.frames, uint64_t{0});
+    QCOMPARE(st.frames,
+             model_.selection_stats(model_.busiest_flow(), f.first_ns, f.last_ns, all).frames);
     QCOMPARE(st.counts[static_cast<size_t>(MarkKind::kInjectorDrop)], uint64_t{2});
     QCOMPARE(st.counts[static_cast<size_t>(MarkKind::kEvState)], uint64_t{2});
     Filter ev;
@@ -445,6 +448,138 @@ class ViewModelTest : public QObject {
           name);
     QVERIFY(std::find(fo.frames.begin(), fo.frames.end(),
                       run_.frame.at("rev_probe_p2_a_response")) == fo.frames.end());
+  }
+
+  // Issue 18, problem 6: the display filters (kinds, opcode) do not change the statistics;
+  // goodput hid with first transmissions was 0 before.
+  void statistics_do_not_follow_the_display_filters() {
+    const uint32_t fi = model_.busiest_flow();
+    const Flow& f = main_flow();
+    Filter all;
+    Filter no_first = all;
+    no_first.kinds = kAllKinds & ~kind_bit(MarkKind::kFirstTx);
+    Filter sack_op;
+    sack_op.opcode = 0xDC;
+    const SelectionStats a = model_.selection_stats(fi, f.first_ns, f.last_ns, all);
+    QVERIFY(a.delivered_bytes > 0);
+    for (const Filter& flt : {no_first, sack_op}) {
+      const SelectionStats b = model_.selection_stats(fi, f.first_ns, f.last_ns, flt);
+      QCOMPARE(b.delivered_bytes, a.delivered_bytes);
+      QCOMPARE(b.frames, a.frames);
+      QCOMPARE(b.counts, a.counts);
+    }
+    // The lane filter still narrows: EV A alone delivered less.
+    Filter only_a;
+    only_a.evs = {kEvA};
+    QVERIFY(model_.selection_stats(fi, f.first_ns, f.last_ns, only_a).delivered_bytes <
+            a.delivered_bytes);
+  }
+
+  // Issue 18, problem 5: the per-EV table's figures.
+  void ev_stats_per_lane() {
+    const uint32_t fi = model_.busiest_flow();
+    const auto rows = model_.ev_stats(fi, 0, UINT64_MAX);
+    QCOMPARE(rows.size(), size_t{3});
+    const auto row = [&](uint32_t wev) {
+      for (const EvStats& e : rows)
+        if (e.wev == wev) return e;
+      return EvStats{};
+    };
+    QCOMPARE(row(kEvA).packets, uint64_t{3});  // d0, d3, r5
+    QCOMPARE(row(kEvA).retransmissions, uint64_t{1});
+    QCOMPARE(row(kEvB).packets, uint64_t{2});  // d1, d4
+    QCOMPARE(row(kEvB).drops, uint64_t{1});    // d4, by the decision log
+    QCOMPARE(row(kEvC).packets, uint64_t{3});  // d2, d5 trimmed, r4
+    QCOMPARE(row(kEvC).trims, uint64_t{1});
+    QCOMPARE(row(kEvC).retransmissions, uint64_t{1});
+    QCOMPARE(row(kEvC).plane, uint8_t{2});
+    // EV B was ASSUMED_BAD from 5.6 us to 12.5 us.
+    QCOMPARE(row(kEvB).assumed_bad_ns, uint64_t{6900});
+    QCOMPARE(row(kEvA).assumed_bad_ns, uint64_t{0});
+    // The RTT of sack1 (d3 at 4 us, SACK at 7 us) is EV A's only sample.
+    QCOMPARE(row(kEvA).rtt_samples, uint64_t{1});
+    QCOMPARE(row(kEvA).rtt_p50_ns, uint64_t{3000});
+    QCOMPARE(row(kEvA).rtt_p99_ns, uint64_t{3000});
+    for (const EvStats& e : rows) QVERIFY(!e.idle);
+    // A range before EV B's change holds none of it.
+    QCOMPARE(model_.ev_stats(fi, 0, run_.t_ns["d3"])[1].assumed_bad_ns, uint64_t{0});
+  }
+
+  // Issue 18, problem 7: what the packet pane links to.
+  void related_frames_link_copies_trims_nacks_and_sacks() {
+    const auto roles = [&](const std::string& name) {
+      std::map<std::string, uint32_t> out;
+      for (const RelatedFrame& r : model_.related(run_.frame[name])) out[r.role] = r.frame;
+      return out;
+    };
+    auto r = roles("r4");
+    QCOMPARE(r.at("original"), run_.frame["d4"]);
+    r = roles("d4");  // dropped after the capture point: its later copy is its resend
+    QCOMPARE(r.at("later copy"), run_.frame["r4"]);
+    QCOMPARE(r.at("resend"), run_.frame["r4"]);
+    r = roles("d5_trimmed");
+    QCOMPARE(r.at("its NACK"), run_.frame["nack"]);
+    QCOMPARE(r.at("resend"), run_.frame["r5"]);
+    r = roles("nack");
+    QCOMPARE(r.at("NACKed packet"), run_.frame["d5_trimmed"]);
+    QCOMPARE(r.at("resend"), run_.frame["r5"]);
+    r = roles("sack1");
+    QCOMPARE(r.at("triggered by"), run_.frame["d3"]);
+    r = roles("sack_probe");
+    QCOMPARE(r.at("triggered by"), run_.frame["probe"]);
+    QVERIFY(model_.related(run_.frame["udp_other"]).empty());
+    const std::string cov = model_.sack_coverage(run_.frame["sack1"]);
+    QVERIFY2(contains(cov, "cumulative ACK through PSN 0x000000 (rel +3)"), cov.c_str());
+    QVERIFY(model_.sack_coverage(run_.frame["d0"]).empty());
+    // The packet pane's first lines say what became of a frame.
+    const std::string d = model_.describe(run_.frame["d4"]);
+    QVERIFY2(d.find("fate: dropped after the capture point") < d.find("flow:"), d.c_str());
+    QVERIFY2(d.find("log: drop") < d.find("flow:"), d.c_str());
+  }
+
+  // Issue 18, problem 7: next / previous of a kind, and go to frame / time / PSN.
+  void navigation_steps_by_kind_and_goes_to_frame_time_psn() {
+    const uint32_t fi = model_.busiest_flow();
+    const Filter all;
+    const auto next = [&](NavKind k, uint64_t t, uint32_t fr, bool fwd = true) {
+      const auto n = model_.navigate(fi, k, fwd, t, fr, all);
+      return n ? *n : NavTarget{0, kNone - 1, "none"};
+    };
+    QCOMPARE(next(NavKind::kRetransmit, 0, kNone).frame, run_.frame["r5"]);
+    QCOMPARE(next(NavKind::kRetransmit, run_.t_ns["r5"], run_.frame["r5"]).frame, run_.frame["r4"]);
+    QCOMPARE(next(NavKind::kRetransmit, run_.t_ns["r4"], run_.frame["r4"]).frame, kNone - 1);
+    QCOMPARE(next(NavKind::kRetransmit, run_.t_ns["r4"], run_.frame["r4"], false).frame,
+             run_.frame["r5"]);
+    QCOMPARE(next(NavKind::kTrim, 0, kNone).frame, run_.frame["d5_trimmed"]);
+    QCOMPARE(next(NavKind::kNack, 0, kNone).frame, run_.frame["nack"]);
+    QCOMPARE(next(NavKind::kDrop, 0, kNone).frame, run_.frame["d4"]);
+    const NavTarget sc = next(NavKind::kStateChange, 0, kNone);
+    QCOMPARE(sc.ts_ns - model_.first_ns(), run_.t_ns["d0"] - model_.first_ns() + 4600);
+    QVERIFY2(contains(sc.what, "GOOD -> ASSUMED_BAD"), sc.what.c_str());
+    QVERIFY(contains(next(NavKind::kStateChange, sc.ts_ns, kNone).what, "ASSUMED_BAD -> GOOD"));
+    // Only lanes the filter shows: EV C's retransmission is the first on EV C.
+    Filter c;
+    c.evs = {kEvC};
+    QCOMPARE(model_.navigate(fi, NavKind::kRetransmit, true, 0, kNone, c)->frame, run_.frame["r4"]);
+
+    std::string err;
+    QCOMPARE(model_.go_to(fi, "3", err)->frame, 2u);
+    QCOMPARE(model_.go_to(fi, "#3", err)->frame, 2u);
+    QCOMPARE(model_.go_to(fi, "frame 3", err)->frame, 2u);
+    const uint64_t d4_rel = run_.t_ns["d4"] - model_.first_ns();
+    QCOMPARE(model_.go_to(fi, "+" + format_time_ns(d4_rel), err)->frame, run_.frame["d4"]);
+    QCOMPARE(model_.go_to(fi, "t " + std::to_string(d4_rel) + "ns", err)->frame, run_.frame["d4"]);
+    QCOMPARE(model_.go_to(fi, "psn +4", err)->frame, run_.frame["d4"]);
+    char abs[32];
+    std::snprintf(abs, sizeof abs, "PSN 0x%06x", (kFirstPsn + 4) & 0xFFFFFF);
+    QCOMPARE(model_.go_to(fi, abs, err)->frame, run_.frame["d4"]);
+    for (const char* bad : {"", "0", "99999", "psn zz", "psn +999", "t 5 parsecs"}) {
+      err.clear();
+      QVERIFY2(!model_.go_to(fi, bad, err), bad);
+      QVERIFY2(!err.empty(), bad);
+    }
+    QVERIFY(model_.go_to(fi, "99999", err) == std::nullopt);
+    QVERIFY2(contains(err, "1..21"), err.c_str());
   }
 
   void bad_inputs_say_what_is_wrong() {

@@ -7,7 +7,9 @@
 #include <QPolygonF>
 #include <QSvgGenerator>
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 
 namespace mrc::view {
 namespace {
@@ -22,6 +24,7 @@ const QColor kGrid(0xe6, 0xe6, 0xe6);
 const QColor kAxisText(0x44, 0x44, 0x44);
 const QColor kSelection(0x33, 0x88, 0xff, 40);
 const QColor kCursor(0xd0, 0x10, 0x10);
+const QColor kIdleHatch(0xc8, 0xc8, 0xc8);
 
 // 1-2-5 steps so that ticks are at least `min_px` apart.
 double nice_step(double span, double px, double min_px) {
@@ -185,6 +188,12 @@ QString lane_name(const Lane& l) {
   return l.control ? QStringLiteral("ACKs, feedback drops") : QString::fromStdString(l.label());
 }
 
+bool lane_idle(const Lane& l) {
+  return !l.control && !l.endpoint && l.counts[static_cast<size_t>(MarkKind::kFirstTx)] == 0 &&
+         l.counts[static_cast<size_t>(MarkKind::kRetransmit)] == 0 &&
+         l.counts[static_cast<size_t>(MarkKind::kTrimmed)] == 0;
+}
+
 void draw_no_flow(QPainter& p, const QRect& area, const ViewModel& m) {
   set_font_px(p, 13);
   p.setPen(kAxisText);
@@ -198,8 +207,8 @@ void draw_no_flow(QPainter& p, const QRect& area, const ViewModel& m) {
 }
 
 // Value axis with a few labelled ticks.
-void draw_value_axis(QPainter& p, const PlotLayout& L, const QString& unit,
-                     double (*fmt_scale)(double), int decimals) {
+void draw_value_axis(QPainter& p, PlotLayout& L, const QString& unit, double (*fmt_scale)(double),
+                     int decimals) {
   set_font_px(p, 10);
   const double span = L.y1 - L.y0;
   const double step = nice_step(span, L.plot.height(), 28);
@@ -210,8 +219,9 @@ void draw_value_axis(QPainter& p, const PlotLayout& L, const QString& unit,
     p.drawLine(QPointF(L.plot.left(), y), QPointF(L.plot.right(), y));
     p.setPen(kAxisText);
     const double shown = fmt_scale ? fmt_scale(v) : v;
-    p.drawText(QRectF(L.plot.left() - kAxisWidth, y - 7, kAxisWidth - 4, 14),
-               Qt::AlignRight | Qt::AlignVCenter, QString::number(shown, 'f', decimals));
+    const QRectF box(L.plot.left() - kAxisWidth + 14, y - 7, kAxisWidth - 18, 14);
+    p.drawText(box, Qt::AlignRight | Qt::AlignVCenter, QString::number(shown, 'f', decimals));
+    L.tick_labels.push_back(box);
   }
   p.save();
   p.translate(L.plot.left() - kAxisWidth + 8, L.plot.center().y());
@@ -336,19 +346,40 @@ QColor lane_color(const Flow& flow, uint32_t lane) {
   if (lane >= flow.lanes.size()) return Qt::gray;
   const Lane& l = flow.lanes[lane];
   if (l.control) return Qt::darkGray;
-  // Shades of the plane colour: hue spread around the plane's, alternating lightness.
-  uint32_t k = 0, n = 0;
-  for (uint32_t i = 0; i < flow.lanes.size(); ++i) {
-    if (flow.lanes[i].control || flow.lanes[i].plane != l.plane) continue;
-    if (i < lane) ++k;
-    ++n;
-  }
+  // k-th EV of its plane. Hue stays within -30..+30 degrees of the plane's colour (the group).
+  // Eight hue slots times four brightness tiers, in an order that puts each new colour as far as
+  // possible from those before it (so the first dozen EVs of a plane are told apart), then a
+  // second saturation tier: 64 distinct colours per plane, 256 over four planes.
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < lane; ++i)
+    if (!flow.lanes[i].control && flow.lanes[i].plane == l.plane) ++k;
+  static constexpr std::array<std::pair<int, int>, 32> kOrder = {
+      {{0, 0}, {7, 2}, {7, 3}, {4, 0}, {0, 3}, {2, 2}, {7, 0}, {4, 1}, {4, 2}, {0, 2}, {2, 0},
+       {7, 1}, {0, 1}, {4, 3}, {6, 2}, {2, 1}, {1, 2}, {3, 2}, {5, 2}, {2, 3}, {6, 0}, {1, 0},
+       {5, 0}, {6, 1}, {3, 0}, {1, 1}, {5, 1}, {1, 3}, {6, 3}, {3, 1}, {5, 3}, {3, 3}}};
+  static constexpr int kValue[4] = {200, 130, 245, 95};
+  static constexpr int kSat[2] = {235, 120};
   const QColor base = plane_color(l.plane);
-  const double spread = n > 1 ? (static_cast<double>(k) / (n - 1) - 0.5) : 0.0;  // -0.5..0.5
-  int h = base.hsvHue() < 0 ? 0 : base.hsvHue();
-  h = (h + static_cast<int>(spread * 70) + 360) % 360;
-  const int v = (k % 2) ? 150 : 215;
-  return QColor::fromHsv(h, 200, v);
+  const int h0 = base.hsvHue() < 0 ? 0 : base.hsvHue();
+  const auto [slot, tier] = kOrder[k % 32];
+  const int h = (h0 + (slot * 60) / 7 - 30 + static_cast<int>((k / 64) % 4) * 2 + 360) % 360;
+  const int v = kValue[tier];
+  const int sat = kSat[(k / 32) % 2];
+  return QColor::fromHsv(h, l.plane == 0 ? sat / 4 : sat, v);
+}
+
+QString lane_label(const ViewModel& m, uint32_t flow, uint32_t lane) {
+  if (flow >= m.flows().size() || lane >= m.flows()[flow].lanes.size()) return {};
+  const Lane& l = m.flows()[flow].lanes[lane];
+  QString t = lane_name(l);
+  if (const PathEntry* p = m.lane_path(flow, lane)) {
+    t += QStringLiteral(" T1 %1").arg(p->t1);
+    QStringList usids;
+    for (const auto& u : p->usids) usids << QString::fromStdString(u);
+    if (!usids.isEmpty()) t += QStringLiteral(": ") + usids.join(' ');
+  }
+  if (lane_idle(l)) t += QStringLiteral(" (idle)");
+  return t;
 }
 
 // Differences are taken in integers first: capture clocks are ~1.7e18 ns since the epoch, where
@@ -449,8 +480,10 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     }
   }
   const int legend_h = std::max(kLegendHeight, legend_lines * 14 + 6);
-  L.plot = QRect(area.left() + kLabelWidth, area.top() + kRulerHeight,
-                 std::max(10, area.width() - kLabelWidth - 10),
+  // Lane labels name the path when the run has a path table: a wider label column.
+  const int label_w = m.paths().empty() ? kLabelWidth : kLabelWidth + 110;
+  L.plot = QRect(area.left() + label_w, area.top() + kRulerHeight,
+                 std::max(10, area.width() - label_w - 10),
                  std::max(10, area.height() - kRulerHeight - legend_h - 6));
   L.legend = QRect(area.left() + 4, L.plot.bottom() + 4, area.width() - 8, legend_h);
 
@@ -473,7 +506,7 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
       L.plane_headers.push_back({l.control ? uint8_t{255} : l.plane, y});
       y += header_h;
     }
-    L.rows.push_back({lanes[k], y, row_h});
+    L.rows.push_back({lanes[k], y, row_h, lane_label(m, s.flow, lanes[k]), lane_idle(l)});
     y += row_h;
   }
 
@@ -496,16 +529,26 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     const QString t = h.plane == 255 ? QStringLiteral("Reverse path")
                       : h.plane == 0 ? QStringLiteral("Plane ? (%1 EVs)").arg(n)
                                      : QStringLiteral("Plane %1 (%2 EVs)").arg(h.plane).arg(n);
-    p.drawText(QRect(area.left() + 4, h.y, kLabelWidth + 200, header_h), Qt::AlignVCenter, t);
+    p.drawText(QRect(area.left() + 4, h.y, label_w + 200, header_h), Qt::AlignVCenter, t);
   }
 
   const double x_lo = L.plot.left() - 6, x_hi = L.plot.right() + 6;
   for (size_t r = 0; r < L.rows.size(); ++r) {
     const auto& row = L.rows[r];
     const Lane& lane = flow.lanes[row.lane];
-    // Background: zebra, then EV states.
+    // Background: zebra, then EV states; an idle EV (no data ever) is hatched, so a backup path
+    // does not look like a healthy active one.
     if (r % 2)
       p.fillRect(QRect(L.plot.left(), row.y, L.plot.width(), row.h), QColor(0xf6, 0xf6, 0xf6));
+    if (row.idle)
+      p.fillRect(QRect(L.plot.left(), row.y, L.plot.width(), row.h),
+                 QBrush(kIdleHatch, Qt::BDiagPattern));
+    if (row.lane == s.highlight_lane) {
+      QColor c = lane_color(flow, row.lane);
+      c.setAlpha(45);
+      p.fillRect(QRect(area.left(), row.y, L.plot.right() - area.left(), row.h), c);
+      p.fillRect(QRect(area.left() + 2, row.y, 6, row.h), lane_color(flow, row.lane));
+    }
     for (const EvSpan& sp : lane.states) {
       if (sp.until_ns < s.t0 || sp.from_ns > s.t1) continue;
       const QColor c = ev_state_color(sp.state);
@@ -517,10 +560,18 @@ void paint_timeline(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     }
     // Label.
     if (row.h >= 6) {
-      set_font_px(p, std::min(11, row.h - 1));
-      p.setPen(lane.control ? QColor(Qt::darkGray) : plane_color(lane.plane).darker(120));
-      p.drawText(QRect(area.left() + 12, row.y, kLabelWidth - 14, row.h),
-                 Qt::AlignVCenter | Qt::AlignLeft, lane_name(lane));
+      const int font_px = std::min(11, row.h - 1);
+      set_font_px(p, font_px);
+      p.setPen(lane.control ? QColor(Qt::darkGray)
+               : row.idle   ? QColor(0x99, 0x99, 0x99)
+                            : plane_color(lane.plane).darker(120));
+      const QRect box(area.left() + 12, row.y, label_w - 14, row.h);
+      if (row.h >= 2 * font_px + 4) {
+        p.drawText(box, Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWordWrap, row.label);
+      } else {
+        p.drawText(box, Qt::AlignVCenter | Qt::AlignLeft,
+                   QFontMetrics(p.font()).elidedText(row.label, Qt::ElideRight, box.width()));
+      }
     }
     p.setClipRect(QRectF(x_lo, row.y, x_hi - x_lo, row.h));
     // Frames: one glyph per kind per pixel column.
@@ -693,8 +744,9 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
   for (size_t q = first; q < flow.frames.size(); ++q) {
     const FrameInfo& f = frames[flow.frames[q]];
     if (f.ts_ns > s.t1) break;
-    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck || !lane_ok(f.lane) ||
-        !s.filter.frame_visible(f))
+    // Endpoint operations have no PSN of this QP.
+    if (f.kind == MarkKind::kProbe || f.kind == MarkKind::kAck || f.kind == MarkKind::kEndpointOp ||
+        !lane_ok(f.lane) || !s.filter.frame_visible(f))
       continue;
     lo = std::min(lo, static_cast<double>(f.rel_psn));
     hi = std::max(hi, static_cast<double>(f.rel_psn));
@@ -720,8 +772,11 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
   p.drawRect(L.plot);
   p.setClipRect(L.plot);
 
-  // SACK coverage (bitmap runs) and the cumulative ACK line, under the data.
-  if (s.filter.kinds & kind_bit(MarkKind::kSack)) {
+  // SACK coverage (bitmap runs) and the cumulative ACK line, under the data. The cumulative ACK
+  // is the connection's, from the SACKs of every EV, whatever the filters: one EV's SACKs alone
+  // would draw a stall that did not happen. The coverage bars follow the filters.
+  const bool show_cover = (s.filter.kinds & kind_bit(MarkKind::kSack)) != 0;
+  {
     const auto& sacks = flow.sacks;
     const auto it =
         std::lower_bound(sacks.begin(), sacks.end(), s.t0,
@@ -735,7 +790,6 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     for (auto sk = it; sk != sacks.end(); ++sk) {
       const FrameInfo& f = frames[sk->frame];
       if (f.ts_ns > s.t1) break;
-      if (!lane_ok(f.lane)) continue;
       const double x = x_of(s, L.plot, f.ts_ns);
       const int col = static_cast<int>(x);
       const double yc = y_of(L, sk->rel_cack);
@@ -746,7 +800,7 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
       } else if (!cack.isEmpty()) {
         cack.back().setY(std::min(cack.back().y(), yc));
       }
-      if (sk->bitmap != 0 && col != cover_col) {
+      if (show_cover && lane_ok(f.lane) && sk->bitmap != 0 && col != cover_col) {
         cover_col = col;
         int i = 0;
         while (i < 64) {
@@ -839,6 +893,25 @@ void paint_sequence(QPainter& p, const ViewModel& m, const ViewState& s, const Q
     if (e.lane != kNone && !s.filter.ext_visible(e, flow.lanes[e.lane])) continue;
     const double x = x_of(s, L.plot, e.ts_ns);
     draw_glyph(p, e.kind, x, y_of(L, e.rel_psn) - 8, 18);
+  }
+  // The highlighted EV: its data ringed in its lane colour, one ring per pixel.
+  if (s.highlight_lane < flow.lanes.size()) {
+    const Lane& hl = flow.lanes[s.highlight_lane];
+    p.setPen(QPen(lane_color(flow, s.highlight_lane).darker(130), 1.5));
+    p.setBrush(Qt::NoBrush);
+    QPoint last(INT32_MIN, 0);
+    for (size_t q = m.lower_bound(hl.frames, s.t0); q < hl.frames.size(); ++q) {
+      const FrameInfo& f = frames[hl.frames[q]];
+      if (f.ts_ns > s.t1) break;
+      if (f.kind != MarkKind::kFirstTx && f.kind != MarkKind::kRetransmit &&
+          f.kind != MarkKind::kTrimmed)
+        continue;
+      const QPointF c(x_of(s, L.plot, f.ts_ns), y_of(L, f.rel_psn));
+      const QPoint pix = c.toPoint();
+      if (std::abs(pix.x() - last.x()) < 2 && std::abs(pix.y() - last.y()) < 2) continue;
+      last = pix;
+      p.drawEllipse(c, 3, 3);
+    }
   }
   draw_focus(p, s, L.plot);
   for (uint32_t h : s.highlighted) {
@@ -935,11 +1008,12 @@ double to_kb(double v) {
   return v / 1e3;
 }
 
+// The title sits in its own strip above the plot, never on the data.
 void panel_title(QPainter& p, const PlotLayout& L, const QString& t) {
   set_font_px(p, 11, true);
   p.setPen(QColor(0x30, 0x30, 0x30));
-  p.drawText(QRectF(L.plot.left() + 6, L.plot.top() + 2, L.plot.width() - 12, 14),
-             Qt::AlignLeft | Qt::AlignVCenter, t);
+  p.drawText(L.title, Qt::AlignLeft | Qt::AlignVCenter,
+             QFontMetrics(p.font()).elidedText(t, Qt::ElideRight, L.title.width()));
 }
 }  // namespace
 
@@ -956,19 +1030,26 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
     return;
   }
   const Flow& flow = m.flows()[s.flow];
-  const int gap = 8;
+  // Each panel: a title strip, then the plot. The strip also keeps the value labels of
+  // neighbouring panels apart (a label reaches 7 px beyond its plot).
+  const int title_h = 16;
   const int legend_h = 16;
   const int x0 = area.left() + kAxisWidth;
   const int w = std::max(10, area.width() - kAxisWidth - 10);
-  const int total_h = std::max(30, area.height() - kRulerHeight - legend_h - 2 * gap);
+  const int total_h = std::max(30, area.height() - kRulerHeight - legend_h - 3 * title_h);
   const int h_good = total_h * 4 / 10, h_rtt = total_h * 3 / 10, h_win = total_h - h_good - h_rtt;
-  SL.goodput.plot = QRect(x0, area.top() + legend_h, w, h_good);
-  SL.rtt.plot = QRect(x0, SL.goodput.plot.bottom() + gap, w, h_rtt);
-  SL.window.plot = QRect(x0, SL.rtt.plot.bottom() + gap, w, h_win);
+  int top = area.top() + legend_h;
+  for (PlotLayout* pl : {&SL.goodput, &SL.rtt, &SL.window}) {
+    const int h = pl == &SL.goodput ? h_good : pl == &SL.rtt ? h_rtt : h_win;
+    pl->title = QRect(x0 + 2, top, w - 4, title_h);
+    pl->plot = QRect(x0, top + title_h, w, h);
+    top += title_h + h;
+  }
 
   std::vector<uint32_t> lanes;
   for (uint32_t i = 0; i < flow.lanes.size(); ++i)
-    if (!flow.lanes[i].control && s.filter.lane_visible(flow.lanes[i])) lanes.push_back(i);
+    if (!flow.lanes[i].control && !flow.lanes[i].endpoint && s.filter.lane_visible(flow.lanes[i]))
+      lanes.push_back(i);  // endpoint lanes carry no goodput and no RTT
 
   // --- goodput: moving average over `window`, sampled every 2 px.
   const uint64_t span = s.t1 - s.t0;
@@ -978,6 +1059,9 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
   std::vector<std::vector<double>> per_lane(lanes.size(), std::vector<double>(cols));
   std::vector<double> total(cols);
   double gmax = 0;
+  const auto data_lanes =
+      static_cast<size_t>(std::count_if(flow.lanes.begin(), flow.lanes.end(),
+                                        [](const Lane& l) { return !l.control && !l.endpoint; }));
   for (int c = 0; c < cols; ++c) {
     const uint64_t t = t_of(s, SL.goodput.plot, x0 + c * 2.0);
     double sum = 0;
@@ -986,9 +1070,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
       sum += per_lane[k][c];
     }
     // The total follows the filter: with every lane shown it is the flow's goodput.
-    total[c] = lanes.size() == flow.lanes.size() - (flow.control_lane() == kNone ? 0 : 1)
-                   ? m.goodput_bps(flow, kNone, t, window)
-                   : sum;
+    total[c] = lanes.size() == data_lanes ? m.goodput_bps(flow, kNone, t, window) : sum;
     gmax = std::max(gmax, total[c]);
   }
   SL.goodput.y0 = 0;
@@ -1000,6 +1082,13 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
     QPolygonF line;
     for (int c = 0; c < cols; ++c) line << QPointF(x0 + c * 2.0, y_of(SL.goodput, per_lane[k][c]));
     p.setPen(cosmetic(lane_color(flow, lanes[k])));
+    p.drawPolyline(line);
+  }
+  for (size_t k = 0; k < lanes.size(); ++k) {
+    if (lanes[k] != s.highlight_lane) continue;  // drawn again on top, thick
+    QPolygonF line;
+    for (int c = 0; c < cols; ++c) line << QPointF(x0 + c * 2.0, y_of(SL.goodput, per_lane[k][c]));
+    p.setPen(QPen(lane_color(flow, lanes[k]), 3));
     p.drawPolyline(line);
   }
   QPolygonF tline;
@@ -1055,8 +1144,10 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
     const auto& rtt = flow.lanes[l].rtt;
     auto it = std::lower_bound(rtt.begin(), rtt.end(), s.t0,
                                [](const RttSample& r, uint64_t t) { return r.ts_ns < t; });
-    p.setPen(Qt::NoPen);
+    const bool hl = l == s.highlight_lane;
+    p.setPen(hl ? QPen(Qt::black, 1) : QPen(Qt::NoPen));
     p.setBrush(lane_color(flow, l));
+    const double r = hl ? 3.5 : 2.2;
     QPoint last(INT32_MIN, 0);
     for (; it != rtt.end() && it->ts_ns <= s.t1; ++it) {
       const QPointF pt(x_of(s, SL.rtt.plot, it->ts_ns),
@@ -1064,7 +1155,7 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
       const QPoint pix = pt.toPoint();
       if (pix == last) continue;
       last = pix;
-      p.drawEllipse(pt, 2.2, 2.2);
+      p.drawEllipse(pt, r, r);
     }
   }
   p.setBrush(Qt::NoBrush);
@@ -1113,9 +1204,20 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
       last_col = col;
       if (it->ts_ns > s.t1) break;
     }
-    if (!line.isEmpty()) line << QPointF(SL.window.plot.right() + 2, line.back().y());
+    // The line ends at the last sample: nothing is known after it.
     p.setPen(cosmetic(c));
     p.drawPolyline(line);
+    // A marker on every sample (one per pixel column), so a long flat stretch reads as "no new
+    // sample" rather than "constant".
+    auto m0 = std::lower_bound(v.begin(), v.end(), s.t0,
+                               [](const SeriesPoint& a, uint64_t t) { return a.ts_ns < t; });
+    int last_mark = INT32_MIN;
+    for (; m0 != v.end() && m0->ts_ns <= s.t1; ++m0) {
+      const double x = x_of(s, SL.window.plot, m0->ts_ns);
+      if (static_cast<int>(x) == last_mark) continue;
+      last_mark = static_cast<int>(x);
+      p.fillRect(QRectF(x - 2, y_of(SL.window, m0->value) - 2, 4, 4), c);
+    }
   };
   step_line(flow.bytes_in_flight, QColor(0xe0, 0x7b, 0x00));
   step_line(flow.cwnd, QColor(0x1f, 0x4e, 0x9a));
@@ -1132,6 +1234,116 @@ void paint_series(QPainter& p, const ViewModel& m, const ViewState& s, const QRe
   }
   p.restore();
   if (out) *out = SL;
+}
+
+SeriesHit hit_series(const ViewModel& m, const ViewState& s, const SeriesLayout& SL, QPoint pt) {
+  SeriesHit hit;
+  if (s.flow >= m.flows().size()) return hit;
+  const Flow& flow = m.flows()[s.flow];
+  const PlotLayout* panel = nullptr;
+  for (const PlotLayout* pl : {&SL.goodput, &SL.rtt, &SL.window})
+    if (pl->plot.contains(pt)) panel = pl;
+  if (!panel) return hit;
+  const uint64_t t = t_of(s, panel->plot, pt.x());
+  const QString at = QStringLiteral("+%1").arg(
+      QString::fromStdString(format_time_ns(t - std::min(t, m.first_ns()))));
+  const auto ev_name = [&](uint32_t lane) {
+    return QString::fromStdString(flow.lanes[lane].label());
+  };
+  const auto near_frame = [&](uint32_t lane, uint64_t ts) {
+    const std::vector<uint32_t>& list = lane == kNone ? flow.frames : flow.lanes[lane].frames;
+    if (list.empty()) return kNone;
+    size_t q = m.lower_bound(list, ts);
+    if (q == list.size()) return list.back();
+    if (q > 0 && ts - m.frames()[list[q - 1]].ts_ns <= m.frames()[list[q]].ts_ns - ts) --q;
+    return list[q];
+  };
+  std::vector<uint32_t> lanes;
+  for (uint32_t i = 0; i < flow.lanes.size(); ++i)
+    if (!flow.lanes[i].control && !flow.lanes[i].endpoint && s.filter.lane_visible(flow.lanes[i]))
+      lanes.push_back(i);
+  if (panel == &SL.rtt) {
+    // The nearest sample within 8 px.
+    double best = 8 * 8 + 1;
+    const RttSample* bs = nullptr;
+    const uint64_t lo = t_of(s, panel->plot, pt.x() - 8), hi = t_of(s, panel->plot, pt.x() + 8);
+    for (uint32_t l : lanes) {
+      const auto& rtt = flow.lanes[l].rtt;
+      auto it = std::lower_bound(rtt.begin(), rtt.end(), lo,
+                                 [](const RttSample& r, uint64_t v) { return r.ts_ns < v; });
+      for (; it != rtt.end() && it->ts_ns <= hi; ++it) {
+        const double dx = x_of(s, panel->plot, it->ts_ns) - pt.x();
+        const double dy = y_of(*panel, static_cast<double>(it->rtt_ns)) - pt.y();
+        if (dx * dx + dy * dy < best) {
+          best = dx * dx + dy * dy;
+          bs = &*it;
+          hit.lane = l;
+        }
+      }
+    }
+    if (bs) {
+      hit.frame = bs->frame;
+      hit.text = QStringLiteral("RTT %1, %2, at +%3 (frame %4)")
+                     .arg(QString::fromStdString(format_time_ns(bs->rtt_ns)), ev_name(hit.lane),
+                          QString::fromStdString(
+                              format_time_ns(bs->ts_ns - std::min(bs->ts_ns, m.first_ns()))))
+                     .arg(bs->frame + 1);
+    } else {
+      hit.text = QStringLiteral("t = %1: no RTT sample here").arg(at);
+    }
+    return hit;
+  }
+  if (panel == &SL.goodput) {
+    const uint64_t span = s.t1 - s.t0;
+    const uint64_t window =
+        s.goodput_window_ns ? s.goodput_window_ns : std::max<uint64_t>(1000, span / 40);
+    const double total = m.goodput_bps(flow, kNone, t, window);
+    // The EV whose line is nearest the pointer.
+    double best = 1e18;
+    double best_v = 0;
+    for (uint32_t l : lanes) {
+      const double v = m.goodput_bps(flow, l, t, window);
+      const double d = std::abs(y_of(*panel, v) - pt.y());
+      if (d < best) {
+        best = d;
+        best_v = v;
+        hit.lane = l;
+      }
+    }
+    const double d_total = std::abs(y_of(*panel, total) - pt.y());
+    if (hit.lane == kNone || d_total < best) {
+      hit.lane = kNone;
+      hit.text = QStringLiteral("goodput %1 (total) at %2")
+                     .arg(QString::fromStdString(format_rate(total)), at);
+    } else {
+      hit.text = QStringLiteral("goodput %1, %2, at %3 (total %4)")
+                     .arg(QString::fromStdString(format_rate(best_v)), ev_name(hit.lane), at,
+                          QString::fromStdString(format_rate(total)));
+    }
+    hit.frame = near_frame(hit.lane, t);
+    return hit;
+  }
+  // cwnd / bytes in flight: the last sample at or before t.
+  const auto value_at = [&](const std::vector<SeriesPoint>& v) -> std::optional<SeriesPoint> {
+    auto it = std::upper_bound(v.begin(), v.end(), t,
+                               [](uint64_t x, const SeriesPoint& a) { return x < a.ts_ns; });
+    if (it == v.begin()) return std::nullopt;
+    return *(it - 1);
+  };
+  const auto cw = value_at(flow.cwnd), bif = value_at(flow.bytes_in_flight);
+  QStringList parts;
+  const auto sample_text = [&](const char* name, const SeriesPoint& sp) {
+    return QStringLiteral("%1 %2 B (sample at +%3)")
+        .arg(QLatin1String(name))
+        .arg(static_cast<qulonglong>(sp.value))
+        .arg(QString::fromStdString(format_time_ns(sp.ts_ns - std::min(sp.ts_ns, m.first_ns()))));
+  };
+  if (cw) parts << sample_text("cwnd", *cw);
+  if (bif) parts << sample_text("bytes in flight", *bif);
+  hit.text = parts.isEmpty() ? QStringLiteral("t = %1: no cwnd sample yet").arg(at)
+                             : QStringLiteral("%1: %2").arg(at, parts.join(QStringLiteral(", ")));
+  hit.frame = near_frame(kNone, t);
+  return hit;
 }
 
 void paint_view(ViewKind k, QPainter& p, const ViewModel& m, const ViewState& s,

@@ -35,8 +35,9 @@ struct ViewState {
   std::vector<std::pair<uint64_t, uint64_t>> focus_intervals;
   bool has_selection = false;  // a time range picked with shift+drag
   uint64_t sel_from = 0, sel_to = 0;
-  uint64_t goodput_window_ns = 0;  // moving-average window; 0: 1/40 of the visible span
-  QString caption;                 // drawn above the view when not empty (exports)
+  uint64_t goodput_window_ns = 0;   // moving-average window; 0: 1/40 of the visible span
+  uint32_t highlight_lane = kNone;  // one EV emphasised on every view (lane index in `flow`)
+  QString caption;                  // drawn above the view when not empty (exports)
 };
 
 // Where things landed, for hit tests and for tests that check what was drawn.
@@ -45,6 +46,8 @@ struct TimelineLayout {
   struct Row {
     uint32_t lane = kNone;
     int y = 0, h = 0;
+    QString label;  // as drawn: "EV 0xe0010002", the path's T1 and uSIDs, "idle"
+    bool idle = false;
   };
   std::vector<Row> rows;
   struct Header {
@@ -57,7 +60,9 @@ struct TimelineLayout {
 
 struct PlotLayout {
   QRect plot;
-  double y0 = 0, y1 = 1;  // value range on the y axis (bottom, top)
+  double y0 = 0, y1 = 1;            // value range on the y axis (bottom, top)
+  QRect title;                      // the panel's title, above the plot (series)
+  std::vector<QRectF> tick_labels;  // value axis labels as drawn
 };
 
 struct SeriesLayout {
@@ -87,6 +92,17 @@ uint32_t hit_timeline(const ViewModel& m, const ViewState& s, const TimelineLayo
                       int tol = 4);
 uint32_t hit_sequence(const ViewModel& m, const ViewState& s, const PlotLayout& l, QPoint pt,
                       int tol = 5);
+// What the series view shows under a point: the value(s), the EV and the time, and the frame a
+// click selects (the RTT sample's acknowledgement, else the lane's frame nearest in time).
+struct SeriesHit {
+  QString text;
+  uint32_t frame = kNone;
+  uint32_t lane = kNone;
+};
+SeriesHit hit_series(const ViewModel& m, const ViewState& s, const SeriesLayout& l, QPoint pt);
+// The lane label: "EV 0xe0010002", with the path's T1 and uSID list when the run has a path
+// table; "(idle)" for an EV that carried no data.
+QString lane_label(const ViewModel& m, uint32_t flow, uint32_t lane);
 
 // x <-> time on a plot rectangle.
 double x_of(const ViewState& s, const QRect& plot, uint64_t t);

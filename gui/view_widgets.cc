@@ -69,6 +69,7 @@ void ViewController::fit() {
 void ViewController::set_flow(uint32_t flow) {
   if (flow == state_.flow) return;
   state_.flow = flow;
+  state_.highlight_lane = kNone;  // lane indices are per flow
   emit flow_changed(flow);
   emit changed();
 }
@@ -135,6 +136,12 @@ void ViewController::set_focus(std::vector<uint32_t> frames, std::vector<uint32_
   emit changed();
 }
 
+void ViewController::set_highlight_lane(uint32_t lane) {
+  if (lane == state_.highlight_lane) return;
+  state_.highlight_lane = lane;
+  emit changed();
+}
+
 void ViewController::set_goodput_window(uint64_t ns) {
   state_.goodput_window_ns = ns;
   emit changed();
@@ -177,7 +184,7 @@ uint32_t ViewWidget::frame_at(QPoint pt) const {
     case ViewKind::kSequence:
       return hit_sequence(*m, c_->state(), sequence_, pt);
     case ViewKind::kSeries:
-      break;
+      return hit_series(*m, c_->state(), series_, pt).frame;
   }
   return kNone;
 }
@@ -232,6 +239,13 @@ void ViewWidget::mouseMoveEvent(QMouseEvent* e) {
   const QRect plot = plot_rect();
   if (drag_ == Drag::kIdle) {
     const ViewModel* m = c_->model();
+    if (m && kind_ == ViewKind::kTimeline && pos.x() < plot.left()) {
+      // Over a lane label: the whole label (it may be elided) and what a click does.
+      for (const auto& row : timeline_.rows)
+        if (pos.y() >= row.y && pos.y() < row.y + row.h)
+          emit hover_text(row.label + tr("   (click: highlight this EV on every view)"));
+      return;
+    }
     if (m && plot.width() > 0 && pos.x() >= plot.left() && pos.x() <= plot.right()) {
       const uint64_t t = t_of(c_->state(), plot, pos.x());
       QString text = QStringLiteral("t = +%1").arg(
@@ -260,6 +274,11 @@ void ViewWidget::mouseMoveEvent(QMouseEvent* e) {
           }
         }
       }
+      if (kind_ == ViewKind::kSeries) {
+        // Value, EV and time of what is under the pointer.
+        emit hover_text(hit_series(*m, c_->state(), series_, pos).text);
+        return;
+      }
       const uint32_t fr = frame_at(pos);
       if (fr != kNone)
         text += QStringLiteral("   frame %1: %2")
@@ -286,6 +305,16 @@ void ViewWidget::mouseMoveEvent(QMouseEvent* e) {
 
 void ViewWidget::mouseReleaseEvent(QMouseEvent* e) {
   if (e->button() != Qt::LeftButton) return;
+  if (!moved_ && drag_ != Drag::kIdle && kind_ == ViewKind::kTimeline &&
+      e->position().x() < timeline_.plot.left()) {
+    // A click on a lane label toggles the EV's highlight.
+    const int y = e->position().toPoint().y();
+    for (const auto& row : timeline_.rows)
+      if (y >= row.y && y < row.y + row.h)
+        c_->set_highlight_lane(c_->state().highlight_lane == row.lane ? kNone : row.lane);
+    drag_ = Drag::kIdle;
+    return;
+  }
   if (!moved_ && drag_ != Drag::kIdle) {
     const uint32_t fr = frame_at(e->position().toPoint());
     if (fr != kNone) c_->select_frame(fr, false);

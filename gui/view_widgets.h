@@ -3,8 +3,9 @@
 // view_render.h and turn mouse and keys into controller calls.
 //
 // Mouse: wheel zooms around the pointer, drag pans, shift+drag selects a time range, click
-// selects the frame under the pointer, double-click fits. Keys: +/- zoom, arrows pan, Home fits,
-// Esc clears the range selection.
+// selects the frame under the pointer (on the series: the nearest RTT sample's frame, else the
+// nearest frame in time), a click on a lane label highlights that EV everywhere, double-click
+// fits. Keys: +/- zoom, arrows pan, Home fits, Esc clears the range selection.
 #pragma once
 
 #include <QWidget>
@@ -40,6 +41,8 @@ class ViewController : public QObject {
   void set_focus(std::vector<uint32_t> frames, std::vector<uint32_t> lanes,
                  std::vector<std::pair<uint64_t, uint64_t>> intervals);
   void set_goodput_window(uint64_t ns);
+  // Emphasises one EV (lane of the current flow) on every view; kNone clears.
+  void set_highlight_lane(uint32_t lane);
 
  signals:
   void changed();
@@ -63,6 +66,7 @@ class ViewWidget : public QWidget {
   QRect plot_rect() const;
   const TimelineLayout& timeline_layout() const { return timeline_; }
   const PlotLayout& sequence_layout() const { return sequence_; }
+  const SeriesLayout& series_layout() const { return series_; }
   uint32_t frame_at(QPoint pt) const;
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;

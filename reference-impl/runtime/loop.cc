@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -71,6 +72,13 @@ struct Runtime::Impl {
   std::FILE* event_log = nullptr;
   std::vector<char> event_log_buf;
   std::string line;
+  // cwnd / bytes in flight samples for the event log: the engine logs cwnd only when it moves by
+  // an MTU, so a run at a steady window had none and the viewer could not draw bytes in flight.
+  // Every QP the log has named, sampled every kCwndSampleNs while it changes.
+  static constexpr uint64_t kCwndSampleNs = 100'000;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> cwnd_logged;  // qpn -> (cwnd, in flight)
+  uint64_t next_cwnd_sample_ns = 0;
+  void sample_cwnd(uint64_t now);
   AppHook app;
   engine::EventSink observer;
 
@@ -353,6 +361,7 @@ void Runtime::Impl::on_event(const engine::Event& e) {
     }
   }
   if (mutator) mutator->on_event(e);
+  if (event_log != nullptr && e.qpn != 0) cwnd_logged.try_emplace(e.qpn, UINT64_MAX, UINT64_MAX);
   if (event_log != nullptr) {
     engine::Event shifted = e;
     shifted.t_ns = e.t_ns + static_cast<uint64_t>(rt_offset);
@@ -361,6 +370,26 @@ void Runtime::Impl::on_event(const engine::Event& e) {
     std::fwrite(line.data(), 1, line.size(), event_log);
   }
   if (observer) observer(e);
+}
+
+void Runtime::Impl::sample_cwnd(uint64_t now) {
+  if (event_log == nullptr || now < next_cwnd_sample_ns) return;
+  next_cwnd_sample_ns = now + kCwndSampleNs;
+  for (auto& [qpn, last] : cwnd_logged) {
+    engine::QpStats s;
+    if (!ep->qp_stats(qpn, s).ok()) continue;
+    if (std::make_pair(s.cwnd_bytes, s.bytes_in_flight) == last) continue;
+    last = {s.cwnd_bytes, s.bytes_in_flight};
+    engine::Event e;
+    e.kind = engine::EventKind::kCwnd;
+    e.t_ns = now + static_cast<uint64_t>(rt_offset);
+    e.qpn = qpn;
+    if (s.cwnd_bytes != UINT64_MAX) e.u("cwnd", s.cwnd_bytes);  // UINT64_MAX: no window
+    e.u("bytes_in_flight", s.bytes_in_flight).s("reason", "sample");
+    line.clear();
+    engine::append_event_json(line, e, cfg.endpoint.name);
+    std::fwrite(line.data(), 1, line.size(), event_log);
+  }
 }
 
 void Runtime::Impl::receive_all(bool& more) {
@@ -552,6 +581,7 @@ Status Runtime::Impl::loop() {
     if (app) app_wake = app(*ep, now, done);
     now = monotonic_ns();
     more |= transmit(now);
+    sample_cwnd(now);
     if (done) break;
 
     const uint64_t deadline = std::min(ep->next_deadline_ns(), app_wake);

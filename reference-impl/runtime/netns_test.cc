@@ -572,6 +572,22 @@ TEST_F(NetnsTest, PlaneLosesCarrierMidTransfer) {
     EXPECT_EQ(local_down, 1) << log;
     EXPECT_GE(peer, 1) << log;
   }
+  // The runtime samples bytes in flight (and cwnd) into the event log while they change, so the
+  // viewer can draw them for a real run (issue 18: no cwnd event at a steady window).
+  {
+    std::istringstream in(read_file(cli_log));
+    std::string line;
+    int samples = 0, in_flight = 0;
+    while (std::getline(in, line)) {
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (!e.is_object() || e.value("kind", "") != "cwnd" || e.value("reason", "") != "sample")
+        continue;
+      ++samples;
+      in_flight += e.value("bytes_in_flight", uint64_t{0}) > 0;
+    }
+    EXPECT_GE(samples, 10) << cli_log;
+    EXPECT_GE(in_flight, 5) << cli_log;
+  }
   // Data kept flowing on plane 1 after the cut: the client's plane-1 capture spans past it.
   CaptureCheck c1 = check_capture(t.file("cli-a1.pcap"));
   EXPECT_GT(c1.data, 0u);

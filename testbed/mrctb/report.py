@@ -45,7 +45,10 @@ def goodput_series(frames_by_plane: dict[int, object], bin_ms: float = 10.0,
     frames_by_plane: plane -> iterable of decoded frames seen on the responder's port of that
     plane. Counts the payload of the first arrival of each (QP, PSN) data packet; duplicates
     and retransmissions of already delivered PSNs add nothing (goodput, not throughput).
-    A path is (plane, wire EV); path_label(plane, wev) names it."""
+    A path is (plane, wire EV); path_label(plane, wev) names it. `plane` keys are the 0-based
+    plane index of the capture file names (p0, p1, ...); labels and the "plane" field say the
+    plane as everywhere else in reports and the viewer: 1-based, = the NIC port
+    (docs/viewer.md, "Plane numbering")."""
     seen: set = set()
     arrivals = []  # (ts_ns, path, bytes)
     for plane, frames in frames_by_plane.items():
@@ -71,8 +74,8 @@ def goodput_series(frames_by_plane: dict[int, object], bin_ms: float = 10.0,
         series[(ts - t0) // bin_ns] += nbytes
     out_paths = {}
     for (plane, wev), series in sorted(paths.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-        label = path_label(plane, wev) if path_label else f"plane {plane} EV {wev}"
-        out_paths[label] = {"plane": plane, "wev": wev, "bytes": sum(series),
+        label = path_label(plane, wev) if path_label else f"plane {plane + 1} EV {wev}"
+        out_paths[label] = {"plane": plane + 1, "wev": wev, "bytes": sum(series),
                             "mbit_s": [b * 8 / (bin_ms * 1e3) for b in series]}
     return {"bin_ms": bin_ms, "t0_ns": t0, "bins": nbins, "paths": out_paths,
             "total_bytes": sum(a[2] for a in arrivals)}
@@ -138,17 +141,22 @@ def goodput_svg(series: dict, title: str, markers: list | None = None,
                        f'stroke="#c00" stroke-dasharray="4,3"/>')
             out.append(f'<text x="{x(t_ms) + 3:.1f}" y="{top + 12}" fill="#c00">'
                        f'{html.escape(label)}</text>')
+    # Paths with the same goodput draw the same line: earlier lines are wider and later ones
+    # dashed, so a line on top of another leaves the one below visible around and between it.
+    n = len(paths)
     for i, (label, p) in enumerate(paths.items()):
         color = PALETTE[i % len(PALETTE)]
+        width_px = 1.5 + 2.0 * (n - 1 - i) / max(1, n - 1)
+        dash = "" if i % 2 == 0 else ' stroke-dasharray="6,3"'
         pts = " ".join(f"{x((k + 0.5) * bin_ms):.1f},{y(val):.1f}"
                        for k, val in enumerate(p["mbit_s"]))
         if pts:
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
-                       f'points="{pts}"/>')
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="{width_px:.2f}"'
+                       f'{dash} points="{pts}"/>')
         ly = top + 14 * i + 10
         if ly < top + ph:
             out.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 32}" y1="{ly}" y2="{ly}" '
-                       f'stroke="{color}" stroke-width="3"/>')
+                       f'stroke="{color}" stroke-width="{width_px:.2f}"{dash}/>')
             out.append(f'<text x="{left + pw + 38}" y="{ly + 4}">{html.escape(label)}</text>')
     if not paths:
         out.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle" '

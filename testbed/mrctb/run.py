@@ -1523,10 +1523,12 @@ class _Run:
         if self.sc.ev_format == "srv6" and client and server:
             for e in plan.ev_paths(client, server, None, "srv6"):
                 via = f" via T1 {e['t1']}" if e.get("t1") is not None else ""
-                label_paths[(e["plane"], e["ev"])] = f"plane {e['plane']} EV {e['ev']}{via}"
+                # Planes are named 1-based (= the NIC port) as in the report and the viewer.
+                label_paths[(e["plane"], e["ev"])] = (f"plane {e['plane'] + 1} EV {e['ev']}"
+                                                      f"{via}")
 
         def label(plane, wev):
-            return label_paths.get((plane, wev), f"plane {plane} EV {wev}")
+            return label_paths.get((plane, wev), f"plane {plane + 1} EV {wev}")
 
         frames = {}
         for plane, paths in self.server_caps.items():

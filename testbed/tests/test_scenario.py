@@ -655,10 +655,12 @@ class Reports(unittest.TestCase):
         s = reportlib.goodput_series(self.frames(), bin_ms=10)
         self.assertEqual(s["bins"], 3)
         self.assertEqual(s["total_bytes"], 4096 * 3 + 1000)
-        p0 = s["paths"]["plane 0 EV 0"]
+        # Planes 1-based (= NIC port), as in the report and the viewer; capture p0 is plane 1.
+        p0 = s["paths"]["plane 1 EV 0"]
         self.assertEqual(p0["bytes"], 8192)
+        self.assertEqual(p0["plane"], 1)
         self.assertAlmostEqual(p0["mbit_s"][0], 8192 * 8 / 1e4)
-        self.assertEqual(s["paths"]["plane 1 EV 1"]["bytes"], 5096)
+        self.assertEqual(s["paths"]["plane 2 EV 1"]["bytes"], 5096)
         self.assertEqual(reportlib.goodput_series({})["paths"], {})
 
     def test_svg_is_xml(self):
@@ -670,6 +672,25 @@ class Reports(unittest.TestCase):
         self.assertEqual(len(root.findall("{http://www.w3.org/2000/svg}polyline")), 2)
         self.assertIn("flap start", svg)
         ET.fromstring(reportlib.goodput_svg(reportlib.goodput_series({}), "empty"))
+
+    def test_svg_keeps_identical_lines_apart(self):
+        # Four paths, two pairs with the same goodput: no line may hide another (issue 18,
+        # problem 9: 2 of 4 lines were drawn exactly over identical ones).
+        s = {"bins": 2, "bin_ms": 10, "paths": {
+            f"plane {p} EV {e}": {"mbit_s": [5.0, 5.0] if e == 0 else [3.0, 3.0]}
+            for p in (1, 2) for e in (0, 1)}}
+        root = ET.fromstring(reportlib.goodput_svg(s, "t"))
+        lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+        self.assertEqual(len(lines), 4)
+        drawn = [(ln.get("points"), ln.get("stroke-width"), ln.get("stroke-dasharray"))
+                 for ln in lines]
+        for i, a in enumerate(drawn):
+            for b in drawn[i + 1:]:
+                if a[0] == b[0]:
+                    self.assertNotEqual((a[1], a[2]), (b[1], b[2]))
+        # The one drawn later over the same points is narrower: the earlier one shows around it.
+        same = [d for d in drawn if d[0] == drawn[0][0]]
+        self.assertGreater(float(same[0][1]), float(same[1][1]))
 
     def results(self):
         base = {"timings": {"total_s": 1.5}, "tags": ["x"], "artifacts": "/a",
