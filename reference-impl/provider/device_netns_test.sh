@@ -63,7 +63,7 @@ ip netns exec "$a" env MRC_SOFT_DEVICE="$tmp/a.sock" timeout 90 "$bin" controlle
 cpid=$!
 pids+=($cpid)
 ip netns exec "$a" env MRC_SOFT_DEVICE="$tmp/a.sock" WALKTHROUGH_CTL_DIR="$tmp/ctl" timeout 90 \
-  "$bin" client 10.78.0.1 "$port" "$messages" "$bytes" > "$tmp/client.log" 2>&1
+  "$bin" client 10.78.0.2 "$port" "$messages" "$bytes" > "$tmp/client.log" 2>&1
 crc=$?
 wait "$spid"
 src=$?
