@@ -1,12 +1,13 @@
 // SoftMRC internals: the objects behind the opaque handles of mrc.h / mrc_ctl.h and the verbs
 // objects lib_mrc.so hands out for its software device. Private header of lib_mrc.so.
 //
-// One Device per process: the software MRC NIC. Its ports are network interfaces (planes); its
-// data path is one reference engine (reference-impl/engine) put on the wire by the runtime
-// (reference-impl/runtime): a loop thread owns the sockets, and application threads reach the
-// engine between two loop iterations (Runtime::with_engine), like a doorbell. Completions,
-// asynchronous events, EV events and endpoint responses are moved out of the engine by the
-// loop's app hook into the provider's own queues, so polling a CQ never waits for the loop.
+// One Device per process: the software MRC NIC (in softmrcd, the node's device process, or in
+// the application itself without MRC_SOFT_DEVICE; client.h is the device-mode side). Its ports are
+// network interfaces (planes); its data path is one reference engine (reference-impl/engine) put on
+// the wire by the runtime (reference-impl/runtime): a loop thread owns the sockets, and application
+// threads reach the engine between two loop iterations (Runtime::with_engine), like a doorbell.
+// Completions, asynchronous events, EV events and endpoint responses are moved out of the engine by
+// the loop's app hook into the provider's own queues, so polling a CQ never waits for the loop.
 //
 // Locking: engine lock (the runtime's) before Device::mu before any object's own mutex.
 #pragma once
