@@ -3,6 +3,7 @@
 // (CAP_NET_ADMIN: every controller call is reachable) on a loopback device. No request may
 // crash the device process or make it touch memory outside its objects; the session's
 // teardown at the end frees whatever the requests created. Built only with the fuzz preset.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
