@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -968,10 +969,19 @@ void on_signal(int) {
   g_stop = true;
 }
 
+// Connections being served, so that a stopping device ends them (their sessions tear down)
+// before it closes the device.
+std::mutex g_conns_mu;
+std::condition_variable g_conns_cv;
+std::set<int> g_conns;
+
 void serve_connection(int sock, ibv_device* device) {
   Peer peer;
   if (!peer_of(sock, peer)) {
+    std::lock_guard<std::mutex> lk(g_conns_mu);
+    g_conns.erase(sock);
     close(sock);
+    g_conns_cv.notify_all();
     return;
   }
   if (debug_enabled())
@@ -995,7 +1005,10 @@ void serve_connection(int sock, ibv_device* device) {
       log("pid " + std::to_string(peer.pid) + " gone, " + std::to_string(s.objects()) +
           " objects torn down");
   }
+  std::lock_guard<std::mutex> lk(g_conns_mu);
+  g_conns.erase(sock);
   close(sock);
+  g_conns_cv.notify_all();
 }
 
 }  // namespace
@@ -1042,11 +1055,22 @@ int serve(const std::string& path) {
     if (poll(&p, 1, 200) != 1) continue;
     const int c = accept4(lsock, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
+    {
+      std::lock_guard<std::mutex> lk(g_conns_mu);
+      g_conns.insert(c);
+    }
     std::thread(serve_connection, c, device).detach();
   }
   unlink(path.c_str());
   close(lsock);
-  // Connections still open end with the process; the device's loop thread stops at exit.
+  {
+    // End the connections still open (their applications see the device go) and wait for
+    // their sessions to tear down, then close the device.
+    std::unique_lock<std::mutex> lk(g_conns_mu);
+    for (int c : g_conns) shutdown(c, SHUT_RDWR);
+    g_conns_cv.wait(lk, [] { return g_conns.empty(); });
+  }
+  ibv_close_device(keep);
   ibv_free_device_list(list);
   return 0;
 }
