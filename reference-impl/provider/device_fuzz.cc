@@ -13,13 +13,14 @@
 #include "reference-impl/provider/server.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static ibv_device* device = [] {
+  // The device list (and with it the loopback device) lives for the whole run.
+  static ibv_device** list = [] {
     setenv("MRC_SOFT_IO", "loopback", 1);
     unsetenv("MRC_SOFT_DEVICE");
     int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    return list[0];
+    return ibv_get_device_list(&n);
   }();
+  ibv_device* device = list[0];
   softmrc::server::Peer peer;
   peer.pid = 1;
   peer.cap_net_admin = true;
