@@ -82,10 +82,11 @@ if [ $fast -eq 0 ]; then
     rm -f "$log"
   done
 
-  step "fuzz smoke (20 s per target: frame decoder, capture reader, responder, requester, script parser)"
+  step "fuzz smoke (20 s per target: frame decoder, capture reader, responder, requester, script parser, device socket)"
   bash wire/fuzz/run_fuzz.sh 20
   MRC_FUZZ_PARALLEL=1 bash reference-impl/engine/fuzz/run_fuzz.sh 20
   bash conformance/scripts/fuzz/run_fuzz.sh 20
+  bash reference-impl/provider/run_fuzz.sh 20
 fi
 step "done"
 echo "$passed passed, $failed failed"

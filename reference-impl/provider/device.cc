@@ -353,7 +353,20 @@ const engine::DeviceCaps& device_caps() {
   return caps;
 }
 
+namespace {
+thread_local int t_caller_cap_net_admin = -1;  // -1: judge this process
+}  // namespace
+
+ScopedCallerCaps::ScopedCallerCaps(bool cap_net_admin) {
+  t_caller_cap_net_admin = cap_net_admin ? 1 : 0;
+}
+
+ScopedCallerCaps::~ScopedCallerCaps() {
+  t_caller_cap_net_admin = -1;
+}
+
 bool has_cap_net_admin() {
+  if (t_caller_cap_net_admin >= 0) return t_caller_cap_net_admin == 1;
   __user_cap_header_struct hdr{};
   __user_cap_data_struct data[2]{};
   hdr.version = _LINUX_CAPABILITY_VERSION_3;

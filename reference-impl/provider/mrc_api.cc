@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "reference-impl/provider/client.h"
 #include "reference-impl/provider/softmrc.h"
 
 namespace engine = mrc::engine;
@@ -177,6 +178,8 @@ SOFTMRC_EXPORT void mrc_query_version(uint32_t* current_version, uint32_t* last_
 
 SOFTMRC_EXPORT int mrc_query_device_ex(ibv_context* context, mrc_context* mcontext,
                                        mrc_device_attr* attr, int* supported) {
+  if (softmrc::client::vctx_rid(context, nullptr) != 0 && attr != nullptr && supported != nullptr)
+    return softmrc::remote::query_device_ex(context, mcontext, attr, supported);
   if (context == nullptr || attr == nullptr || supported == nullptr)
     return fail(EINVAL, "mrc_query_device: NULL argument");
   if (mcontext != nullptr && (!valid_ctx(mcontext) || mcontext->vctx != context))
@@ -204,6 +207,8 @@ SOFTMRC_EXPORT int mrc_query_device(ibv_context* context, mrc_device_attr* attr,
 
 SOFTMRC_EXPORT mrc_context* mrc_create_context(ibv_context* vcontext,
                                                mrc_context_attr* context_attr) {
+  if (vcontext != nullptr && softmrc::client::vctx_rid(vcontext, nullptr) != 0)
+    return softmrc::remote::create_context(vcontext, context_attr);
   softmrc_device* dev = vcontext ? softmrc::device_of(vcontext) : nullptr;
   if (dev == nullptr) return fail_null(ENODEV, "mrc_create_context: not a SoftMRC device");
   uint32_t api = MRC_API_CURRENT_VERSION, vendor = MRC_VENDOR_API_CURRENT_VERSION;
@@ -239,6 +244,7 @@ SOFTMRC_EXPORT mrc_context* mrc_create_context(ibv_context* vcontext,
 }
 
 SOFTMRC_EXPORT int mrc_destroy_context(mrc_context* ctx) {
+  if (softmrc::client::is_remote(ctx)) return softmrc::remote::destroy_context(ctx);
   if (!valid_ctx(ctx)) return fail(EINVAL, "mrc_destroy_context: not a context");
   softmrc_device* dev = ctx->dev;
   int rc = 0;
@@ -262,6 +268,8 @@ SOFTMRC_EXPORT int mrc_destroy_context(mrc_context* ctx) {
 // ---- completion channels
 
 SOFTMRC_EXPORT int mrc_create_comp_channel(mrc_context* ctx, mrc_comp_channel** channel) {
+  if (softmrc::client::is_remote(ctx) && channel != nullptr)
+    return softmrc::remote::create_comp_channel(ctx, channel);
   if (!valid_ctx(ctx) || channel == nullptr) return fail(EINVAL, "mrc_create_comp_channel");
   auto* ch = new mrc_comp_channel;
   ch->ctx = ctx;
@@ -286,6 +294,7 @@ SOFTMRC_EXPORT int mrc_get_comp_channel_fd(mrc_comp_channel* channel, int* fd) {
 }
 
 SOFTMRC_EXPORT int mrc_destroy_comp_channel(mrc_comp_channel* channel) {
+  if (softmrc::client::is_remote(channel)) return softmrc::remote::destroy_comp_channel(channel);
   if (channel == nullptr) return fail(EINVAL, "mrc_destroy_comp_channel");
   mrc_context* ctx = channel->ctx;
   {
@@ -351,10 +360,13 @@ extern "C" {
 
 SOFTMRC_EXPORT mrc_cq* mrc_create_cq(mrc_context* ctx, int cqe, void* cq_context,
                                      mrc_comp_channel* channel, int comp_vector) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::create_cq(ctx, cqe, cq_context, channel, comp_vector, false);
   return softmrc::create_cq(ctx, cqe, cq_context, channel, comp_vector, false);
 }
 
 SOFTMRC_EXPORT int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
+  if (softmrc::client::is_remote(cq)) return softmrc::remote::poll_cq(cq, num_entries, wc);
   if (cq == nullptr || num_entries < 0 || (num_entries > 0 && wc == nullptr) || cq->ev_event_cq)
     return fail(EINVAL, "mrc_poll_cq");
   // Loopback has no loop thread: polling is what moves time forward there.
@@ -374,6 +386,7 @@ SOFTMRC_EXPORT int mrc_poll_cq(mrc_cq* cq, int num_entries, ibv_wc* wc) {
 }
 
 SOFTMRC_EXPORT int mrc_destroy_cq(mrc_cq* cq) {
+  if (softmrc::client::is_remote(cq)) return softmrc::remote::destroy_cq(cq);
   if (!valid_cq(cq)) return fail(EINVAL, "mrc_destroy_cq: not a CQ");
   mrc_context* ctx = cq->ctx;
   softmrc_device* dev = ctx->dev;
@@ -408,6 +421,7 @@ SOFTMRC_EXPORT int mrc_destroy_cq(mrc_cq* cq) {
 }
 
 SOFTMRC_EXPORT int mrc_req_notify_cq(mrc_cq* cq, int solicited_only) {
+  if (softmrc::client::is_remote(cq)) return softmrc::remote::req_notify_cq(cq, solicited_only);
   (void)solicited_only;  // every MRC completion is a WRITE: none is "solicited"
   if (!valid_cq(cq)) return fail(EINVAL, "mrc_req_notify_cq");
   if (cq->channel == nullptr) return fail(EINVAL, "mrc_req_notify_cq: the CQ has no channel");
@@ -421,6 +435,8 @@ SOFTMRC_EXPORT int mrc_req_notify_cq(mrc_cq* cq, int solicited_only) {
 }
 
 SOFTMRC_EXPORT int mrc_get_cq_event(mrc_comp_channel* channel, mrc_cq** cq, void** cq_context) {
+  if (softmrc::client::is_remote(channel) && cq != nullptr && cq_context != nullptr)
+    return softmrc::remote::get_cq_event(channel, cq, cq_context);
   if (channel == nullptr || cq == nullptr || cq_context == nullptr)
     return fail(EINVAL, "mrc_get_cq_event");
   uint64_t v;
@@ -441,6 +457,7 @@ SOFTMRC_EXPORT int mrc_get_cq_event(mrc_comp_channel* channel, mrc_cq** cq, void
 }
 
 SOFTMRC_EXPORT void mrc_ack_cq_events(mrc_cq* cq, unsigned int nevents) {
+  if (softmrc::client::is_remote(cq)) return softmrc::remote::ack_cq_events(cq, nevents);
   if (cq == nullptr) return;
   std::lock_guard<std::mutex> lk(cq->mu);
   cq->events_acked.fetch_add(nevents);
@@ -468,6 +485,7 @@ static void copy_hint(mrc_qp_hint_attr& to, const mrc_qp_hint_attr& from, int ma
 }
 
 SOFTMRC_EXPORT mrc_qp_hint* mrc_create_qp_hint(mrc_context* ctx, mrc_qp_hint_init_attr* init_attr) {
+  if (softmrc::client::is_remote(ctx)) return softmrc::remote::create_qp_hint(ctx, init_attr);
   if (!valid_ctx(ctx) || init_attr == nullptr) return fail_null(EINVAL, "mrc_create_qp_hint");
   const int all = MRC_QP_HINT_NUM_QPS_PER_PEER | MRC_QP_HINT_NUM_SEND_PEERS |
                   MRC_QP_HINT_NUM_REMOTE_RECV_PEERS | MRC_QP_HINT_VENDOR_CFG;
@@ -489,6 +507,7 @@ static bool valid_hint(mrc_qp_hint* h) {
 }
 
 SOFTMRC_EXPORT int mrc_destroy_qp_hint(mrc_qp_hint* qp_hint) {
+  if (softmrc::client::is_remote(qp_hint)) return softmrc::remote::destroy_qp_hint(qp_hint);
   if (!valid_hint(qp_hint)) return fail(EINVAL, "mrc_destroy_qp_hint");
   std::lock_guard<std::mutex> lk(qp_hint->ctx->dev->mu);
   if (qp_hint->qps > 0) return fail(EBUSY, "mrc_destroy_qp_hint: QPs use it");
@@ -498,6 +517,8 @@ SOFTMRC_EXPORT int mrc_destroy_qp_hint(mrc_qp_hint* qp_hint) {
 }
 
 SOFTMRC_EXPORT int mrc_query_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* attr, int mask) {
+  if (softmrc::client::is_remote(qp_hint))
+    return softmrc::remote::query_qp_hint(qp_hint, attr, mask, false);
   if (!valid_hint(qp_hint) || attr == nullptr || !valid_hint_values(qp_hint->attr, mask))
     return fail(EINVAL, "mrc_query_qp_hint");
   std::lock_guard<std::mutex> lk(qp_hint->ctx->dev->mu);
@@ -506,6 +527,8 @@ SOFTMRC_EXPORT int mrc_query_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* att
 }
 
 SOFTMRC_EXPORT int mrc_modify_qp_hint(mrc_qp_hint* qp_hint, mrc_qp_hint_attr* attr, int mask) {
+  if (softmrc::client::is_remote(qp_hint))
+    return softmrc::remote::query_qp_hint(qp_hint, attr, mask, true);
   if (!valid_hint(qp_hint) || attr == nullptr || !valid_hint_values(*attr, mask))
     return fail(EINVAL, "mrc_modify_qp_hint");
   std::lock_guard<std::mutex> lk(qp_hint->ctx->dev->mu);
@@ -522,6 +545,7 @@ static bool valid_qp(mrc_qp* qp) {
 }
 
 SOFTMRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
+  if (softmrc::client::is_remote(ctx)) return softmrc::remote::create_qp(ctx, a);
   if (!valid_ctx(ctx) || a == nullptr) return fail_null(EINVAL, "mrc_create_qp");
   if (!valid_cq(a->send_cq) || !valid_cq(a->recv_cq) || a->send_cq->ctx != ctx ||
       a->recv_cq->ctx != ctx || a->send_cq->ev_event_cq || a->recv_cq->ev_event_cq)
@@ -574,6 +598,7 @@ SOFTMRC_EXPORT mrc_qp* mrc_create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
 }
 
 SOFTMRC_EXPORT int mrc_destroy_qp(mrc_qp* qp) {
+  if (softmrc::client::is_remote(qp)) return softmrc::remote::destroy_qp(qp);
   if (!valid_qp(qp)) return fail(EINVAL, "mrc_destroy_qp: not a QP");
   softmrc_device* dev = qp->ctx->dev;
   engine::Status st;
@@ -593,6 +618,10 @@ SOFTMRC_EXPORT int mrc_destroy_qp(mrc_qp* qp) {
 }
 
 SOFTMRC_EXPORT int mrc_get_qpn(mrc_qp* qp, uint32_t* qpn) {
+  if (softmrc::client::is_remote(qp) && qpn != nullptr) {
+    *qpn = qp->qpn;
+    return 0;
+  }
   if (!valid_qp(qp) || qpn == nullptr) return fail(EINVAL, "mrc_get_qpn");
   *qpn = qp->qpn;
   return 0;
@@ -600,6 +629,8 @@ SOFTMRC_EXPORT int mrc_get_qpn(mrc_qp* qp, uint32_t* qpn) {
 
 SOFTMRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
                                  int mrc_mask) {
+  if (softmrc::client::is_remote(qp))
+    return softmrc::remote::modify_qp(qp, vattr, vattr_mask, mattr, mrc_mask);
   if (!valid_qp(qp)) return fail(EINVAL, "mrc_modify_qp: not a QP");
   if (vattr == nullptr && vattr_mask != 0) return fail(EINVAL, "mrc_modify_qp: vattr NULL");
   if (mattr == nullptr && mrc_mask != 0) return fail(EINVAL, "mrc_modify_qp: mrc_attr NULL");
@@ -773,6 +804,8 @@ SOFTMRC_EXPORT int mrc_modify_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask,
 
 SOFTMRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, mrc_qp_attr* mattr,
                                 int mrc_mask, mrc_qp_init_attr* init_attr) {
+  if (softmrc::client::is_remote(qp))
+    return softmrc::remote::query_qp(qp, vattr, vattr_mask, mattr, mrc_mask, init_attr);
   if (!valid_qp(qp)) return fail(EINVAL, "mrc_query_qp: not a QP");
   if ((vattr_mask && vattr == nullptr) || (mrc_mask && mattr == nullptr))
     return fail(EINVAL, "mrc_query_qp: NULL attribute structure");
@@ -818,6 +851,8 @@ SOFTMRC_EXPORT int mrc_query_qp(mrc_qp* qp, ibv_qp_attr* vattr, int vattr_mask, 
 }
 
 SOFTMRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  if (wr != nullptr && softmrc::client::is_remote(qp))
+    return softmrc::remote::post_send(qp, wr, bad_wr);
   if (bad_wr) *bad_wr = nullptr;
   if (qp == nullptr || wr == nullptr) {
     if (bad_wr) *bad_wr = wr;
@@ -861,6 +896,8 @@ SOFTMRC_EXPORT int mrc_post_send(mrc_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_
 }
 
 SOFTMRC_EXPORT int mrc_post_recv(mrc_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (wr != nullptr && softmrc::client::is_remote(qp))
+    return softmrc::remote::post_recv(qp, wr, bad_wr);
   if (bad_wr) *bad_wr = nullptr;
   if (qp == nullptr || wr == nullptr) {
     if (bad_wr) *bad_wr = wr;
@@ -902,6 +939,8 @@ SOFTMRC_EXPORT int mrc_post_recv(mrc_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_
 // ---- asynchronous events
 
 SOFTMRC_EXPORT int mrc_get_async_event(mrc_context* ctx, mrc_async_event* event) {
+  if (softmrc::client::is_remote(ctx) && event != nullptr)
+    return softmrc::remote::get_async_event(ctx, event);
   if (!valid_ctx(ctx) || event == nullptr) return fail(EINVAL, "mrc_get_async_event");
   uint64_t v;
   for (;;) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "reference-impl/provider/client.h"
 #include "reference-impl/provider/softmrc.h"
 
 namespace engine = mrc::engine;
@@ -351,6 +352,8 @@ SOFTMRC_EXPORT void mrc_ctl_query_version(uint32_t* current_version,
 
 SOFTMRC_EXPORT int mrc_ctl_query_device_ex(ibv_context* context, mrc_context* mcontext,
                                            mrc_ctl_device_attr* a, int* supported) {
+  if (context != nullptr && a != nullptr && softmrc::client::vctx_rid(context, nullptr) != 0)
+    return softmrc::remote::ctl_query_device_ex(context, mcontext, a, supported, g_algorithms);
   if (context == nullptr || a == nullptr) return fail(EINVAL, "mrc_ctl_query_device");
   if (mcontext != nullptr && (!softmrc::valid_ctx(mcontext) || mcontext->vctx != context))
     return fail(EINVAL, "mrc_ctl_query_device_ex: MRC context of another device");
@@ -388,6 +391,8 @@ SOFTMRC_EXPORT int mrc_ctl_query_device(ibv_context* context, mrc_ctl_device_att
 
 SOFTMRC_EXPORT int mrc_ctl_query_port(mrc_context* ctx, uint8_t port_num, mrc_ctl_port_attr* attr,
                                       int attr_mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_port(ctx, port_num, attr, attr_mask, false);
   if (!privileged(ctx, "mrc_ctl_query_port")) return -1;
   if (attr == nullptr || (attr_mask & ~MRC_CTL_PORT_ADMIN_STATE) || port_num == 0 ||
       port_num > ctx->dev->ports.size())
@@ -402,6 +407,8 @@ SOFTMRC_EXPORT int mrc_ctl_query_port(mrc_context* ctx, uint8_t port_num, mrc_ct
 
 SOFTMRC_EXPORT int mrc_ctl_modify_port(mrc_context* ctx, uint8_t port_num, mrc_ctl_port_attr* attr,
                                        int attr_mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_port(ctx, port_num, attr, attr_mask, true);
   if (!privileged(ctx, "mrc_ctl_modify_port")) return -1;
   softmrc_device* dev = ctx->dev;
   if (attr == nullptr || (attr_mask & ~MRC_CTL_PORT_ADMIN_STATE) || port_num == 0 ||
@@ -427,6 +434,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_port(mrc_context* ctx, uint8_t port_num, mrc_c
 
 SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                                                  mrc_ctl_ev_fmt_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_ev_fmt_profile(ctx, id, a, mask, true);
   if (!privileged(ctx, "mrc_ctl_modify_ev_fmt_profile")) return -1;
   constexpr int known = MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE |
                         MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP |
@@ -545,6 +554,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_fmt_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT int mrc_ctl_query_ev_fmt_profile(mrc_context* ctx, uint64_t id,
                                                 mrc_ctl_ev_fmt_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_ev_fmt_profile(ctx, id, a, mask, false);
   if (!privileged(ctx, "mrc_ctl_query_ev_fmt_profile")) return -1;
   if (a == nullptr) return fail(EINVAL, "mrc_ctl_query_ev_fmt_profile");
   std::lock_guard<std::mutex> lk(ctx->dev->mu);
@@ -574,6 +585,8 @@ SOFTMRC_EXPORT int mrc_ctl_query_ev_fmt_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
                                              mrc_ctl_ev_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_ev_profile(ctx, id, a, mask, true);
   if (!privileged(ctx, "mrc_ctl_modify_ev_profile")) return -1;
   constexpr int known = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE |
                         MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
@@ -704,6 +717,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_ev_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT int mrc_ctl_query_ev_profile(mrc_context* ctx, uint64_t id,
                                             mrc_ctl_ev_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_ev_profile(ctx, id, a, mask, false);
   if (!privileged(ctx, "mrc_ctl_query_ev_profile")) return -1;
   if (a == nullptr) return fail(EINVAL, "mrc_ctl_query_ev_profile");
   if ((mask & MRC_CTL_EV_PROFILE_EV_OP) && (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP))
@@ -737,6 +752,8 @@ SOFTMRC_EXPORT int mrc_ctl_query_ev_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
                                              mrc_ctl_cc_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_cc_profile(ctx, id, a, mask, true, g_algorithms);
   if (!privileged(ctx, "mrc_ctl_modify_cc_profile")) return -1;
   constexpr int known = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE |
                         MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG |
@@ -850,6 +867,8 @@ SOFTMRC_EXPORT int mrc_ctl_modify_cc_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT int mrc_ctl_query_cc_profile(mrc_context* ctx, uint64_t id,
                                             mrc_ctl_cc_profile_attr* a, int mask) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_cc_profile(ctx, id, a, mask, false, g_algorithms);
   if (!privileged(ctx, "mrc_ctl_query_cc_profile")) return -1;
   if (a == nullptr) return fail(EINVAL, "mrc_ctl_query_cc_profile");
   std::lock_guard<std::mutex> lk(ctx->dev->mu);
@@ -869,11 +888,15 @@ SOFTMRC_EXPORT int mrc_ctl_query_cc_profile(mrc_context* ctx, uint64_t id,
 
 SOFTMRC_EXPORT mrc_cq* mrc_ctl_create_ev_event_cq(mrc_context* ctx, int cqe, void* cq_context,
                                                   mrc_comp_channel* channel, int comp_vector) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::create_cq(ctx, cqe, cq_context, channel, comp_vector, true);
   if (!privileged(ctx, "mrc_ctl_create_ev_event_cq")) return nullptr;
   return softmrc::create_cq(ctx, cqe, cq_context, channel, comp_vector, true);
 }
 
 SOFTMRC_EXPORT int mrc_ctl_poll_ev_event(mrc_cq* cq, int num_entries, mrc_ctl_ev_event* out) {
+  if (softmrc::client::is_remote(cq))
+    return softmrc::remote::ctl_poll_ev_event(cq, num_entries, out);
   if (!softmrc::valid_cq(cq) || !cq->ev_event_cq || num_entries < 0 ||
       (num_entries > 0 && out == nullptr))
     return -EINVAL;
@@ -901,6 +924,9 @@ SOFTMRC_EXPORT int mrc_ctl_ep_batch_send_wait(mrc_context* ctx, uint8_t req_tc,
                                               mrc_ctl_ep_op_type op_type, mrc_ctl_ep_req* req,
                                               int num_req, uint32_t rsp_timeout,
                                               mrc_ctl_ep_rsp* rsp, int* num_rsp) {
+  if (softmrc::client::is_remote(ctx))
+    return softmrc::remote::ctl_ep_batch_send_wait(ctx, req_tc, op_type, req, num_req, rsp_timeout,
+                                                   rsp, num_rsp);
   if (!privileged(ctx, "mrc_ctl_ep_batch_send_wait")) return -1;
   if (req == nullptr || rsp == nullptr || num_rsp == nullptr || num_req <= 0 || req_tc > 63 ||
       (op_type != MRC_CTL_EP_OP_EV_PROBE && op_type != MRC_CTL_EP_OP_PORT_STATUS_UPDATE))

@@ -1,12 +1,13 @@
 // SoftMRC internals: the objects behind the opaque handles of mrc.h / mrc_ctl.h and the verbs
 // objects lib_mrc.so hands out for its software device. Private header of lib_mrc.so.
 //
-// One Device per process: the software MRC NIC. Its ports are network interfaces (planes); its
-// data path is one reference engine (reference-impl/engine) put on the wire by the runtime
-// (reference-impl/runtime): a loop thread owns the sockets, and application threads reach the
-// engine between two loop iterations (Runtime::with_engine), like a doorbell. Completions,
-// asynchronous events, EV events and endpoint responses are moved out of the engine by the
-// loop's app hook into the provider's own queues, so polling a CQ never waits for the loop.
+// One Device per process: the software MRC NIC (in softmrcd, the node's device process, or in
+// the application itself without MRC_SOFT_DEVICE; client.h is the device-mode side). Its ports are
+// network interfaces (planes); its data path is one reference engine (reference-impl/engine) put on
+// the wire by the runtime (reference-impl/runtime): a loop thread owns the sockets, and application
+// threads reach the engine between two loop iterations (Runtime::with_engine), like a doorbell.
+// Completions, asynchronous events, EV events and endpoint responses are moved out of the engine by
+// the loop's app hook into the provider's own queues, so polling a CQ never waits for the loop.
 //
 // Locking: engine lock (the runtime's) before Device::mu before any object's own mutex.
 #pragma once
@@ -30,6 +31,10 @@
 #include "mrc_ctl.h"
 #include "reference-impl/engine/engine.h"
 #include "reference-impl/runtime/runtime.h"
+
+namespace softmrc::client {
+struct Conn;
+}
 
 namespace softmrc {
 
@@ -112,6 +117,7 @@ struct mrc_cq {
   std::atomic<uint64_t> events_delivered{0};
   std::atomic<uint64_t> events_acked{0};
   std::condition_variable acked_cv;
+  uint64_t rid = 0;  // device mode: the device process's handle
 };
 
 struct mrc_comp_channel {
@@ -120,12 +126,14 @@ struct mrc_comp_channel {
   std::mutex mu;
   std::deque<mrc_cq*> events;
   int cqs = 0;  // CQs attached
+  uint64_t rid = 0;
 };
 
 struct mrc_qp_hint {
   mrc_context* ctx = nullptr;
   mrc_qp_hint_attr attr{};
   int qps = 0;  // QPs that name it
+  uint64_t rid = 0;
 };
 
 struct mrc_qp {
@@ -139,6 +147,7 @@ struct mrc_qp {
   uint8_t sgid_index = 0;
   uint32_t vendor_cfg_set = 0;
   uint8_t vendor_cfg[MRC_MAX_VENDOR_CFG_SIZE] = {};
+  uint64_t rid = 0;
 };
 
 struct mrc_context {
@@ -155,6 +164,11 @@ struct mrc_context {
   std::mutex async_mu;
   std::deque<mrc_async_event> async_events;
   int async_fd = -1;
+  // Device mode (client.h): the connection, the device's handle, and the CC configurations
+  // queries point cc_config at.
+  softmrc::client::Conn* conn = nullptr;
+  uint64_t rid = 0;
+  std::map<uint64_t, mrc_ctl_cc_nscc_cfg> cc_cfgs;
 };
 
 // The device: one per process (see the file comment).
@@ -204,6 +218,15 @@ void on_engine_event(softmrc_device* dev, const engine::Event& e);
 // Device attributes the engine offers.
 const engine::DeviceCaps& device_caps();
 bool has_cap_net_admin();
+// In the device process: for one request, CAP_NET_ADMIN is the requesting process's (from its
+// credentials), not the device process's own.
+class ScopedCallerCaps {
+ public:
+  explicit ScopedCallerCaps(bool cap_net_admin);
+  ~ScopedCallerCaps();
+  ScopedCallerCaps(const ScopedCallerCaps&) = delete;
+  ScopedCallerCaps& operator=(const ScopedCallerCaps&) = delete;
+};
 // Wire EV of a compact EV of a profile, and whether it expands (error text otherwise).
 // The integer inside an enum field an application filled: it may hold any value, and loading an
 // out-of-range value through the enum type is undefined behaviour in C++.

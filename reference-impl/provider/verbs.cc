@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "reference-impl/provider/client.h"
 #include "reference-impl/provider/softmrc.h"
 
 namespace engine = mrc::engine;
@@ -36,15 +38,43 @@ namespace {
 struct SoftContext {
   ibv_context ctx;  // first: the pointer the application holds
   softmrc_device* dev;
+  // Device mode (client.h): the connection and the device process's handle; dev is nullptr.
+  softmrc::client::Conn* conn = nullptr;
+  uint64_t rid = 0;
 };
 
 struct SoftPd {
   ibv_pd pd;
+  uint64_t rid = 0;  // device mode
 };
 
 struct SoftMr {
   ibv_mr mr;
+  uint64_t rid = 0;              // device mode
+  std::vector<uint64_t> shared;  // device mode: the shared page runs the MR holds
 };
+
+namespace client = softmrc::client;
+namespace devproto = softmrc::devproto;
+
+// The connection of a device-mode verbs context (nullptr: the in-process device).
+client::Conn* conn_of(ibv_context* ctx) {
+  return reinterpret_cast<SoftContext*>(ctx)->conn;
+}
+
+// Sends a verbs request on a device-mode context; the result as verbs returns it (an errno
+// value), with errno set.
+int verbs_call(client::Conn* c, devproto::Writer& w, client::Reply& rep) {
+  if (!client::rpc(c, w, rep)) return errno = EIO;
+  if (rep.rc != 0) errno = rep.err ? rep.err : rep.rc;
+  return rep.rc == 0 ? 0 : (rep.rc > 0 ? rep.rc : errno);
+}
+
+devproto::Writer verbs_req(devproto::Op op, uint64_t rid) {
+  devproto::Writer w;
+  w.put<uint32_t>(static_cast<uint32_t>(op)).put<uint64_t>(rid);
+  return w;
+}
 
 std::mutex g_mu;
 ibv_device g_soft_device{};
@@ -110,6 +140,22 @@ softmrc_device* device_of(ibv_context* ctx) {
   if (!g_contexts.count(ctx)) return nullptr;
   return reinterpret_cast<SoftContext*>(ctx)->dev;
 }
+
+namespace client {
+uint64_t vctx_rid(ibv_context* ctx, Conn** conn) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (!g_contexts.count(ctx)) return 0;
+  auto* sc = reinterpret_cast<SoftContext*>(ctx);
+  if (conn) *conn = sc->conn;
+  return sc->conn ? sc->rid : 0;
+}
+
+uint64_t pd_rid(ibv_pd* pd) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (!g_pds.count(pd) || !reinterpret_cast<SoftContext*>(pd->context)->conn) return 0;
+  return reinterpret_cast<SoftPd*>(pd)->rid;
+}
+}  // namespace client
 }  // namespace softmrc
 
 extern "C" {
@@ -178,10 +224,31 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
     if (auto fn = next_symbol<ibv_context* (*)(ibv_device*)>("ibv_open_device")) return fn(device);
     return fail_null(ENODEV, "ibv_open_device: unknown device");
   }
-  softmrc_device* dev = softmrc::open_device();
-  if (dev == nullptr) return nullptr;
+  softmrc_device* dev = nullptr;
+  client::Conn* conn = nullptr;
+  uint64_t rid = 0;
+  if (client::device_socket() != nullptr) {
+    // Device mode: the node's device lives in softmrcd.
+    conn = client::open_conn();
+    if (conn == nullptr) return nullptr;
+    devproto::Writer w;
+    w.put<uint32_t>(static_cast<uint32_t>(devproto::Op::kOpenDevice));
+    client::Reply rep;
+    if (verbs_call(conn, w, rep) != 0) {
+      const int e = errno;
+      client::close_conn(conn);
+      errno = e;
+      return nullptr;
+    }
+    rid = rep.reader().get<uint64_t>();
+  } else {
+    dev = softmrc::open_device();
+    if (dev == nullptr) return nullptr;
+  }
   auto* sc = new SoftContext{};
   sc->dev = dev;
+  sc->conn = conn;
+  sc->rid = rid;
   sc->ctx.device = device;
   sc->ctx.cmd_fd = -1;
   sc->ctx.async_fd = -1;
@@ -203,7 +270,14 @@ __attribute__((visibility("default"))) int ibv_close_device(ibv_context* context
     std::lock_guard<std::mutex> lk(g_mu);
     g_contexts.erase(context);
   }
-  softmrc::close_device(sc->dev);
+  if (sc->conn != nullptr) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kCloseDevice, sc->rid);
+    (void)verbs_call(sc->conn, w, rep);
+    client::close_conn(sc->conn);
+  } else {
+    softmrc::close_device(sc->dev);
+  }
   pthread_mutex_destroy(&sc->ctx.mutex);
   delete sc;
   return 0;
@@ -215,6 +289,12 @@ __attribute__((visibility("default"))) int ibv_query_device(ibv_context* context
     if (auto fn = next_symbol<int (*)(ibv_context*, ibv_device_attr*)>("ibv_query_device"))
       return fn(context, attr);
     return EINVAL;
+  }
+  if (client::Conn* c = conn_of(context)) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kQueryDevice, reinterpret_cast<SoftContext*>(context)->rid);
+    if (const int rc = verbs_call(c, w, rep)) return rc;
+    return rep.reader().blob(*attr) ? 0 : EPROTO;
   }
   softmrc_device* dev = softmrc::device_of(context);
   const auto& caps = softmrc::device_caps();
@@ -243,6 +323,18 @@ __attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, 
             next_symbol<int (*)(ibv_context*, uint8_t, _compat_ibv_port_attr*)>("ibv_query_port"))
       return fn(context, port_num, cattr);
     return EINVAL;
+  }
+  if (client::Conn* c = conn_of(context)) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kQueryPort, reinterpret_cast<SoftContext*>(context)->rid);
+    w.put<uint8_t>(port_num);
+    if (const int rc = verbs_call(c, w, rep)) return rc;
+    ibv_port_attr a{};
+    if (!rep.reader().blob(a)) return EPROTO;
+    // Only the fields the in-process device writes (up to link_layer): older callers pass
+    // the original, shorter ibv_port_attr.
+    std::memcpy(cattr, &a, offsetof(ibv_port_attr, link_layer) + sizeof a.link_layer);
+    return 0;
   }
   softmrc_device* dev = softmrc::device_of(context);
   if (port_num == 0 || port_num > dev->ports.size()) return EINVAL;
@@ -275,6 +367,13 @@ __attribute__((visibility("default"))) int ibv_query_gid(ibv_context* context, u
       return fn(context, port_num, index, gid);
     return fail(EINVAL, "ibv_query_gid");
   }
+  if (client::Conn* c = conn_of(context)) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kQueryGid, reinterpret_cast<SoftContext*>(context)->rid);
+    w.put<uint8_t>(port_num).put<int32_t>(index);
+    if (verbs_call(c, w, rep) != 0) return -1;
+    return rep.reader().blob(*gid) ? 0 : fail(EPROTO, "ibv_query_gid");
+  }
   softmrc_device* dev = softmrc::device_of(context);
   if (port_num == 0 || port_num > dev->ports.size())
     return fail(EINVAL, "ibv_query_gid: no such port");
@@ -290,10 +389,20 @@ __attribute__((visibility("default"))) ibv_pd* ibv_alloc_pd(ibv_context* context
     if (auto fn = next_symbol<ibv_pd* (*)(ibv_context*)>("ibv_alloc_pd")) return fn(context);
     return fail_null(EINVAL, "ibv_alloc_pd");
   }
-  softmrc_device* dev = softmrc::device_of(context);
   auto* p = new SoftPd{};
   p->pd.context = context;
-  {
+  if (client::Conn* c = conn_of(context)) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kAllocPd, reinterpret_cast<SoftContext*>(context)->rid);
+    if (verbs_call(c, w, rep) != 0) {
+      delete p;
+      return nullptr;
+    }
+    devproto::Reader r = rep.reader();
+    p->rid = r.get<uint64_t>();
+    p->pd.handle = r.get<uint32_t>();
+  } else {
+    softmrc_device* dev = softmrc::device_of(context);
     std::lock_guard<std::mutex> lk(dev->mu);
     p->pd.handle = dev->next_pd++;
   }
@@ -307,9 +416,17 @@ __attribute__((visibility("default"))) int ibv_dealloc_pd(ibv_pd* pd) {
     if (auto fn = next_symbol<int (*)(ibv_pd*)>("ibv_dealloc_pd")) return fn(pd);
     return EINVAL;
   }
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (ibv_mr* m : g_mrs)
+      if (m->pd == pd) return EBUSY;  // verbs: a PD with MRs cannot go
+  }
+  if (client::Conn* c = conn_of(pd->context)) {
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kDeallocPd, reinterpret_cast<SoftPd*>(pd)->rid);
+    if (const int rc = verbs_call(c, w, rep); rc != 0 && !c->dead) return rc;
+  }
   std::lock_guard<std::mutex> lk(g_mu);
-  for (ibv_mr* m : g_mrs)
-    if (m->pd == pd) return EBUSY;  // verbs: a PD with MRs cannot go
   g_pds.erase(pd);
   delete reinterpret_cast<SoftPd*>(pd);
   return 0;
@@ -329,6 +446,42 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void
   const unsigned access_known = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
   if (access_known & ~kKnownAccess)
     return fail_null(EINVAL, "ibv_reg_mr: unsupported access flags");
+  if (client::Conn* c = conn_of(pd->context)) {
+    // Device mode: the pages of [addr, addr+length) become a sealed memfd that the device
+    // process maps at the same addresses (README.md, "Memory in device mode").
+    if (length == 0) return fail_null(EINVAL, "ibv_reg_mr: length 0");
+    std::vector<uint64_t> starts, lens, refs;
+    std::vector<int> fds;
+    const auto a = reinterpret_cast<uint64_t>(addr);
+    if (client::share_range(c, a, length, starts, lens, fds, refs) != 0)
+      return fail_null(errno, "ibv_reg_mr: sharing the pages with the device");
+    auto w = verbs_req(devproto::Op::kRegMr, reinterpret_cast<SoftPd*>(pd)->rid);
+    w.put<uint64_t>(a).put<uint64_t>(length).put<uint32_t>(access_known);
+    w.put<uint32_t>(static_cast<uint32_t>(starts.size()));
+    for (size_t i = 0; i < starts.size(); ++i) w.put<uint64_t>(starts[i]).put<uint64_t>(lens[i]);
+    w.put<uint32_t>(static_cast<uint32_t>(refs.size()));
+    for (uint64_t s : refs) w.put<uint64_t>(s);
+    client::Reply rep;
+    const bool sent = client::rpc(c, w, rep, fds);
+    const bool ok = sent && rep.rc == 0;
+    client::commit_range(c, starts, lens, fds, refs, ok);
+    if (!ok) return fail_null(sent ? rep.err : EIO, "ibv_reg_mr (device)");
+    devproto::Reader r = rep.reader();
+    auto* m = new SoftMr{};
+    m->rid = r.get<uint64_t>();
+    m->mr.context = pd->context;
+    m->mr.pd = pd;
+    m->mr.addr = addr;
+    m->mr.length = length;
+    m->mr.lkey = r.get<uint32_t>();
+    m->mr.rkey = r.get<uint32_t>();
+    m->mr.handle = m->mr.lkey;
+    m->shared = starts;
+    m->shared.insert(m->shared.end(), refs.begin(), refs.end());
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_mrs.insert(&m->mr);
+    return &m->mr;
+  }
   softmrc_device* dev = softmrc::device_of(pd->context);
   engine::MemoryRegion mr;
   engine::Status st;
@@ -381,6 +534,17 @@ __attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
   if (!ours(mr)) {
     if (auto fn = next_symbol<int (*)(ibv_mr*)>("ibv_dereg_mr")) return fn(mr);
     return EINVAL;
+  }
+  if (client::Conn* c = conn_of(mr->context)) {
+    auto* sm = reinterpret_cast<SoftMr*>(mr);
+    client::Reply rep;
+    auto w = verbs_req(devproto::Op::kDeregMr, sm->rid);
+    if (const int rc = verbs_call(c, w, rep); rc != 0 && !c->dead) return rc;
+    client::release_range(c, sm->shared);
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_mrs.erase(mr);
+    delete sm;
+    return 0;
   }
   softmrc_device* dev = softmrc::device_of(mr->context);
   engine::Status st;

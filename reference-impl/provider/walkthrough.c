@@ -6,6 +6,16 @@
  *
  *   walkthrough server TCP_PORT [MESSAGES] [BYTES]
  *   walkthrough client SERVER_IPV4 TCP_PORT [MESSAGES] [BYTES]   (both sides the same numbers)
+ *   walkthrough controller DIR
+ *
+ * With WALKTHROUGH_CTL_DIR=DIR the controller is a process of its own (one device per node,
+ * softmrcd): `controller DIR` configures the profiles, creates the EV event CQ and writes
+ * DIR/ctl_ready; the client waits for it, names the controller's profiles at INIT, writes
+ * DIR/qp_up (with the GIDs) once its QP is in RTS and, after the data, waits for DIR/ctl_done;
+ * the controller then probes the server's node over every EV and marks an EV ASSUMED_BAD,
+ * which the client's QP reports on the controller's EV event CQ. The server names no profiles
+ * (its node has no controller) and checks that a controller call from it fails with EPERM
+ * when it runs without CAP_NET_ADMIN (WALKTHROUGH_EXPECT_EPERM=1).
  *
  * Exit 0: every step worked and the server verified every byte; 1: a step failed (it is
  * named on stderr); 2: usage. Plain C on purpose: it must compile as applications do. */
@@ -143,7 +153,103 @@ static int poll_one(struct mrc_cq* cq, struct ibv_wc* wc) {
   }
 }
 
+/* DIR/name exists (split roles). */
+static int have_file(const char* dir, const char* name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+static void wait_file(const char* dir, const char* name) {
+  for (int i = 0; i < 600 && !have_file(dir, name); i++) usleep(50000);
+  if (!have_file(dir, name)) {
+    errno = ETIMEDOUT;
+    fail(name);
+  }
+}
+
+/* Written whole, then renamed: the reader never sees half a file. */
+static void put_file(const char* dir, const char* name, const void* data, size_t n) {
+  char path[512], tmp[520];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE* f = fopen(tmp, "w");
+  if (!f || fwrite(data, 1, n, f) != n || fclose(f) || rename(tmp, path)) fail(path);
+}
+
+/* The controller as a process of its own (see the top of the file). */
+static int controller_main(const char* dir) {
+  struct ibv_device** list = ibv_get_device_list(NULL);
+  if (!list || !list[0]) fail("ibv_get_device_list");
+  struct ibv_context* vctx = ibv_open_device(list[0]);
+  if (!vctx) fail("ibv_open_device");
+  ibv_free_device_list(list);
+  struct mrc_context_attr ctx_attr = {.mrc_api_version_used = MRC_API_CURRENT_VERSION};
+  struct mrc_context* ctx = mrc_create_context(vctx, &ctx_attr);
+  if (!ctx) fail("mrc_create_context");
+  controller_setup(ctx);
+  struct mrc_cq* ev_cq = mrc_ctl_create_ev_event_cq(ctx, 64, NULL, NULL, 0);
+  if (!ev_cq) fail("mrc_ctl_create_ev_event_cq");
+  put_file(dir, "ctl_ready", "1", 1);
+  printf("controller: profiles ONLINE\n");
+  fflush(stdout);
+  wait_file(dir, "qp_up");
+  uint8_t gids[32]; /* the client's, then the server's */
+  char path[512];
+  snprintf(path, sizeof path, "%s/qp_up", dir);
+  FILE* f = fopen(path, "r");
+  if (!f || fread(gids, 1, 32, f) != 32) fail("reading qp_up");
+  fclose(f);
+  struct mrc_ctl_ep_req reqs[NEVS];
+  struct mrc_ctl_ep_rsp rsps[NEVS];
+  memset(reqs, 0, sizeof reqs);
+  for (int i = 0; i < NEVS; i++) {
+    reqs[i].req_id = (uint16_t)(i + 1);
+    memcpy(reqs[i].sgid.raw, gids, 16);
+    memcpy(reqs[i].dgid.raw, gids + 16, 16);
+    reqs[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+    reqs[i].req_ev = ev_value((uint32_t)i);
+  }
+  int nrsp = 0;
+  if (mrc_ctl_ep_batch_send_wait(ctx, 0, MRC_CTL_EP_OP_EV_PROBE, reqs, NEVS, 2000000000u, rsps,
+                                 &nrsp))
+    fail("mrc_ctl_ep_batch_send_wait");
+  printf("controller: %d probe responses\n", nrsp);
+  struct mrc_ctl_ev_op_entry en;
+  memset(&en, 0, sizeof en);
+  en.ev = ev_value(3);
+  en.state = MRC_CTL_EV_ASSUMED_BAD;
+  struct mrc_ctl_ev_profile_attr ea;
+  memset(&ea, 0, sizeof ea);
+  ea.ev_op.op = MRC_CTL_EV_OP_MODIFY_EV_STATE;
+  ea.ev_op.entries = &en;
+  ea.ev_op.entry_count = 1;
+  if (mrc_ctl_modify_ev_profile(ctx, EV_ID, &ea, MRC_CTL_EV_PROFILE_EV_OP)) fail("MODIFY_EV_STATE");
+  struct mrc_ctl_ev_event evs[8];
+  int nev = 0;
+  for (int tries = 0; tries < 1000 && nev == 0; tries++) {
+    nev = mrc_ctl_poll_ev_event(ev_cq, 8, evs);
+    if (nev < 0) fail("mrc_ctl_poll_ev_event");
+    if (nev == 0) usleep(1000);
+  }
+  struct mrc_ctl_ev want = ev_value(3);
+  if (nev < 1 || evs[0].profile_id != EV_ID || evs[0].state != MRC_CTL_EV_ASSUMED_BAD ||
+      memcmp(&evs[0].ev, &want, sizeof want)) {
+    errno = EPROTO;
+    fail("the EV event");
+  }
+  printf("controller: EV event ASSUMED_BAD on profile %llu\n",
+         (unsigned long long)evs[0].profile_id);
+  put_file(dir, "ctl_done", "1", 1);
+  if (mrc_destroy_cq(ev_cq) || mrc_destroy_context(ctx) || ibv_close_device(vctx))
+    fail("controller teardown");
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && !strcmp(argv[1], "controller")) return controller_main(argv[2]);
+  const char* ctl_dir = getenv("WALKTHROUGH_CTL_DIR");
+  if (ctl_dir && !*ctl_dir) ctl_dir = NULL;
   if (argc < 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
       (!strcmp(argv[1], "client") && argc < 4)) {
     fprintf(stderr, "usage: walkthrough server PORT [MESSAGES] [BYTES] | client SERVER_IPV4 PORT [MESSAGES] [BYTES]\n");
@@ -175,9 +281,28 @@ int main(int argc, char** argv) {
   struct mrc_context_attr ctx_attr = {.mrc_api_version_used = MRC_API_CURRENT_VERSION};
   struct mrc_context* ctx = mrc_create_context(vctx, &ctx_attr);
   if (!ctx) fail("mrc_create_context");
-  controller_setup(ctx);
-  struct mrc_cq* ev_cq = mrc_ctl_create_ev_event_cq(ctx, 64, NULL, NULL, 0);
-  if (!ev_cq) fail("mrc_ctl_create_ev_event_cq");
+  struct mrc_cq* ev_cq = NULL;
+  if (ctl_dir) {
+    if (!server) wait_file(ctl_dir, "ctl_ready"); /* the controller's profiles are ONLINE */
+    const char* eperm = getenv("WALKTHROUGH_EXPECT_EPERM");
+    if (eperm && !strcmp(eperm, "1")) {
+      struct mrc_ctl_cc_profile_attr ca;
+      memset(&ca, 0, sizeof ca);
+      ca.profile_state = MRC_CTL_PROFILE_OFFLINE;
+      ca.algorithm = "uet-1.0-nscc";
+      if (mrc_ctl_modify_cc_profile(ctx, 77, &ca,
+                                    MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM) == 0 ||
+          errno != EPERM) {
+        errno = EPROTO;
+        fail("a controller call without CAP_NET_ADMIN (must be EPERM)");
+      }
+      printf("%s: controller call without CAP_NET_ADMIN refused with EPERM\n", argv[1]);
+    }
+  } else {
+    controller_setup(ctx);
+    ev_cq = mrc_ctl_create_ev_event_cq(ctx, 64, NULL, NULL, 0);
+    if (!ev_cq) fail("mrc_ctl_create_ev_event_cq");
+  }
 
   /* mrc_qp.md: PD, CQ, hint, QP. */
   struct ibv_pd* pd = ibv_alloc_pd(vctx);
@@ -211,8 +336,10 @@ int main(int argc, char** argv) {
                           .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
   struct mrc_qp_attr m = {.profile = {.ev_profile_id = EV_ID, .cc_profile_id = CC_ID},
                           .qp_hint = hint};
+  /* Split roles: the server's node has no controller, its QP takes the device's profiles. */
+  const int use_profiles = !(ctl_dir && server);
   if (mrc_modify_qp(qp, &v, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &m,
-                    MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID | MRC_QP_HINT))
+                    (use_profiles ? MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID : 0) | MRC_QP_HINT))
     fail("QP to INIT");
 
   /* Exchange QPN, PSN, GID, rkey and address over TCP (IPv4, as the OCP benchmark does). */
@@ -276,7 +403,7 @@ int main(int argc, char** argv) {
     fail("QP to RTS");
   struct mrc_qp_attr got;
   if (mrc_query_qp(qp, NULL, 0, &got, MRC_QP_EV_PROFILE_ID | MRC_QP_MPR, NULL)) fail("mrc_query_qp");
-  if (got.profile.ev_profile_id != EV_ID || got.mpr.mpr != 32) {
+  if ((use_profiles && got.profile.ev_profile_id != EV_ID) || got.mpr.mpr != 32) {
     errno = EPROTO;
     fail("mrc_query_qp values");
   }
@@ -347,6 +474,17 @@ int main(int argc, char** argv) {
       fail("the server's verification");
     }
 
+    if (ctl_dir) {
+      /* The controller (another process) probes and raises the EV event on our QP's profile;
+       * the QP stays until it is done. */
+      uint8_t gids[32];
+      memcpy(gids, me.gid, 16);
+      memcpy(gids + 16, peer.gid, 16);
+      put_file(ctl_dir, "qp_up", gids, 32);
+      wait_file(ctl_dir, "ctl_done");
+      xfer(fd, &verdict, 1, 1);
+      goto done;
+    }
     /* mrc_ctl_ev_probes.md: one probe per EV of the profile, to the server, in one batch. */
     struct mrc_ctl_ep_req reqs[NEVS];
     struct mrc_ctl_ep_rsp rsps[NEVS];
@@ -394,10 +532,11 @@ int main(int argc, char** argv) {
     printf("client: EV event ASSUMED_BAD on profile %llu\n", (unsigned long long)evs[0].profile_id);
     xfer(fd, &verdict, 1, 1);
   }
+done:
   close(fd);
 
   if (mrc_destroy_qp(qp) || mrc_destroy_qp_hint(hint) || mrc_destroy_cq(cq) ||
-      mrc_destroy_cq(ev_cq) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || mrc_destroy_context(ctx) ||
+      (ev_cq && mrc_destroy_cq(ev_cq)) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || mrc_destroy_context(ctx) ||
       ibv_close_device(vctx))
     fail("teardown");
   free(buf);
