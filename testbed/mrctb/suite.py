@@ -480,8 +480,10 @@ def merge_shards(dirs: list[str]) -> dict:
 
 
 # What may differ between two runs of the same matrix whose reports are "identical": the times
-# (wall_s, each result's timings, JUnit time attributes, the Markdown time column and wall time)
-# and the artifacts directory each run wrote into (each result's paths below it).
+# (wall_s, each result's timings, JUnit time attributes, the Markdown time column and wall time),
+# the artifacts directory each run wrote into (each result's paths below it), and the buffer
+# addresses a script's frame dumps print (va=0x..., heap addresses of the engine target's
+# process: they change with address-space randomisation from one run of a case to the next).
 def normalise_json(doc: dict, out_dirs: list) -> dict:
     def walk(x):
         if isinstance(x, dict):
@@ -505,7 +507,7 @@ def _unprefix(s: str, out_dirs: list) -> str:
     # merged report's results point into the shards' directories.
     for d in out_dirs:
         s = s.replace(os.path.abspath(d).rstrip("/") + "/", "<out>/")
-    return s
+    return re.sub(r"\bva=0x[0-9a-f]+", "va=0x-", s)
 
 
 def _run_subprocess(case: Case, case_out: str, opts: SuiteOptions) -> dict:
