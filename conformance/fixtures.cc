@@ -106,7 +106,9 @@ Report run_jobs(const Trace& t, const RuleSelection& sel, unsigned jobs) {
   size_t di = 0;
   std::vector<uint64_t> frame_no(t.points.size(), 0);
   uint64_t last = 0;
-  for (const auto& f : t.sorted()) {
+  // Alive until finish(): the pipelined checker (jobs > 1) reads the bytes until then.
+  const std::vector<Trace::Frame> frames = t.sorted();
+  for (const auto& f : frames) {
     while (di < decisions.size() && decisions[di].t_ns <= f.ts + lookahead)
       ck.on_decision(decisions[di++]);
     ck.on_frame(f.point, ++frame_no[f.point], f.ts, wire::as_bytes(f.bytes));
