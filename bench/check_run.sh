@@ -3,6 +3,9 @@
 # enabled on a 1M-frame MRP0 capture of the reference engine (bench/check_bench.cc makes it), next
 # to a raw read of the file, `mrct decode --summary` and tshark on the same file, with the ratios,
 # the peak memory and the load average at the time of each figure (the machine may be shared).
+# `mrct check` runs with -j 1 and -j 2 (pipelined: decode + ICRC on one thread, the rules on
+# another), side by side with wall and CPU time, and the script checks that both write the same
+# reports byte for byte.
 #
 # Usage: bench/check_run.sh [build dir, default build/release] [PMTU ...]  (default PMTUs: 256 1024)
 # Environment: FRAMES (default 1000000), RUNS (best of, default 3), TMPDIR (captures are kept in
@@ -117,10 +120,12 @@ mem_chk = rate("BM_CheckerFrames")[1]
 print(f"  checker's own work (in memory, minus decode + ICRC): "
       f"{(mem_chk - mem_dec) * 1e6 / frames:.0f} ns/frame")
 
-cmds = [("mrct check (all rules, profile + decisions)",
-         [mrct, "check", "a-eth0.pcap", "--profile", "dut.json", "--decisions", "decisions.jsonl",
-          "-q"]),
+full = [mrct, "check", "a-eth0.pcap", "--profile", "dut.json", "--decisions", "decisions.jsonl",
+        "-q"]
+cmds = [("mrct check (all rules, profile + decisions)", full),
+        ("mrct check -j 2 (all rules, profile + decisions)", full + ["-j", "2"]),
         ("mrct check (all rules, QPs inferred)", [mrct, "check", "a-eth0.pcap", "-q"]),
+        ("mrct check -j 2 (all rules, QPs inferred)", [mrct, "check", "a-eth0.pcap", "-q", "-j", "2"]),
         ("mrct decode --summary", [mrct, "decode", "--summary", "a-eth0.pcap"])]
 if not no_tshark and shutil.which("tshark"):
     cmds += [("tshark -r FILE > /dev/null", ["tshark", "-r", "a-eth0.pcap"]),
@@ -135,9 +140,37 @@ for label, cmd in cmds:
           f"user {r['user']:6.2f} s sys {r['sys']:5.2f} s  peak RSS {r['rss_kb'] / 1024:6.0f} MiB  "
           f"anon {r['anon_kb'] / 1024:5.0f} MiB  exit {r['rc']}  (load {r['load']})")
 
+# -j 2 must write the very report of -j 1 (JSON, JUnit, Markdown, annotated pcapng).
+outdir = os.path.dirname(bench_json)
+same = True
+for mode in ("profile", "inferred"):
+    reps = []
+    for j in ("1", "2"):
+        base = os.path.join(outdir, f"report_{pmtu}_{mode}_j{j}")
+        cmd = (full if mode == "profile" else [mrct, "check", "a-eth0.pcap", "-q"]) + [
+            "-j", j, "--json", base + ".json", "--junit", base + ".xml", "--markdown",
+            base + ".md", "--annotate", base + ".pcapng"]
+        subprocess.run(cmd, cwd=cap_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reps.append(b"".join(open(base + ext, "rb").read()
+                             for ext in (".json", ".xml", ".md", ".pcapng")))
+    same = same and reps[0] == reps[1]
+print(f"\nreports of -j 2 byte-identical to -j 1 (JSON, JUnit, Markdown, annotated pcapng; "
+      f"with profile + decisions and inferred): {'yes' if same else 'NO'}")
+
 chk = res["mrct check (all rules, profile + decisions)"]
 chk_rate = frames / chk["wall"] / 1e6
 cpu_rate = frames / (chk["user"] + chk["sys"]) / 1e6
+chk2 = res["mrct check -j 2 (all rules, profile + decisions)"]
+print("\n-j 1 and -j 2 side by side (profile + decisions):")
+for label, r in (("-j 1", chk), ("-j 2", chk2)):
+    cpu = r["user"] + r["sys"]
+    line = (f"  {label}: wall {r['wall']:.3f} s = {frames / r['wall'] / 1e6:5.2f} M/s, "
+            f"CPU {cpu:.3f} s = {frames / cpu / 1e6:5.2f} M frames per CPU-second")
+    if "tshark -r FILE > /dev/null" in res:
+        t = res["tshark -r FILE > /dev/null"]
+        line += (f"; {t['wall'] / r['wall']:5.1f}x tshark -r by wall time, "
+                 f"{(t['user'] + t['sys']) / cpu:5.1f}x by CPU time")
+    print(line + f"  (load {r['load']})")
 print("\nratios:")
 read_rate = rate("BM_ReadOnly")[0]
 print(f"  mrct check vs raw read:        {chk_rate / read_rate:6.3f} of the read rate "
@@ -156,6 +189,8 @@ print(f"\ntarget >= 3 M frames/s, one core, all rules: "
       f"in-memory checker {rate('BM_CheckerFrames')[0]:.2f} M/s")
 if "tshark -r FILE > /dev/null" in res:
     x = res["tshark -r FILE > /dev/null"]["wall"] / chk["wall"]
-    print(f"target >= 30x tshark -r: {'met' if x >= 30 else 'NOT met'} ({x:.1f}x)")
+    x2 = res["tshark -r FILE > /dev/null"]["wall"] / chk2["wall"]
+    print(f"target >= 30x tshark -r: {'met' if x >= 30 else 'NOT met'} with -j 1 ({x:.1f}x), "
+          f"{'met' if x2 >= 30 else 'NOT met'} with -j 2 ({x2:.1f}x)")
 PY
 done

@@ -18,6 +18,9 @@
 #   MRC_ACTION_STRICT     1 = unsupported and not-run scenarios fail too
 #   MRC_ACTION_SUMMARY    Markdown summary file (default: $GITHUB_STEP_SUMMARY, else OUT/summary.md)
 #   MRC_ACTION_JOBS       scenarios at once (default 1)
+#   MRC_ACTION_SHARD      I/N: run share I of N of the (scenario x DUT x seed) matrix (one runner
+#                         of N); `mrct suite merge` (ci/action/merge) combines the N reports
+#   MRC_ACTION_SEEDS      a seed sweep, e.g. 1-20 or 3,7,11: each scenario once per seed
 #   MRC_ACTION_CAPTURES   keep pcaps: all, failed (default: only of cases that did not pass), none
 #   MRC_ACTION_API_LIB    a lib_mrc.so: run the API suite on it (`mrct api-suite --lib`) before
 #                         the scenarios; its reports go to OUT/api/ and its table to the summary
@@ -41,6 +44,8 @@ strict=${MRC_ACTION_STRICT:-0}
 summary=${MRC_ACTION_SUMMARY:-${GITHUB_STEP_SUMMARY:-}}
 jobs=${MRC_ACTION_JOBS:-1}
 captures=${MRC_ACTION_CAPTURES:-failed}
+shard=${MRC_ACTION_SHARD:-}
+seeds=${MRC_ACTION_SEEDS:-}
 api_lib=${MRC_ACTION_API_LIB:-}
 api_args=${MRC_ACTION_API_ARGS:-}
 api_env=${MRC_ACTION_API_ENV:-}
@@ -94,6 +99,8 @@ for t in $tags; do args+=(--tag "$t"); done
 [ -n "$dut" ] && args+=(--dut "$(cd "$(dirname "$dut")" && pwd)/$(basename "$dut")")
 [ "$mutants" = 1 ] && args+=(--mutants)
 [ "$strict" = 1 ] && args+=(--strict)
+[ -n "$shard" ] && args+=(--shard "$shard")
+[ -n "$seeds" ] && args+=(--seeds "$seeds")
 echo "$mrct ${args[*]}"
 rc=0
 # mrct run/suite exec Debian's python3 with PYTHONPATH=<repo>/testbed; calling the module

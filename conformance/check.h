@@ -365,7 +365,12 @@ struct RuleSelection {
 
 class Checker {
  public:
-  explicit Checker(DutProfile profile, RuleSelection selection = {}, size_t max_evidence = 20);
+  // jobs > 1: pipelined on two threads. on_frame() decodes the frame and verifies its ICRC on the
+  // caller's thread and hands it to a second thread that judges it; frames and decisions keep
+  // their order, so the report is the same as with jobs = 1. The bytes given to on_frame() must
+  // then stay where they are until finish() (a mapped capture file, frames held in memory).
+  explicit Checker(DutProfile profile, RuleSelection selection = {}, size_t max_evidence = 20,
+                   unsigned jobs = 1);
   ~Checker();
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
@@ -420,6 +425,9 @@ struct CheckOptions {
   bool fail_on_warn = false;
   bool quiet = false;  // no human summary on `out`
   size_t max_evidence = 20;
+  // Threads (mrct check -j): 2 or more pipeline the check (Checker's jobs) when every capture is a
+  // regular file; a pipe or device is checked on one thread. The report is the same either way.
+  unsigned jobs = 1;
 };
 
 // kAuto: reads the captures once (they must be regular files) and measures, per capture point,

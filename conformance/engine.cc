@@ -2,10 +2,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <iterator>
 #include <new>
+#include <thread>
+#include <utility>
 
 #include "conformance/internal.h"
 
@@ -659,36 +663,14 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 // ---------------------------------------------------------------------------------------------
-void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
-                      wire::LinkType link, uint32_t orig_len) {
-  frames++;
-  if (first_ts == kNoTime) first_ts = ts;
-  last_ts = std::max(last_ts, ts);
-  now = std::max(now, ts);
-  if (now >= next_sweep) {
-    sweep(now);
-    next_sweep = now + 200'000;
-  }
+// Everything on_frame() does after the decode. IcrcDone: decode_stage() verified the ICRC
+// already (the pipelined checker), else it is verified here, after the merge-table prefetch.
+template <bool IcrcDone>
+inline __attribute__((always_inline)) void Engine::judge_frame(
+    uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data, wire::LinkType link,
+    uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok, uint64_t early_key) {
   PointState& ps = points[point];
   ps.frames++;
-  // The merge-table line is fetched before the frame is even decoded when the frame has the
-  // usual shape (the key is recomputed from the decoded frame below, and fetched again if it
-  // differs): the table spans the dedup window, and its random line is the costliest load here.
-  // A frame announced by prefetch() had its key computed (and its line fetched) then.
-  uint64_t early_key = 0;
-  if (data.data() == ahead_data && data.size() == ahead_size && link == ahead_link) {
-    early_key = ahead_key;
-  } else {
-    early_key = early_frame_key(data, link);
-    dedup.prefetch(early_key);
-  }
-  ahead_data = nullptr;
-  wire::DecodeOptions opt;
-  opt.link = link;
-  // The ICRC is verified below, once the merge-table line for this frame is being fetched: the
-  // CRC over the whole packet hides that cache miss. Same result as DecodeOptions::verify_icrc.
-  opt.verify_icrc = false;
-  const bool ok = wire::decode_frame(data, frame, opt, *wire_profile);
   if (!ok) ps.decode_errors++;
   Obs o;
   o.point = point;
@@ -697,9 +679,11 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   o.f = &frame;
   o.snapped = orig_len > data.size();
   auto verify_icrc = [&] {
-    if (frame.has_icrc) {
-      frame.icrc_checked = true;
-      frame.icrc_ok = wire::verify_icrc(frame);
+    if constexpr (!IcrcDone) {
+      if (frame.has_icrc) {
+        frame.icrc_checked = true;
+        frame.icrc_ok = wire::verify_icrc(frame);
+      }
     }
   };
   if (!frame.roce) {
@@ -817,6 +801,68 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
     default:
       break;
   }
+}
+
+void Engine::tick(uint64_t ts) {
+  frames++;
+  if (first_ts == kNoTime) first_ts = ts;
+  last_ts = std::max(last_ts, ts);
+  now = std::max(now, ts);
+  if (now >= next_sweep) {
+    sweep(now);
+    next_sweep = now + 200'000;
+  }
+}
+
+// The merge-table line is fetched before the frame is even decoded when the frame has the usual
+// shape (the key is recomputed from the decoded frame in judge_frame(), and fetched again if it
+// differs): the table spans the dedup window, and its random line is the costliest load here. A
+// frame announced by prefetch() had its key computed (and its line fetched) then.
+uint64_t Engine::take_early_key(wire::Bytes data, wire::LinkType link) {
+  uint64_t early_key = 0;
+  if (data.data() == ahead_data && data.size() == ahead_size && link == ahead_link) {
+    early_key = ahead_key;
+  } else {
+    early_key = early_frame_key(data, link);
+    dedup.prefetch(early_key);
+  }
+  ahead_data = nullptr;
+  return early_key;
+}
+
+bool Engine::decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                          wire::DecodedFrame& f) {
+  wire::DecodeOptions opt;
+  opt.link = link;
+  opt.verify_icrc = false;
+  const bool ok = wire::decode_frame(data, f, opt, wp);
+  if (f.has_icrc) {
+    f.icrc_checked = true;
+    f.icrc_ok = wire::verify_icrc(f);
+  }
+  return ok;
+}
+
+void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
+                      wire::LinkType link, uint32_t orig_len) {
+  tick(ts);
+  const uint64_t early_key = take_early_key(data, link);
+  wire::DecodeOptions opt;
+  opt.link = link;
+  // The ICRC is verified in judge_frame(), once the merge-table line for this frame is being
+  // fetched: the CRC over the whole packet hides that cache miss. Same result as
+  // DecodeOptions::verify_icrc.
+  opt.verify_icrc = false;
+  const bool ok = wire::decode_frame(data, decoded, opt, *wire_profile);
+  judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key);
+}
+
+void Engine::on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
+                        wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f,
+                        bool ok) {
+  tick(ts);
+  const uint64_t early_key = take_early_key(data, link);
+  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, early_key);
 }
 
 void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
@@ -1379,13 +1425,155 @@ const RuleResult* Report::result(std::string_view id) const {
   return nullptr;
 }
 
-struct Checker::Impl {
-  detail::Engine e;
-  Impl(DutProfile p, RuleSelection s, size_t m) : e(std::move(p), std::move(s), m) {}
+namespace detail {
+
+// The pipelined checker (Checker with jobs > 1). The caller's thread, which reads the captures,
+// also decodes each frame and verifies its ICRC (Engine::decode_stage) into a slot of a ring; a
+// second thread takes the slots in order and judges them (Engine::on_decoded). Decisions travel
+// through the same ring, so the engine sees frames and decisions in the order the caller gave
+// them, as on one thread: the verdicts cannot differ. Slots are handed over in batches (one
+// release store per kBatch slots, a futex wake only when the other side sleeps).
+class Pipeline {
+ public:
+  explicit Pipeline(Engine& e) : e_(e), wp_(wire::make_profile(e.prof.wire_params())) {
+    ring_.resize(kSlots);
+  }
+  ~Pipeline() { stop(); }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  void frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data, wire::LinkType link,
+             uint32_t orig_len) {
+    Slot& s = acquire();
+    s.is_frame = true;
+    s.point = point;
+    s.frame_no = frame_no;
+    s.ts = ts;
+    s.data = data;
+    s.link = link;
+    s.orig_len = orig_len;
+    s.ok = Engine::decode_stage(*wp_, data, link, s.f);
+    commit();
+  }
+  void decision(const Decision& d) {
+    Slot& s = acquire();
+    s.is_frame = false;
+    s.d = d;
+    commit();
+  }
+  // Returns once every slot given so far has been judged; rethrows what the judging thread threw.
+  void drain() {
+    publish();
+    for (uint64_t t = tail_.load(std::memory_order_acquire); t != filled_;
+         t = tail_.load(std::memory_order_acquire))
+      tail_.wait(t, std::memory_order_acquire);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  static constexpr uint64_t kSlots = 1024;  // power of two
+  static constexpr uint64_t kBatch = 32;
+  static constexpr uint64_t kStop = UINT64_MAX;
+  struct Slot {
+    bool is_frame = true;
+    bool ok = false;
+    wire::LinkType link = wire::LinkType::kEthernet;
+    uint32_t point = 0;
+    uint32_t orig_len = 0;
+    uint64_t frame_no = 0;
+    uint64_t ts = 0;
+    wire::Bytes data{};
+    wire::DecodedFrame f;
+    Decision d;
+  };
+
+  Slot& acquire() {
+    if (!th_.joinable()) th_ = std::thread([this] { run(); });
+    if (filled_ - tail_seen_ >= kSlots) {
+      publish();
+      while (filled_ - (tail_seen_ = tail_.load(std::memory_order_acquire)) >= kSlots)
+        tail_.wait(tail_seen_, std::memory_order_acquire);
+    }
+    return ring_[filled_ & (kSlots - 1)];
+  }
+  void commit() {
+    if (++filled_ - published_ >= kBatch) publish();
+  }
+  void publish() {
+    if (published_ == filled_) return;
+    published_ = filled_;
+    head_.store(filled_, std::memory_order_release);
+    head_.notify_one();
+  }
+  void stop() {
+    if (!th_.joinable()) return;
+    try {
+      drain();
+    } catch (...) {  // a destructor does not throw; finish() has drained already when it matters
+    }
+    head_.store(kStop, std::memory_order_release);
+    head_.notify_one();
+    th_.join();
+  }
+  void run() {
+    uint64_t t = 0;
+    for (;;) {
+      uint64_t h = head_.load(std::memory_order_acquire);
+      while (h == t) {
+        head_.wait(t, std::memory_order_acquire);
+        h = head_.load(std::memory_order_acquire);
+      }
+      if (h == kStop) return;
+      for (; t < h; ++t) {
+        Slot& s = ring_[t & (kSlots - 1)];
+        if (t + 1 < h) {
+          const Slot& n = ring_[(t + 1) & (kSlots - 1)];
+          if (n.is_frame) e_.prefetch(n.data, n.link);
+        }
+        if (!error_) {
+          try {
+            if (s.is_frame)
+              e_.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok);
+            else
+              e_.on_decision(s.d);
+          } catch (...) {
+            error_ = std::current_exception();  // drain() rethrows it on the caller's thread
+          }
+        }
+        if (((t + 1) & (kBatch - 1)) == 0) {
+          tail_.store(t + 1, std::memory_order_release);
+          tail_.notify_one();
+        }
+      }
+      tail_.store(t, std::memory_order_release);
+      tail_.notify_one();
+    }
+  }
+
+  Engine& e_;
+  std::unique_ptr<wire::WireProfile> wp_;  // the caller thread's own
+  std::vector<Slot> ring_;
+  std::atomic<uint64_t> head_{0};  // slots published to the judging thread
+  std::atomic<uint64_t> tail_{0};  // slots it has judged
+  uint64_t filled_ = 0;            // caller: slots written
+  uint64_t published_ = 0;         // caller: the last value stored in head_
+  uint64_t tail_seen_ = 0;         // caller: tail_ when last read
+  std::exception_ptr error_;       // written by the judging thread, read after drain()
+  std::thread th_;
 };
 
-Checker::Checker(DutProfile profile, RuleSelection selection, size_t max_evidence)
-    : impl_(std::make_unique<Impl>(std::move(profile), std::move(selection), max_evidence)) {}
+}  // namespace detail
+
+struct Checker::Impl {
+  detail::Engine e;
+  std::unique_ptr<detail::Pipeline> pipe;  // jobs > 1
+  Impl(DutProfile p, RuleSelection s, size_t m, unsigned jobs) : e(std::move(p), std::move(s), m) {
+    if (jobs > 1) pipe = std::make_unique<detail::Pipeline>(e);
+  }
+};
+
+Checker::Checker(DutProfile profile, RuleSelection selection, size_t max_evidence, unsigned jobs)
+    : impl_(std::make_unique<Impl>(std::move(profile), std::move(selection), max_evidence, jobs)) {}
 Checker::~Checker() = default;
 
 uint32_t Checker::add_point(PointInfo point) {
@@ -1415,18 +1603,28 @@ uint32_t Checker::add_point(PointInfo point) {
 void Checker::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts_ns, wire::Bytes data,
                        wire::LinkType link, uint32_t orig_len) {
   if (point >= impl_->e.points.size()) return;
-  impl_->e.on_frame(point, frame_no, ts_ns, data, link, orig_len);
+  if (impl_->pipe)
+    impl_->pipe->frame(point, frame_no, ts_ns, data, link, orig_len);
+  else
+    impl_->e.on_frame(point, frame_no, ts_ns, data, link, orig_len);
 }
 
 void Checker::prefetch(wire::Bytes data, wire::LinkType link) {
-  impl_->e.prefetch(data, link);
+  if (!impl_->pipe) impl_->e.prefetch(data, link);  // the judging thread prefetches for itself
 }
 
 void Checker::on_decision(const Decision& d) {
-  impl_->e.on_decision(d);
+  if (impl_->pipe)
+    impl_->pipe->decision(d);
+  else
+    impl_->e.on_decision(d);
 }
 
 Report Checker::finish(uint64_t end_ts_ns) {
+  if (impl_->pipe) {
+    impl_->pipe->drain();
+    impl_->pipe.reset();
+  }
   return impl_->e.finish(end_ts_ns);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -68,14 +69,31 @@ std::vector<Decision> parse_decisions(const Trace& t) {
 
 }  // namespace
 
-Report run(const Trace& t, const RuleSelection& sel) {
+std::string all_reports(const Report& r) {
+  std::ostringstream o;
+  write_json(r, o);
+  o << "\n--- junit\n";
+  write_junit(r, o);
+  o << "\n--- markdown\n";
+  write_markdown(r, o);
+  o << "\n--- human\n";
+  write_human(r, o);
+  o << "\n--- annotations\n";
+  for (const Annotation& a : r.annotations)
+    o << a.capture << " " << a.frame << " " << a.text << "\n";
+  return o.str();
+}
+
+namespace {
+
+Report run_jobs(const Trace& t, const RuleSelection& sel, unsigned jobs) {
   DutProfile prof;
   if (!t.profile.empty()) {
     std::string e;
     EXPECT_TRUE(parse_profile(t.profile, "fixture", prof, e)) << e;
   }
   const uint64_t lookahead = prof.tol.decision_lookahead_ns;
-  Checker ck(prof, sel, 50);
+  Checker ck(prof, sel, 50, jobs);
   for (const auto& p : t.points) {
     PointInfo pi;
     pi.path = p.file;
@@ -88,7 +106,9 @@ Report run(const Trace& t, const RuleSelection& sel) {
   size_t di = 0;
   std::vector<uint64_t> frame_no(t.points.size(), 0);
   uint64_t last = 0;
-  for (const auto& f : t.sorted()) {
+  // Alive until finish(): the pipelined checker (jobs > 1) reads the bytes until then.
+  const std::vector<Trace::Frame> frames = t.sorted();
+  for (const auto& f : frames) {
     while (di < decisions.size() && decisions[di].t_ns <= f.ts + lookahead)
       ck.on_decision(decisions[di++]);
     ck.on_frame(f.point, ++frame_no[f.point], f.ts, wire::as_bytes(f.bytes));
@@ -96,6 +116,15 @@ Report run(const Trace& t, const RuleSelection& sel) {
   }
   while (di < decisions.size()) ck.on_decision(decisions[di++]);
   return ck.finish(last);
+}
+
+}  // namespace
+
+Report run(const Trace& t, const RuleSelection& sel) {
+  Report r = run_jobs(t, sel, 1);
+  // Every fixture also goes through the pipelined checker (mrct check -j 2): same report.
+  EXPECT_EQ(all_reports(run_jobs(t, sel, 2)), all_reports(r)) << "the pipelined checker differs";
+  return r;
 }
 
 Report run_files(const Trace& t, const std::string& dir, CheckOptions* used) {
@@ -134,6 +163,12 @@ Report run_files(const Trace& t, const std::string& dir, CheckOptions* used) {
   Report r;
   std::string e;
   EXPECT_TRUE(check_files(o, r, e)) << e;
+  // And check_files() with two threads (mrct check -j 2): the same report.
+  CheckOptions o2 = o;
+  o2.jobs = 2;
+  Report r2;
+  EXPECT_TRUE(check_files(o2, r2, e)) << e;
+  EXPECT_EQ(all_reports(r2), all_reports(r)) << "check_files with jobs = 2 differs";
   if (used) *used = o;
   return r;
 }

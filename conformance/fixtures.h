@@ -40,9 +40,15 @@ struct Trace {
   std::vector<Frame> sorted() const;  // by time, stable
 };
 
-// Runs the checker on the trace in memory (Checker API).
+// Every report the checker writes (JSON, JUnit, Markdown, human) and the annotations, as one text:
+// two runs gave the same report when these are equal.
+std::string all_reports(const Report& r);
+
+// Runs the checker on the trace in memory (Checker API), on one thread and pipelined on two
+// (jobs = 2), and expects the same report from both.
 Report run(const Trace& t, const RuleSelection& sel = {});
-// Writes the trace as pcapng files, profile and decision log into `dir` and runs check_files.
+// Writes the trace as pcapng files, profile and decision log into `dir` and runs check_files
+// (also with jobs = 2, expecting the same report).
 // Capture attribution comes from the file names (<node>-eth0) and the profile's nodes.
 Report run_files(const Trace& t, const std::string& dir, CheckOptions* used = nullptr);
 

@@ -1113,7 +1113,7 @@ struct Engine {
   uint64_t next_sweep = 0;
   std::vector<CaptureSummary> capture_summaries;
 
-  wire::DecodedFrame frame;  // reused per frame
+  wire::DecodedFrame decoded;  // on_frame() decodes into it, frame after frame
   // The frame announced by prefetch(): its merge key, so that on_frame() does not hash it again.
   const std::byte* ahead_data = nullptr;
   size_t ahead_size = 0;
@@ -1134,6 +1134,21 @@ struct Engine {
   // --- dispatch (engine.cc)
   void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                 wire::LinkType link, uint32_t orig_len);
+  // The pipelined checker (Checker with jobs > 1) splits on_frame() in two: decode_stage() on the
+  // thread that reads the captures (it needs no engine state: decode, then the ICRC), and
+  // on_decoded() with the rest on the thread that judges. Same verdicts as on_frame().
+  static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                           wire::DecodedFrame& f);
+  void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
+                  wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok);
+  void tick(uint64_t ts);  // the clock and the periodic sweep, per frame
+  uint64_t take_early_key(wire::Bytes data, wire::LinkType link);
+  template <bool C>
+  using FrameT = std::conditional_t<C, const wire::DecodedFrame, wire::DecodedFrame>;
+  template <bool IcrcDone>
+  void judge_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
+                   wire::LinkType link, uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok,
+                   uint64_t early_key);
   void on_decision(const Decision& d);
   void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);

@@ -268,7 +268,12 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
       return false;
     }
   const uint64_t lookahead = prof.tol.decision_lookahead_ns;
-  Checker ck(prof, opts.rules, opts.max_evidence);
+  // The pipelined checker keeps each frame's bytes until it has judged them: a mapped file's
+  // records stay valid while its reader is open, a pipe's chunk does not.
+  const bool files =
+      std::all_of(opts.captures.begin(), opts.captures.end(),
+                  [](const CaptureInput& c) { return detail::regular_file(c.path); });
+  Checker ck(prof, opts.rules, opts.max_evidence, files ? opts.jobs : 1);
   std::vector<Source> src;
   std::vector<PointInfo> pts;
   if (!open_sources(opts, prof, src, pts, error)) return false;

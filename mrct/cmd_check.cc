@@ -46,6 +46,11 @@ Run add_check(CLI::App& app) {
   app.add_flag("--fail-on-warn", a->opts.fail_on_warn, "exit 1 on warnings too");
   app.add_flag("-q,--quiet", a->opts.quiet, "no human summary");
   app.add_option("--max-evidence", a->opts.max_evidence, "evidence items kept per rule");
+  app.add_option("-j,--jobs", a->opts.jobs,
+                 "threads: 2 or more decode the frames (and verify their ICRCs) on one thread "
+                 "while another judges them; the report is byte for byte the one of -j 1. "
+                 "Captures read from a pipe or device are checked on one thread")
+      ->check(CLI::Range(1u, 256u));
   app.footer(
       "Exit codes: 0 CONFORMING, 1 NOT CONFORMING (a rule failed; a warning too with "
       "--fail-on-warn), 2 usage or input error, 3 INCONCLUSIVE: no frame was recognised as MRC "

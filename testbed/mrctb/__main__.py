@@ -8,6 +8,7 @@
   cleanup-stale  kill what a builder killed by SIGKILL left behind (root)
   run            run one scenario end to end: verdict + artifacts (root; `mrct run`)
   suite          run a directory of scenarios against an implementation (root; `mrct suite`)
+  suite merge    combine the reports of suite shards (--shard I/N) into one      (no root)
   validate       check scenario files without running them                (no root)
 
 Exit codes: 0 ok, 1 a check failed (up --check) or something was left behind, 2 usage or input
@@ -206,9 +207,13 @@ def main(argv=None) -> int:
 
     cli.add_run_parser(sub)
     cli.add_suite_parser(sub)
+    cli.add_suite_merge_parser(sub)
     p = sub.add_parser("validate", help="check scenario files (no root)")
     p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     p.set_defaults(func=cmd_validate)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["suite", "merge"]:  # `mrct suite merge DIR...`
+        argv[:2] = ["suite-merge"]
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 RUN_HELP = """Run one scenario end to end (root): build the fabric, start the endpoints, the
@@ -61,9 +62,17 @@ def add_suite_parser(sub) -> None:
                    help="run each scenario's listed mutants (expect.mutants) instead; a case "
                    "passes when the checker fails the rule the mutant breaks")
     p.add_argument("--seed", type=int)
+    p.add_argument("--seeds", default="", help="seed sweep, e.g. 1-10 or 3,7,11: every scenario "
+                   "runs once per seed (cases NAME@sSEED); the matrix is scenario x DUT x seed")
+    p.add_argument("--shard", default="", metavar="I/N",
+                   help="run share I of N of the matrix (cases whose index is I-1 modulo N); "
+                   "`mrct suite merge DIR...` combines the N shards' reports into the "
+                   "unsharded run's")
     p.add_argument("--out", help="artifacts directory (default artifacts/suite-NAME-TIME)")
     p.add_argument("--mrct")
-    p.add_argument("--dut", default="", help="DUT profile (TOML)")
+    p.add_argument("--dut", action="append", default=[],
+                   help="DUT profile (TOML); repeatable: every case runs against each (cases "
+                   "NAME@DUT when more than one)")
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--keep-captures", choices=("all", "failed", "none"), default="failed",
                    help="keep each scenario's pcaps, only for cases that did not pass "
@@ -129,10 +138,16 @@ def cmd_suite(args) -> int:
     from . import run as runlib
     from . import suite as suitelib
 
+    try:
+        seeds = suitelib.parse_seeds(args.seeds) if args.seeds else []
+        shard = suitelib.parse_shard(args.shard) if args.shard else None
+    except runlib.UsageError as err:
+        print(f"mrct suite: {err}", file=sys.stderr)
+        return 2
     opts = suitelib.SuiteOptions(paths=args.paths, out_dir=args.out, filter=args.filter,
                                  tags=args.tag, exclude_tags=args.exclude_tag,
                                  jobs=max(1, args.jobs), mutants=args.mutants, seed=args.seed,
-                                 mrct=args.mrct, dut_path=args.dut,
+                                 mrct=args.mrct, dut_paths=args.dut, seeds=seeds, shard=shard,
                                  reference=not args.no_reference, strict=args.strict,
                                  summary_file=args.summary, progress=not args.quiet,
                                  name=args.name, keep_captures=args.keep_captures,
@@ -140,7 +155,7 @@ def cmd_suite(args) -> int:
                                  script_tolerance=args.script_tolerance)
     try:
         if args.list:
-            for case in suitelib.collect(opts):
+            for case in suitelib.plan(opts)[1]:
                 tags = (" ".join(case.scenario.tags) if case.scenario else
                         " ".join(case.script.tags) if case.script else "INVALID: " + case.error)
                 print(f"{case.name}\t{case.path}\t{tags}")
@@ -150,3 +165,36 @@ def cmd_suite(args) -> int:
         print(f"mrct suite: {err}", file=sys.stderr)
         return 2
     return suitelib.exit_code(results, args.strict)
+
+
+MERGE_HELP = """Combine the reports of a suite run in shards (mrct suite --shard I/N, one
+directory per shard) into one: suite.json, suite.xml and suite.md as the unsharded run writes
+them, results in matrix order. Refuses (exit 2, naming the file and field) shards of different
+runs, a shard given twice or missing, and a case in no shard or in two.
+
+Exit codes: 0 nothing failed, 1 a case failed (as mrct suite), 2 usage or input error."""
+
+
+def add_suite_merge_parser(sub) -> None:
+    p = sub.add_parser("suite-merge", help="merge the reports of suite shards (no root)",
+                       description=MERGE_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dirs", nargs="+", metavar="SHARD_DIR", help="each shard's --out directory")
+    p.add_argument("--out", required=True, help="directory for the merged reports")
+    p.add_argument("--summary", default="", help="append the Markdown table to this file "
+                   "(e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--strict", action="store_true", help="unsupported and not-run fail too")
+    p.set_defaults(func=cmd_suite_merge)
+
+
+def cmd_suite_merge(args) -> int:
+    from . import suite as suitelib
+
+    try:
+        doc = suitelib.merge_shards(args.dirs)
+    except suitelib.MergeError as err:
+        print(f"mrct suite merge: {err}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    suitelib.write_reports(doc, args.out, args.summary)
+    return suitelib.exit_code(doc["results"], args.strict)

@@ -7,6 +7,12 @@ N scenarios at once in separate processes (fabric builds are serialised by a loc
 Conformance scripts (*.mrcs, docs/scripts.md) under the same paths run next to the scenarios:
 each through `mrct script run` (the engine target by default, --script-target netns for the
 wire), with the same tag selection and mutant mode, merged into the same reports.
+
+The cases form a matrix: scenario (or mutant) x DUT profile (--dut, repeatable) x seed (--seeds,
+a sweep). --shard I/N runs the cases whose index in that matrix is I-1 modulo N, so that N
+machines share a library; `mrct suite merge DIR...` puts the N shards' results back into one
+report, the one the unsharded run writes (see normalise_*: timings and the artifacts directory
+differ from run to run, nothing else may).
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ class SuiteOptions:
     keep_captures: str = "failed"
     script_target: str = "engine"  # engine | netns (mrct script run --target)
     script_tolerance: str = ""     # mrct script run --tolerance ("" = each script's own)
+    dut_paths: list = dataclasses.field(default_factory=list)  # more DUTs: the matrix's axis
+    seeds: list = dataclasses.field(default_factory=list)      # a seed sweep (overrides seed)
+    shard: tuple | None = None     # (I, N): run the share I of N (1-based) of the matrix
 
 
 @dataclasses.dataclass
@@ -70,6 +79,72 @@ class Case:
     mutant: str = ""
     error: str = ""
     script: ScriptMeta | None = None
+    seed: int | None = None
+    dut_path: str = ""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """"1,2,5-8" -> [1, 2, 5, 6, 7, 8] (order kept, duplicates refused)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise runlib.UsageError(f"--seeds {text!r}: {part!r} is not a seed or a range A-B")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a or b - a >= 100000:
+            raise runlib.UsageError(f"--seeds {text!r}: {part!r} is not a range A-B with A <= B")
+        out += range(a, b + 1)
+    if len(set(out)) != len(out):
+        raise runlib.UsageError(f"--seeds {text!r}: a seed is listed twice")
+    return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """"2/4" -> (2, 4)."""
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise runlib.UsageError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 2/4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def dut_paths(opts: SuiteOptions) -> list[str]:
+    """The DUT axis of the matrix: "" is the reference endpoint."""
+    return ([opts.dut_path] if opts.dut_path else []) + list(opts.dut_paths) or [""]
+
+
+def matrix(opts: SuiteOptions, cases: list[Case], dut_names: dict) -> list[Case]:
+    """The (case x DUT x seed) matrix, in a fixed order: the collected cases (sorted discovery),
+    then the DUTs as given, then the seeds as given. Names get @DUT and @sSEED when the axis has
+    more than one value. Scripts take no seed, so they are crossed with the DUTs only (a DUT
+    plays a script through its profile's script mode)."""
+    duts = dut_paths(opts)
+    seeds = list(opts.seeds) or [opts.seed]
+    out = []
+    for c in cases:
+        if c.script is not None:
+            for d in duts:
+                name = c.name + ("@" + dut_names[d] if len(duts) > 1 else "")
+                out.append(dataclasses.replace(c, name=name, dut_path=d))
+            continue
+        for d in duts:
+            for sd in seeds:
+                name = c.name
+                if len(duts) > 1:
+                    name += "@" + dut_names[d]
+                if len(seeds) > 1:
+                    name += f"@s{sd}"
+                out.append(dataclasses.replace(c, name=name, seed=sd, dut_path=d))
+    return out
+
+
+def shard_of(cases: list[Case], shard: tuple | None) -> list[Case]:
+    """Share I of N: the cases whose matrix index is I-1 modulo N (round robin, so that each
+    shard gets a mix of the library's directories)."""
+    if not shard:
+        return cases
+    i, n = shard
+    return [c for k, c in enumerate(cases) if k % n == i - 1]
 
 
 def discover_scripts(path: str) -> list[str]:
@@ -155,10 +230,10 @@ def run_script_case(case: Case, case_out: str, opts: SuiteOptions) -> dict:
     res_path = os.path.join(case_out, "result.json")
     argv = [opts.mrct, "script", "run", case.path, "--target", opts.script_target,
             "--json", res_path, "--pcap-dir", case_out, "-q"]
-    if opts.dut_path:
+    if case.dut_path:
         # The DUT plays the implementation over the wire through its profile's script mode;
         # a profile without one cannot run scripts (said, not passed).
-        dut = dutlib.load(opts.dut_path)
+        dut = dutlib.load(case.dut_path)
         if dutlib.SCRIPT not in dut.commands:
             res = _error_result(case, f"DUT {dut.name} has no script mode (a `script` command "
                                 "template, ci/dut/README.md)")
@@ -172,7 +247,7 @@ def run_script_case(case: Case, case_out: str, opts: SuiteOptions) -> dict:
             res["kind"] = "script"
             return res
         argv = [opts.mrct, "script", "run", case.path, "--target", "netns", "--dut",
-                opts.dut_path, "--json", res_path, "--pcap-dir", case_out, "-q"]
+                case.dut_path, "--json", res_path, "--pcap-dir", case_out, "-q"]
     if case.mutant:
         argv += ["--mutant", case.mutant]
     if opts.script_tolerance:
@@ -219,10 +294,30 @@ def _mutant_verdict(res: dict) -> dict:
     return out
 
 
+def load_duts(opts: SuiteOptions) -> dict:
+    """DUT profile path -> Dut ("" -> the reference); two DUTs may not share a name."""
+    paths = dut_paths(opts)
+    if len(set(paths)) != len(paths):
+        raise runlib.UsageError("--dut: a DUT profile is given twice")
+    duts = {p: (dutlib.load(p) if p else dutlib.REFERENCE) for p in paths}
+    names = [d.name for d in duts.values()]
+    if len(set(names)) != len(names):
+        raise runlib.UsageError("--dut: two DUT profiles have the same name: "
+                                + ", ".join(sorted(names)))
+    return duts
+
+
+def plan(opts: SuiteOptions) -> tuple[list[Case], list[Case], dict]:
+    """(the whole matrix, this shard's cases, the DUTs)."""
+    duts = load_duts(opts)
+    full = matrix(opts, collect(opts), {p: d.name for p, d in duts.items()})
+    return full, shard_of(full, opts.shard), duts
+
+
 def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
     runlib.require_root()
-    dut = dutlib.load(opts.dut_path) if opts.dut_path else dutlib.REFERENCE
-    cases = collect(opts)
+    full, cases, duts = plan(opts)
+    dut_label = ", ".join(d.name for d in duts.values())
     # One binary for the whole suite (a build finishing elsewhere must not change it midway).
     try:
         opts = dataclasses.replace(opts, mrct=tools.find(opts.mrct, ("endpoint",)).path)
@@ -235,7 +330,8 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
                                                          f"suite-{name}-{stamp}"))
     os.makedirs(out, exist_ok=True)
     console = sys.stderr
-    print(f"suite {name}: {len(cases)} case(s) against {dut.name}; mrct {opts.mrct}; "
+    share = f" (shard {opts.shard[0]}/{opts.shard[1]} of {len(full)})" if opts.shard else ""
+    print(f"suite {name}: {len(cases)} case(s){share} against {dut_label}; mrct {opts.mrct}; "
           f"artifacts {out}", file=console, flush=True)
     t0 = time.monotonic()
     results: list[dict] = [None] * len(cases)  # type: ignore[list-item]
@@ -249,7 +345,8 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
             return _error_result(case, case.error)
         if opts.jobs > 1:
             return _run_subprocess(case, case_out, opts)
-        ropts = runlib.RunOptions(out_dir=case_out, seed=opts.seed, mrct=opts.mrct, dut=dut,
+        ropts = runlib.RunOptions(out_dir=case_out, seed=case.seed, mrct=opts.mrct,
+                                  dut=duts[case.dut_path],
                                   mutant=case.mutant, reference=opts.reference,
                                   reference_cache=cache, progress=opts.progress,
                                   console=console, keep_captures=opts.keep_captures)
@@ -290,35 +387,154 @@ def run_suite(opts: SuiteOptions) -> tuple[list[dict], str]:
     wall = time.monotonic() - t0
     for r in results:
         r.setdefault("tags", [])
-    doc = {"schema": SUITE_SCHEMA, "name": name, "dut": dut.name, "wall_s": round(wall, 2),
+    doc = {"schema": SUITE_SCHEMA, "name": name, "dut": dut_label, "wall_s": round(wall, 2),
            "counts": reportlib.suite_counts(results), "mutants": opts.mutants,
+           "matrix": [c.name for c in full],
            "results": [{k: v for k, v in r.items() if k not in ("endpoints",)}
                        for r in results]}
-    with open(os.path.join(out, "suite.json"), "w") as f:
-        json.dump(doc, f, indent=2, default=str)
-    with open(os.path.join(out, "suite.xml"), "w") as f:
-        f.write(reportlib.suite_junit(results, name))
-    md = reportlib.suite_markdown(results, name, dut.name, wall)
-    with open(os.path.join(out, "suite.md"), "w") as f:
-        f.write(md)
-    if opts.summary_file:
-        with open(opts.summary_file, "a") as f:
+    if opts.shard:
+        doc["shard"] = {"index": opts.shard[0], "count": opts.shard[1]}
+    write_reports(doc, out, opts.summary_file)
+    return results, out
+
+
+def write_reports(doc: dict, out: str, summary_file: str = "") -> None:
+    """suite.json, suite.xml and suite.md from a suite document; each file is written whole
+    (temporary file, then rename) or not at all."""
+    results, name, wall = doc["results"], doc["name"], doc["wall_s"]
+    md = reportlib.suite_markdown(results, name, doc["dut"], wall)
+    texts = {"suite.json": json.dumps(doc, indent=2, default=str),
+             "suite.xml": reportlib.suite_junit(results, name), "suite.md": md}
+    for fname, text in texts.items():
+        tmp = os.path.join(out, fname + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(out, fname))
+    if summary_file:
+        with open(summary_file, "a") as f:
             f.write(md + "\n")
     print("\n" + reportlib.suite_matrix(results), flush=True)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(doc["counts"].items()))
     print(f"\n{len(results)} case(s): {counts}; wall time {wall:.1f} s", flush=True)
     print(f"artifacts: {out} (suite.md, suite.xml, suite.json)", flush=True)
-    return results, out
+
+
+class MergeError(Exception):
+    """A shard directory that cannot be merged (exit 2); the message names the file and field."""
+
+
+def merge_shards(dirs: list[str]) -> dict:
+    """The suite document of the unsharded run from the N shards' suite.json: same matrix, same
+    name, DUTs and mode in every shard, each index 1..N exactly once, each matrix case exactly
+    once. Results in matrix order; wall_s is the longest shard's (they ran side by side)."""
+    docs = []
+    for d in dirs:
+        path = os.path.join(d, "suite.json")
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except OSError as err:
+            raise MergeError(f"{path}: cannot read: {err.strerror}") from None
+        except json.JSONDecodeError as err:
+            raise MergeError(f"{path}: line {err.lineno}: not JSON: {err.msg}") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SUITE_SCHEMA:
+            raise MergeError(f"{path}: schema: expected {SUITE_SCHEMA!r}")
+        for key, kind in (("name", str), ("dut", str), ("matrix", list), ("results", list),
+                          ("shard", dict), ("wall_s", (int, float))):
+            if not isinstance(doc.get(key), kind):
+                raise MergeError(f"{path}: {key}: missing or not a "
+                                 f"{getattr(kind, '__name__', 'number')}"
+                                 + (" (not a shard: run with --shard I/N)"
+                                    if key == "shard" else ""))
+        sh = doc["shard"]
+        if not (isinstance(sh.get("index"), int) and isinstance(sh.get("count"), int)
+                and 1 <= sh["index"] <= sh["count"]):
+            raise MergeError(f"{path}: shard: expected index and count with "
+                             f"1 <= index <= count, got {sh!r}")
+        docs.append((path, doc))
+    if not docs:
+        raise MergeError("no shard directories given")
+    first_path, first = docs[0]
+    n = first["shard"]["count"]
+    for path, doc in docs[1:]:
+        for key in ("name", "dut", "mutants", "matrix"):
+            if doc.get(key) != first.get(key):
+                raise MergeError(f"{path}: {key}: differs from {first_path} (shards of one "
+                                 "suite run the same library, DUTs and seeds)")
+        if doc["shard"]["count"] != n:
+            raise MergeError(f"{path}: shard.count: {doc['shard']['count']}, but "
+                             f"{first_path} has {n}")
+    seen: dict = {}
+    for path, doc in docs:
+        i = doc["shard"]["index"]
+        if i in seen:
+            raise MergeError(f"{path}: shard.index: {i} again (also {seen[i]})")
+        seen[i] = path
+    missing = sorted(set(range(1, n + 1)) - set(seen))
+    if missing:
+        raise MergeError(f"shard(s) {', '.join(f'{i}/{n}' for i in missing)} missing: "
+                         f"{len(docs)} of {n} given")
+    by_name: dict = {}
+    for path, doc in docs:
+        for k, r in enumerate(doc["results"]):
+            name = r.get("scenario") if isinstance(r, dict) else None
+            if name not in first["matrix"]:
+                raise MergeError(f"{path}: results[{k}].scenario: {name!r} is not in the matrix")
+            if name in by_name:
+                raise MergeError(f"{path}: results[{k}].scenario: {name!r} also in "
+                                 f"{by_name[name][0]}")
+            by_name[name] = (path, r)
+    absent = [m for m in first["matrix"] if m not in by_name]
+    if absent:
+        raise MergeError(f"{len(absent)} case(s) of the matrix in no shard: "
+                         + ", ".join(absent[:5]) + (" ..." if len(absent) > 5 else ""))
+    results = [by_name[m][1] for m in first["matrix"]]
+    out = {"schema": SUITE_SCHEMA, "name": first["name"], "dut": first["dut"],
+           "wall_s": max(doc["wall_s"] for _, doc in docs),
+           "counts": reportlib.suite_counts(results), "mutants": first.get("mutants", False),
+           "matrix": first["matrix"], "results": results}
+    return out
+
+
+# What may differ between two runs of the same matrix whose reports are "identical": the times
+# (wall_s, each result's timings, JUnit time attributes, the Markdown time column and wall time),
+# the artifacts directory each run wrote into (each result's paths below it), and the buffer
+# addresses a script's frame dumps print (va=0x..., heap addresses of the engine target's
+# process: they change with address-space randomisation from one run of a case to the next).
+def normalise_json(doc: dict, out_dirs: list) -> dict:
+    def walk(x):
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items() if k not in ("wall_s", "timings")}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, str):
+            return _unprefix(x, out_dirs)
+        return x
+    return walk(doc)
+
+
+def normalise_text(text: str, out_dirs: list) -> str:
+    text = re.sub(r'time="[0-9.]+"', 'time=""', _unprefix(text, out_dirs))
+    text = re.sub(r"wall time [0-9.]+ s", "wall time - s", text)
+    return re.sub(r"^(\| [^\n]*? \| [^|\n]* \| )[0-9.]+( \|)", r"\1-\2", text, flags=re.M)
+
+
+def _unprefix(s: str, out_dirs: list) -> str:
+    # Each run writes below its own directory (suite/<case>/..., shard-1/<case>/...): the
+    # merged report's results point into the shards' directories.
+    for d in out_dirs:
+        s = s.replace(os.path.abspath(d).rstrip("/") + "/", "<out>/")
+    return re.sub(r"\bva=0x[0-9a-f]+", "va=0x-", s)
 
 
 def _run_subprocess(case: Case, case_out: str, opts: SuiteOptions) -> dict:
     argv = [sys.executable, "-m", "mrctb", "run", case.path, "--out", case_out, "--quiet"]
-    if opts.seed is not None:
-        argv += ["--seed", str(opts.seed)]
+    if case.seed is not None:
+        argv += ["--seed", str(case.seed)]
     if opts.mrct:
         argv += ["--mrct", opts.mrct]
-    if opts.dut_path:
-        argv += ["--dut", opts.dut_path]
+    if case.dut_path:
+        argv += ["--dut", case.dut_path]
     if case.mutant:
         argv += ["--mutant", case.mutant]
     if not opts.reference:
