@@ -2,6 +2,8 @@
 # The API suite can fail: run it against the shim (testdata/mrc_shim.c) that wraps the reference
 # lib_mrc.so and breaks one behaviour per MRC_SHIM_BREAK value; each breakage must be caught by
 # its own test ID(s) and no other. Prints the mutant table. Usage: SCRIPT MRCT SHIM_SO
+# The breakages of the two-node tests (MRC-API-043..049) run the whole suite with
+# --peer-lib SHIM (both nodes broken alike); the others run the one-node suite.
 set -euo pipefail
 mrct=$1
 shim=$2
@@ -13,8 +15,17 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export MRC_SOFT_IO=loopback
 # mode | breakage | test IDs that must fail (exactly) | test IDs that must read unsupported
+# (a mode listed in two_node runs with --peer-lib)
+two_node=" none trunc_1m byte_len_16bit late_completion no_retries dereg_noop mr_oversize mr_remote_write "
 cases=(
   "none|pass-through (no breakage)||"
+  "trunc_1m|a WRITE of 1 MiB or more loses its last byte|MRC-API-043|"
+  "byte_len_16bit|receive completions' byte_len kept in 16 bits|MRC-API-044|"
+  "late_completion|the 20th WRITE completion held back behind the next one of its QP|MRC-API-045|"
+  "no_retries|the configured retries ignored (none made), read back as set|MRC-API-046|"
+  "dereg_noop|ibv_dereg_mr leaves the MR and its rkey valid|MRC-API-047|"
+  "mr_oversize|an MR reaches past its registered length|MRC-API-048|"
+  "mr_remote_write|ibv_reg_mr grants remote write not asked for|MRC-API-049|"
   "busy_errno|wrong errno: destroy_context EINVAL instead of EBUSY|MRC-API-008|"
   "accept_read|post_send accepts RDMA READ|MRC-API-025|"
   "no_state_check|modify_qp RESET -> RTR accepted|MRC-API-014|"
@@ -32,12 +43,15 @@ cases=(
   "no_ev_event|the EV event CQ never delivers an event|MRC-API-035|"
 )
 status=0
-printf '| MRC_SHIM_BREAK | breakage | failed test IDs | expected | verdict |\n|---|---|---|---|---|\n'
+printf '| MRC_SHIM_BREAK | breakage | suite | failed test IDs | expected | verdict |\n|---|---|---|---|---|---|\n'
 for c in "${cases[@]}"; do
   IFS='|' read -r mode what want_fail want_unsup <<< "$c"
   rc=0
-  MRC_SHIM_BREAK=$mode "$mrct" api-suite --lib "$shim" --timeout 8 -q --json "$out/$mode.json" \
-    > "$out/$mode.log" 2>&1 || rc=$?
+  peer=()
+  limit=8  # seconds per test: the hang is caught at this
+  case "$two_node" in *" $mode "*) peer=(--peer-lib "$shim"); limit=30 ;; esac
+  MRC_SHIM_BREAK=$mode "$mrct" api-suite --lib "$shim" "${peer[@]}" --timeout $limit -q \
+    --json "$out/$mode.json" > "$out/$mode.log" 2>&1 || rc=$?
   got=$(/usr/bin/python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -51,8 +65,9 @@ print(" ".join(sorted(t["id"] for t in r["tests"] if t["status"] == "unsupported
   for u in $want_unsup; do grep -qw "$u" <<< "$got_unsup" || verdict="WRONG ($u not unsupported)"; done
   want_rc=0; [ -n "$want_fail" ] && want_rc=1
   [ "$rc" = "$want_rc" ] || verdict="WRONG (exit $rc)"
-  printf '| %s | %s | %s | %s | %s |\n' "$mode" "$what" "${got_fail:--}" "${want_fail:--}" \
-    "$verdict"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$mode" "$what" \
+    "$([ ${#peer[@]} = 0 ] && echo one-node || echo +two-node)" "${got_fail:--}" \
+    "${want_fail:--}" "$verdict"
   [ "$verdict" = ok ] || { status=1; cat "$out/$mode.log"; }
 done
 exit $status
