@@ -411,8 +411,16 @@ Result run_one(const TestDef& def, const Options& o) {
     r.status = a.first == Status::kFail || b.first == Status::kFail ? Status::kFail
                : a.first != Status::kPass                           ? a.first
                                                                     : b.first;
-    for (const auto& [name, oc] : {std::pair{"node A", a}, std::pair{"node B", b}}) {
-      if (oc.second.empty()) continue;
+    // A node that failed only because the other ended first adds nothing to the other's reason.
+    auto echo = [](const std::pair<Status, std::string>& oc) {
+      return oc.second.starts_with("the peer node ended") ||
+             oc.second.starts_with("the peer node is gone");
+    };
+    const bool drop_a = echo(a) && b.first == Status::kFail && !echo(b);
+    const bool drop_b = echo(b) && a.first == Status::kFail && !echo(a);
+    for (const auto& [name, oc, drop] :
+         {std::tuple{"node A", a, drop_a}, std::tuple{"node B", b, drop_b}}) {
+      if (oc.second.empty() || drop) continue;
       r.detail += (r.detail.empty() ? "" : "; ") + std::string(name) + ": " + oc.second;
     }
   }

@@ -69,7 +69,8 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   if (mrc_attr) {
     copy = *mrc_attr;
     /* the configured retries ignored (none made), though they read back as set. */
-    if (breaks("no_retries") && (mrc_attr_mask & MRC_QP_RETRY_CNT)) {
+    if (breaks("no_retries") && (mrc_attr_mask & MRC_QP_RETRY_CNT) && copy.retry.linear_cnt <= 7 &&
+        copy.retry.exp_cnt <= 25) {
       g_retry_set = copy.retry;
       copy.retry.linear_cnt = 0;
       copy.retry.exp_cnt = 0;
