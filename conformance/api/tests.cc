@@ -1738,7 +1738,6 @@ void t2_order(Fixture& f, Link& l) {
   ibv_mr* ms = n.mr(src);
   ibv_mr* md = n.mr(dst);
   const Target theirs = l.swap(Target{addr_of(dst.data()), md->rkey, 0}, "the peer's buffer");
-  std::vector<uint32_t> qpn_index(kQps);
   std::map<uint32_t, int> index_of_qpn;
   for (int q = 0; q < kQps; ++q) index_of_qpn[n.qpn(qps[q])] = q;
   for (int writer = 0; writer < 2; ++writer) {
