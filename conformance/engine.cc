@@ -256,6 +256,9 @@ int64_t Flow::unwrap(uint32_t psn) {
 namespace {
 constexpr size_t kMaxWindow = 65536;  // > max MPR (32640 PSNs) with room for late retransmits
 constexpr int64_t kMaxJump = 8192;    // largest forward step of the window at once
+// The injector's log stamps a drop when its relay reads the frame, after a capture on the
+// switch end of the link stamped it; allow for the two clocks' reading order.
+constexpr uint64_t kProbeDropSlackNs = 1'000'000;
 }  // namespace
 
 PsnRec* Flow::rec_create(int64_t ext) {
@@ -1097,6 +1100,10 @@ void Engine::on_decision(const Decision& d) {
     if (info->kind == wire::PacketKind::kMrcSack)
       std::erase_if(fl->probe_ans, [&](const auto& kv) { return kv.second.since <= d.t_ns; });
   }
+  if (d.action == DecisionAction::kDrop && info->kind == wire::PacketKind::kMrcProbe) {
+    fl->probe_drops.push_back(d.t_ns);
+    while (fl->probe_drops.size() > 256) fl->probe_drops.pop_front();
+  }
   if (info->kind == wire::PacketKind::kMrcNack && d.psn) {
     // The responder sent a NACK for this PSN: a pending trim obligation is met even when the
     // injector then drops the NACK.
@@ -1225,9 +1232,22 @@ Report Engine::finish(uint64_t end_ts) {
     const bool probe_fate_known = responder_captured(fl) || decisions > 0;
     if (!fl.probe_ans.empty() && !probe_fate_known)
       na(PRB_002, "needs the responder's capture or the injector's decision log");
+    // A probe seen only at a capture on the responder's link ("side": "link", the switch end of
+    // its cable, upstream of the injector's relay) has not reached the responder if the injector
+    // dropped a probe of the flow after it was seen there; the log names no probe id, so every
+    // probe then waiting may be the one (as for a dropped SACK above).
+    auto dropped_on_link = [&](const Pending& pd) {
+      if (pd.point >= points.size() || !points[pd.point].info.link_side) return false;
+      return std::any_of(fl.probe_drops.begin(), fl.probe_drops.end(),
+                         [&](uint64_t t) { return t + kProbeDropSlackNs >= pd.since; });
+    };
     for (auto& [id, pd] : fl.probe_ans) {
       if (!old_enough(pd.since) || !probe_fate_known) continue;
       judge(PRB_002);
+      if (dropped_on_link(pd)) {
+        excuse(PRB_002);
+        continue;
+      }
       fail_at(PRB_002, pd.point, pd.frame, pd.since,
               "reliability probe id " + std::to_string(id) +
                   " reached the responder; no SACK with PR=1 answered it");

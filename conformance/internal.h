@@ -777,7 +777,9 @@ struct Flow {
   std::deque<std::pair<int64_t, uint64_t>> ack_order;
   std::vector<Pending> ce_echo;           // RSP-006
   std::map<uint16_t, Pending> probe_ans;  // PRB-002
-  uint64_t rx_bytes = 0;                  // Σ max(payload, 1 KiB) of data arrivals
+  // When the injector dropped a reliability probe of this flow (its log names no probe id).
+  std::deque<uint64_t> probe_drops;  // PRB-002
+  uint64_t rx_bytes = 0;             // Σ max(payload, 1 KiB) of data arrivals
 
   // CC.
   uint64_t inflight_bytes = 0;

@@ -1809,5 +1809,37 @@ TEST(PrbRules, AMissingReverseProbeGapCarriesItsIntervalAndPort) {
   }
 }
 
+// A probe seen at a capture of the responder's link (`side`), then `action` in the injector's
+// log for a probe of the flow 1 us after it was seen there; no answer.
+Trace probe_after_capture(const char* side, const char* action) {
+  Trace t;
+  t.profile = fixtures::profile(
+      std::string(R"({"captures": {"h2-eth0.pcapng": {"node": "h2", "port": 1, "side": ")") + side +
+          R"("}}})",
+      "{}");
+  Session s(t);
+  clean_base(s);
+  s.probe(3, 0x00050101, false);
+  s.decision(s.now + s.one_way + 1 * kUs, action, 0, 0xDE, 0x00050101);
+  s.advance(20 * kUs);
+  tail(s);
+  return t;
+}
+
+// The switch end of the responder's cable is upstream of the injector's relay: a probe seen there
+// and then dropped by the injector never reached the responder, so its missing answer is no
+// MRC-PRB-002 failure. Seen on the responder's own interface, or passed by the injector, the
+// missing answer fails.
+TEST(ProbeRules, AProbeDroppedAfterALinkSideCaptureIsNotUnanswered) {
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_probe_drop";
+  const Report link = fixtures::run_files(probe_after_capture("link", "drop"), dir + "_link");
+  EXPECT_NE(link.result("MRC-PRB-002")->status, Status::kFail) << failing_summary(link);
+  const Report own = fixtures::run_files(probe_after_capture("own", "drop"), dir + "_own");
+  EXPECT_EQ(own.result("MRC-PRB-002")->status, Status::kFail) << failing_summary(own);
+  const Report passed = fixtures::run_files(probe_after_capture("link", "pass"), dir + "_pass");
+  EXPECT_EQ(passed.result("MRC-PRB-002")->status, Status::kFail) << failing_summary(passed);
+}
+
 }  // namespace
 }  // namespace mrc::check

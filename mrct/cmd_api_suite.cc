@@ -55,6 +55,11 @@ Run add_api_suite(CLI::App& app) {
   app.add_option("--lib", a->opts.lib, "the lib_mrc.so under test (dlopen path)")->required();
   app.add_option("--device", a->opts.device,
                  "verbs device to test (default: the first one mrc_query_device calls MRC)");
+  app.add_option("--peer-lib", a->opts.peer_lib,
+                 "also run the two-node tests (MRC-API-043..049): node B binds this library "
+                 "(the same one, or the reference); two network namespaces and a veth pair are "
+                 "made for them and removed (root)");
+  app.add_option("--peer-device", a->opts.peer_device, "verbs device of node B (with --peer-lib)");
   app.add_option("--junit", a->junit, "write JUnit XML (one testcase per test ID)");
   app.add_option("--json", a->json, "write the JSON report here ('-' = stdout)");
   app.add_option("--md", a->md, "write a Markdown report");
@@ -67,8 +72,11 @@ Run add_api_suite(CLI::App& app) {
       "Each test runs in its own forked process that dlopens the library: a crash or hang is "
       "that test's failure. Statuses: pass, fail, unsupported (an optional feature the library "
       "does not advertise), informational (the OCP text leaves it open: reported, not judged). "
-      "Exit 0: no failure; 1: some test failed; 2: bad options or the library cannot be "
-      "loaded.\nTest IDs: mrct rules (docs/rules.md, section API conformance suite).");
+      "Two-node tests (MRC-API-043..049: data, immediates, ordering, error completions) run "
+      "only with --peer-lib, node A on --lib and node B on --peer-lib in two network "
+      "namespaces. Exit 0: no failure; 1: some test failed; 2: bad options, a library cannot be "
+      "loaded or the namespaces cannot be made.\nTest IDs: mrct rules (docs/rules.md, section API "
+      "conformance suite).");
   return [a] {
     for (const std::string& id : a->opts.only) {
       bool known = false;
@@ -77,13 +85,30 @@ Run add_api_suite(CLI::App& app) {
         std::cerr << "mrct api-suite: --only: unknown test ID '" << id << "' (see mrct rules)\n";
         return kExitUsage;
       }
+      if (mrc::api::is_two_node(id) && a->opts.peer_lib.empty()) {
+        std::cerr << "mrct api-suite: --only: " << id
+                  << " is a two-node test: give --peer-lib (the library of node B)\n";
+        return kExitUsage;
+      }
     }
     const std::string err = mrc::api::probe_library(a->opts.lib);
     if (!err.empty()) {
       std::cerr << "mrct api-suite: --lib: " << err << "\n";
       return kExitUsage;
     }
-    const auto results = mrc::api::run(a->opts);
+    if (!a->opts.peer_lib.empty()) {
+      const std::string perr = mrc::api::probe_library(a->opts.peer_lib);
+      if (!perr.empty()) {
+        std::cerr << "mrct api-suite: --peer-lib: " << perr << "\n";
+        return kExitUsage;
+      }
+    }
+    std::string run_err;
+    const auto results = mrc::api::run(a->opts, &run_err);
+    if (!run_err.empty()) {
+      std::cerr << "mrct api-suite: " << run_err << "\n";
+      return kExitUsage;
+    }
     int fails = 0, counts[4] = {0, 0, 0, 0};
     for (const auto& r : results) {
       ++counts[static_cast<int>(r.status)];

@@ -1,6 +1,7 @@
-// The MRC API conformance suite: one-node tests of any lib_mrc.so through the OCP application
-// (mrc.h) and controller (mrc_ctl.h) APIs. The library is bound at run time with dlopen, in a
-// forked child per test, so a crash or hang of the library under test is one failed test.
+// The MRC API conformance suite: one-node and two-node tests of any lib_mrc.so through the OCP
+// application (mrc.h) and controller (mrc_ctl.h) APIs. The library is bound at run time with
+// dlopen, in a forked child per test, so a crash or hang of the library under test is one failed
+// test.
 #pragma once
 
 #include <ostream>
@@ -38,13 +39,22 @@ struct Options {
   std::string device;             // verbs device name; empty: the first MRC device
   double test_timeout_s = 30;     // a test still running after this is killed and failed
   std::vector<std::string> only;  // test IDs to run; empty: all
+  // Two-node tests (data, immediates, ordering, error completions between two network
+  // namespaces): node B binds this library (often the reference); empty: they are not run.
+  std::string peer_lib;
+  std::string peer_device;
 };
+
+// Whether the test is a two-node test (needs Options::peer_lib).
+bool is_two_node(std::string_view id);
 
 // Loads `lib` once in a child to report a clear error; empty string when it loads.
 std::string probe_library(const std::string& lib);
 
-// Runs the selected tests, each in its own forked child.
-std::vector<Result> run(const Options& options);
+// Runs the selected tests, each in its own forked child (two for a two-node test). With
+// peer_lib, first makes the two network namespaces (pid-named, a veth pair between them; root)
+// and removes them before returning; `error` is set (and nothing run) if they cannot be made.
+std::vector<Result> run(const Options& options, std::string* error = nullptr);
 
 void write_json(std::ostream& out, const Options& options, const std::vector<Result>& results);
 void write_junit(std::ostream& out, const std::vector<Result>& results);

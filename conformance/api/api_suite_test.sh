@@ -1,7 +1,8 @@
 #!/bin/bash
 # mrct api-suite against the reference lib_mrc.so (SoftMRC, loopback device): every test must
 # pass, be unsupported or informational; none may fail. Reports in the three formats are checked
-# for shape. Usage: api_suite_test.sh MRCT LIB_MRC_SO
+# for shape. The two-node tests run too (--peer-lib: node B on the same library, two network
+# namespaces the suite makes and removes). Usage: api_suite_test.sh MRCT LIB_MRC_SO
 set -euo pipefail
 mrct=$1
 lib=$2
@@ -13,7 +14,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export MRC_SOFT_IO=loopback
 rc=0
-"$mrct" api-suite --lib "$lib" --json "$out/r.json" --junit "$out/r.xml" --md "$out/r.md" || rc=$?
+"$mrct" api-suite --lib "$lib" --peer-lib "$lib" --json "$out/r.json" --junit "$out/r.xml" \
+  --md "$out/r.md" &
+mpid=$!
+wait $mpid || rc=$?
 if [ "$rc" != 0 ]; then
   echo "FAIL: mrct api-suite exited $rc against the reference library"
   exit 1
@@ -28,6 +32,9 @@ bad = [t for t in tests if t["status"] not in ("pass", "unsupported", "informati
 assert not bad, bad
 assert r["summary"]["fail"] == 0 and r["summary"]["verdict"] == "pass", r["summary"]
 assert all(t["id"].startswith("MRC-API-") and t["source"].startswith("API") for t in tests)
+two = {t["id"]: t["status"] for t in tests if t["area"] == "two-node"}
+assert sorted(two) == [f"MRC-API-{n:03d}" for n in range(43, 50)], two
+assert all(s == "pass" for s in two.values()), two
 root = ET.parse(f"{d}/r.xml").getroot()
 assert root.get("failures") == "0" and int(root.get("tests")) == len(tests)
 names = [c.get("name") for c in root.iter("testcase")]
@@ -41,4 +48,12 @@ PY
 rc=0
 "$mrct" api-suite --lib "$out/none.so" 2> "$out/err" || rc=$?
 [ "$rc" = 2 ] && grep -q -- "--lib" "$out/err" || { echo "FAIL: bad --lib: rc $rc"; cat "$out/err"; exit 1; }
+# The namespaces are gone.
+if ip netns list | grep -q "^mrcapi${mpid}[ab]"; then
+  echo "FAIL: namespaces left behind:"; ip netns list | grep "^mrcapi${mpid}"; exit 1
+fi
+# A two-node test named without --peer-lib is a usage error.
+rc=0
+"$mrct" api-suite --lib "$lib" --only MRC-API-043 2> "$out/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- "--peer-lib" "$out/err" || { echo "FAIL: --only MRC-API-043 without --peer-lib: rc $rc"; cat "$out/err"; exit 1; }
 echo PASS

@@ -1,8 +1,11 @@
 // The runner: binds the library in a forked child per test (a crash, an abort or a hang of the
 // library under test is that test's failure, bounded by a timeout), collects the outcome
 // through a pipe, and writes the reports.
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +15,8 @@
 #include <exception>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -67,6 +72,51 @@ std::string Api::bind(const std::string& path) {
   return {};
 }
 
+void Link::send(const void* p, size_t n) const {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t k = ::send(fd_, c, n, MSG_NOSIGNAL);
+    if (k <= 0) throw Outcome{Status::kFail, std::string("the peer node is gone (send failed)")};
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+void Link::recv(void* p, size_t n, const char* what, double seconds) const {
+  char* c = static_cast<char*>(p);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          end - std::chrono::steady_clock::now())
+                          .count();
+    pollfd pfd{fd_, POLLIN, 0};
+    const int r = left > 0 ? ::poll(&pfd, 1, static_cast<int>(left)) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw Outcome{Status::kFail, std::string("no word from the peer node within ") +
+                                       std::to_string(static_cast<int>(seconds)) + " s (" + what +
+                                       ")"};
+    const ssize_t k = ::recv(fd_, c, n, 0);
+    if (k <= 0) throw Outcome{Status::kFail, std::string("the peer node ended (") + what + ")"};
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+bool Link::wait_gone(double seconds) const {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          end - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    pollfd pfd{fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+    char c;
+    if (::recv(fd_, &c, 1, 0) <= 0) return true;  // EOF: the peer's process is gone
+  }
+}
+
 std::string_view status_name(Status s) {
   switch (s) {
     case Status::kPass:
@@ -105,18 +155,113 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-[[noreturn]] void child(const TestDef& def, const Options& o, int fd) {
+// The two network namespaces of the two-node tests and the veth pair between them: node A's
+// end carries fd7a:ab1::1, node B's ::2 (SoftMRC's MRC_SOFT_IFACES / MRC_SOFT_GID are set from
+// these in each child; a vendor library learns its ports its own way and ignores them).
+struct NodeNet {
+  std::string netns, iface, gid;
+};
+NodeNet g_net[2];
+bool g_net_up = false;
+
+// Runs `ip ARGS...`; empty string on success, else the command line that failed.
+std::string ip(std::vector<std::string> args) {
+  args.insert(args.begin(), "ip");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp("ip", argv.data());
+    _exit(127);
+  }
+  int wst = 0;
+  if (pid < 0 || waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+    std::string cmd;
+    for (const std::string& a : args) cmd += (cmd.empty() ? "" : " ") + a;
+    return cmd + " failed";
+  }
+  return {};
+}
+
+// Removes both namespaces (and with them the veth pair). Also called from a signal handler:
+// only fork, execvp and waitpid.
+void net_down() {
+  if (!g_net_up) return;
+  for (const NodeNet& n : g_net) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const char* argv[] = {"ip", "netns", "del", n.netns.c_str(), nullptr};
+      execvp("ip", const_cast<char* const*>(argv));
+      _exit(127);
+    }
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+  g_net_up = false;
+}
+
+extern "C" void net_down_on_signal(int sig) {
+  net_down();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string net_up() {
+  const std::string pid = std::to_string(getpid());
+  g_net[0] = {"mrcapi" + pid + "a", "mapi" + pid + "a", "fd7a:ab1::1"};
+  g_net[1] = {"mrcapi" + pid + "b", "mapi" + pid + "b", "fd7a:ab1::2"};
+  if (geteuid() != 0) return "the two-node tests need root (network namespaces, AF_PACKET)";
+  g_net_up = true;  // from here on, whatever was made is removed on failure or a signal
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, net_down_on_signal);
+  std::string err;
+  auto run = [&](std::vector<std::string> args) {
+    if (err.empty()) err = ip(std::move(args));
+  };
+  for (const NodeNet& n : g_net) run({"netns", "add", n.netns});
+  run({"link", "add", g_net[0].iface, "type", "veth", "peer", "name", g_net[1].iface});
+  for (const NodeNet& n : g_net) {
+    run({"link", "set", n.iface, "netns", n.netns});
+    run({"-n", n.netns, "addr", "add", n.gid + "/64", "dev", n.iface, "nodad"});
+    run({"-n", n.netns, "link", "set", "lo", "up"});
+    run({"-n", n.netns, "link", "set", n.iface, "mtu", "9000", "up"});
+  }
+  if (!err.empty()) net_down();
+  return err;
+}
+
+// Enters node `node`'s namespace and points the reference device at its end of the pair.
+std::string enter_node(int node) {
+  const NodeNet& n = g_net[node];
+  const int fd = ::open(("/var/run/netns/" + n.netns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+    return "cannot enter network namespace " + n.netns + ": " + std::strerror(errno);
+  ::close(fd);
+  setenv("MRC_SOFT_IFACES", n.iface.c_str(), 1);
+  setenv("MRC_SOFT_GID", n.gid.c_str(), 1);
+  unsetenv("MRC_SOFT_IO");  // a wire between the nodes, not the one-node loopback
+  return {};
+}
+
+// One test process: binds `lib`, runs the test (one-node, or one side of a two-node test when
+// `link` is set), and writes its status digit and detail to `fd`.
+[[noreturn]] void child(const TestDef& def, const std::string& lib, const std::string& device,
+                        int fd, Link* link) {
   Status st = Status::kPass;
   std::string detail;
   Api api;
-  const std::string err = api.bind(o.lib);
+  std::string err = link ? enter_node(link->node()) : std::string();
+  if (err.empty()) err = api.bind(lib);
   if (!err.empty()) {
     st = Status::kFail;
     detail = err;
   } else {
-    Fixture fx{api, o.device};
+    Fixture fx{api, device};
     try {
-      def.fn(fx);
+      if (link) {
+        def.fn2(fx, *link);
+      } else {
+        def.fn(fx);
+      }
     } catch (const Outcome& out) {
       st = out.status;
       detail = out.detail;
@@ -132,77 +277,151 @@ void write_all(int fd, const std::string& s) {
   _exit(0);
 }
 
-Result run_one(const TestDef& def, const Options& o) {
-  Result r;
-  r.id = std::string(def.info.id);
-  const auto t0 = std::chrono::steady_clock::now();
-  int p[2];
-  if (pipe(p) != 0) {
-    r.detail = "pipe failed";
-    return r;
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    r.detail = "fork failed";
-    ::close(p[0]);
-    ::close(p[1]);
-    return r;
-  }
-  if (pid == 0) {
-    ::close(p[0]);
-    child(def, o, p[1]);
-  }
-  ::close(p[1]);
+// A running test process and what it reported.
+struct Proc {
+  pid_t pid = -1;
+  int fd = -1;
   std::string msg;
+  int wst = 0;
   bool timed_out = false;
-  const auto deadline = t0 + std::chrono::duration<double>(o.test_timeout_s);
+};
+
+// Reads every process's report until all have closed their pipes or the deadline passes; kills
+// those still running then. Returns once every process is reaped.
+void collect(std::vector<Proc>& ps, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
+    std::vector<pollfd> pfds;
+    std::vector<Proc*> owners;
+    for (Proc& p : ps) {
+      if (p.fd < 0) continue;
+      pfds.push_back({p.fd, POLLIN, 0});
+      owners.push_back(&p);
+    }
+    if (pfds.empty()) break;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
                           .count();
     if (left <= 0) {
-      timed_out = true;
+      for (Proc* p : owners) {
+        p->timed_out = true;
+        ::close(p->fd);
+        p->fd = -1;
+      }
       break;
     }
-    pollfd pfd{p[0], POLLIN, 0};
-    const int k = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (k < 0 && errno == EINTR) continue;
+    const int k =
+        ::poll(pfds.data(), pfds.size(), static_cast<int>(std::min<long long>(left, 1000)));
     if (k <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(p[0], buf, sizeof buf);
-    if (n <= 0) break;  // the child closed its end (reported or died)
-    msg.append(buf, static_cast<size_t>(n));
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (!pfds[i].revents) continue;
+      char buf[4096];
+      const ssize_t n = ::read(owners[i]->fd, buf, sizeof buf);
+      if (n <= 0) {  // the child closed its end (reported or died)
+        ::close(owners[i]->fd);
+        owners[i]->fd = -1;
+      } else {
+        owners[i]->msg.append(buf, static_cast<size_t>(n));
+      }
+    }
   }
-  ::close(p[0]);
-  int wst = 0;
-  if (timed_out) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &wst, 0);
-    r.status = Status::kFail;
-    r.detail =
-        "timed out after " + std::to_string(static_cast<int>(o.test_timeout_s)) + " s (killed)";
-  } else {
+  for (Proc& p : ps) {
+    if (p.timed_out) {
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, &p.wst, 0);
+      continue;
+    }
     // The report is written; give the child the rest of the budget to exit.
     for (;;) {
-      const pid_t w = waitpid(pid, &wst, WNOHANG);
-      if (w == pid) break;
+      const pid_t w = waitpid(p.pid, &p.wst, WNOHANG);
+      if (w == p.pid) break;
       if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &wst, 0);
+        kill(p.pid, SIGKILL);
+        waitpid(p.pid, &p.wst, 0);
         break;
       }
       usleep(2000);
     }
-    if (!msg.empty() && msg[0] >= '0' && msg[0] <= '3') {
-      r.status = static_cast<Status>(msg[0] - '0');
-      r.detail = msg.substr(1);
-    } else if (WIFSIGNALED(wst)) {
-      r.status = Status::kFail;
-      r.detail = std::string("the library crashed: signal ") + strsignal(WTERMSIG(wst));
-    } else {
-      r.status = Status::kFail;
-      r.detail = "the test process exited (status " + std::to_string(WEXITSTATUS(wst)) +
-                 ") without a result";
+  }
+}
+
+// The status and detail one process's report amounts to.
+std::pair<Status, std::string> outcome(const Proc& p, double timeout_s) {
+  if (p.timed_out)
+    return {Status::kFail,
+            "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s (killed)"};
+  if (!p.msg.empty() && p.msg[0] >= '0' && p.msg[0] <= '3')
+    return {static_cast<Status>(p.msg[0] - '0'), p.msg.substr(1)};
+  if (WIFSIGNALED(p.wst))
+    return {Status::kFail,
+            std::string("the library crashed: signal ") + strsignal(WTERMSIG(p.wst))};
+  return {Status::kFail, "the test process exited (status " + std::to_string(WEXITSTATUS(p.wst)) +
+                             ") without a result"};
+}
+
+Result run_one(const TestDef& def, const Options& o) {
+  Result r;
+  r.id = std::string(def.info.id);
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool two = def.fn2 != nullptr;
+  int sp[2] = {-1, -1};  // the two nodes' link
+  if (two && socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) {
+    r.detail = "socketpair failed";
+    return r;
+  }
+  std::vector<Proc> ps(two ? 2 : 1);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    int p[2];
+    if (pipe(p) != 0) {
+      r.detail = "pipe failed";
+      break;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+      ::close(p[0]);
+      for (size_t j = 0; j < i; ++j) ::close(ps[j].fd);
+      if (!two) child(def, o.lib, o.device, p[1], nullptr);
+      ::close(sp[1 - i]);
+      Link link(sp[i], static_cast<int>(i));
+      child(def, i == 0 ? o.lib : o.peer_lib, i == 0 ? o.device : o.peer_device, p[1], &link);
+    }
+    ::close(p[1]);
+    if (pid < 0) {
+      ::close(p[0]);
+      r.detail = "fork failed";
+      break;
+    }
+    ps[i].pid = pid;
+    ps[i].fd = p[0];
+  }
+  if (two) {
+    ::close(sp[0]);
+    ::close(sp[1]);
+  }
+  std::erase_if(ps, [](const Proc& p) { return p.pid < 0; });
+  collect(ps, t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(o.test_timeout_s)));
+  if (!r.detail.empty()) {
+    r.status = Status::kFail;
+  } else if (!two) {
+    std::tie(r.status, r.detail) = outcome(ps[0], o.test_timeout_s);
+  } else {
+    // Two nodes: a failure of either fails the test; details name the node.
+    const auto a = outcome(ps[0], o.test_timeout_s);
+    const auto b = outcome(ps[1], o.test_timeout_s);
+    r.status = a.first == Status::kFail || b.first == Status::kFail ? Status::kFail
+               : a.first != Status::kPass                           ? a.first
+                                                                    : b.first;
+    // A node that failed only because the other ended first adds nothing to the other's reason.
+    auto echo = [](const std::pair<Status, std::string>& oc) {
+      return oc.second.starts_with("the peer node ended") ||
+             oc.second.starts_with("the peer node is gone");
+    };
+    const bool drop_a = echo(a) && b.first == Status::kFail && !echo(b);
+    const bool drop_b = echo(b) && a.first == Status::kFail && !echo(a);
+    for (const auto& [name, oc, drop] :
+         {std::tuple{"node A", a, drop_a}, std::tuple{"node B", b, drop_b}}) {
+      if (oc.second.empty() || drop) continue;
+      r.detail += (r.detail.empty() ? "" : "; ") + std::string(name) + ": " + oc.second;
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -249,14 +468,31 @@ std::string probe_library(const std::string& lib) {
   return msg;
 }
 
-std::vector<Result> run(const Options& o) {
-  std::vector<Result> out;
+bool is_two_node(std::string_view id) {
+  for (const TestDef& d : test_defs())
+    if (d.info.id == id) return d.fn2 != nullptr;
+  return false;
+}
+
+std::vector<Result> run(const Options& o, std::string* error) {
+  std::vector<const TestDef*> todo;
   for (const TestDef& d : test_defs()) {
     if (!o.only.empty() &&
         std::find(o.only.begin(), o.only.end(), std::string(d.info.id)) == o.only.end())
       continue;
-    out.push_back(run_one(d, o));
+    if (d.fn2 && o.peer_lib.empty()) continue;  // two-node tests need --peer-lib
+    todo.push_back(&d);
   }
+  std::vector<Result> out;
+  if (std::any_of(todo.begin(), todo.end(), [](const TestDef* d) { return d->fn2 != nullptr; })) {
+    const std::string err = net_up();
+    if (!err.empty()) {
+      if (error) *error = "--peer-lib: cannot make the two namespaces: " + err;
+      return out;
+    }
+  }
+  for (const TestDef* d : todo) out.push_back(run_one(*d, o));
+  net_down();
   return out;
 }
 
@@ -264,6 +500,8 @@ void write_json(std::ostream& out, const Options& o, const std::vector<Result>& 
   nlohmann::ordered_json j;
   j["suite"] = "mrc-api";
   j["library"] = o.lib;
+  j["peer_library"] =
+      o.peer_lib.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.peer_lib);
   j["device"] =
       o.device.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.device);
   const auto c = counts(results);
@@ -334,8 +572,10 @@ void write_junit(std::ostream& out, const std::vector<Result>& results) {
 
 void write_markdown(std::ostream& out, const Options& o, const std::vector<Result>& results) {
   const auto c = counts(results);
-  out << "# MRC API conformance: " << md_cell(o.lib) << "\n\n"
-      << "**Verdict: " << (c.at(Status::kFail) ? "FAIL" : "PASS") << "** (" << results.size()
+  out << "# MRC API conformance: " << md_cell(o.lib) << "\n\n";
+  if (!o.peer_lib.empty())
+    out << "Two-node tests with node B on " << md_cell(o.peer_lib) << ".\n\n";
+  out << "**Verdict: " << (c.at(Status::kFail) ? "FAIL" : "PASS") << "** (" << results.size()
       << " tests: " << c.at(Status::kPass) << " pass, " << c.at(Status::kFail) << " fail, "
       << c.at(Status::kUnsupported) << " unsupported, " << c.at(Status::kInformational)
       << " informational)\n\n"
@@ -382,8 +622,10 @@ void print_catalogue(std::ostream& out, bool json) {
 std::string catalogue_markdown() {
   std::ostringstream o;
   o << "## API conformance suite (`mrct api-suite`)\n\n"
-    << "One-node tests of a `lib_mrc.so` through `mrc.h` and `mrc_ctl.h` "
-       "(conformance/api/README.md). Each runs in its own process; statuses: `pass`, `fail`, "
+    << "Tests of a `lib_mrc.so` through `mrc.h` and `mrc_ctl.h` "
+       "(conformance/api/README.md): one-node tests, and two-node tests (area `two-node`, run "
+       "with `--peer-lib`) between two network namespaces. Each runs in its own process (two "
+       "for a two-node test); statuses: `pass`, `fail`, "
        "`unsupported` (an optional feature the library does not advertise), `informational` "
        "(the OCP text leaves the behaviour open or contradicts its examples: what the library "
        "does is reported, never failed).\n\n"

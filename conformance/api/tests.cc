@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -139,8 +141,10 @@ class Node {
     a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
     return a;
   }
-  mrc_qp* qp() {
+  mrc_qp* qp(uint32_t depth = 16) {
     mrc_qp_init_attr a = qp_init();
+    a.cap.max_send_wr = depth;
+    a.cap.max_recv_wr = depth;
     mrc_qp* q = need(api_.mrc_create_qp(ctx(), &a), "mrc_create_qp");
     qps_.push_back(q);
     return q;
@@ -162,7 +166,7 @@ class Node {
     sgid_index_ = 3;
     return sgid_index_;
   }
-  ibv_qp_attr rtr_attr(uint32_t dest_qpn) {
+  ibv_qp_attr rtr_attr(uint32_t dest_qpn, const ibv_gid* dgid = nullptr) {
     ibv_qp_attr v{};
     v.qp_state = IBV_QPS_RTR;
     v.path_mtu = IBV_MTU_1024;
@@ -170,11 +174,21 @@ class Node {
     v.ah_attr.port_num = 1;
     v.ah_attr.grh.sgid_index = static_cast<uint8_t>(sgid_index());
     v.ah_attr.grh.hop_limit = 64;
-    if (api_.query_gid(vctx(), 1, sgid_index(), &v.ah_attr.grh.dgid) != 0)
-      fail("ibv_query_gid(port 1, index " + std::to_string(sgid_index()) + ") failed");
+    if (dgid) {
+      v.ah_attr.grh.dgid = *dgid;
+    } else {
+      v.ah_attr.grh.dgid = gid();
+    }
     v.dest_qp_num = dest_qpn;
     v.rq_psn = 100;
     return v;
+  }
+  // This node's source GID (the peer's destination GID in a two-node test).
+  ibv_gid gid() {
+    ibv_gid g{};
+    if (api_.query_gid(vctx(), 1, sgid_index(), &g) != 0)
+      fail("ibv_query_gid(port 1, index " + std::to_string(sgid_index()) + ") failed");
+    return g;
   }
   static constexpr int kRtrMask =
       IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU;
@@ -186,8 +200,8 @@ class Node {
     mrc_qp_attr none{};
     return api_.mrc_modify_qp(q, &v, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, m ? m : &none, mmask);
   }
-  int to_rtr(mrc_qp* q, uint32_t dest_qpn) {
-    ibv_qp_attr v = rtr_attr(dest_qpn);
+  int to_rtr(mrc_qp* q, uint32_t dest_qpn, const ibv_gid* dgid = nullptr) {
+    ibv_qp_attr v = rtr_attr(dest_qpn, dgid);
     return api_.mrc_modify_qp(q, &v, kRtrMask, nullptr, 0);
   }
   int to_rts(mrc_qp* q, mrc_qp_attr* m = nullptr, int mmask = 0) {
@@ -215,10 +229,9 @@ class Node {
     expect_ok(to_rts(a), "RTR -> RTS");
     expect_ok(to_rts(b), "RTR -> RTS");
   }
-  ibv_mr* mr(std::vector<char>& buf) {
-    ibv_mr* m = need(
-        api_.reg_mr(pd(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-        "ibv_reg_mr");
+  ibv_mr* mr(std::vector<char>& buf, size_t len = 0,
+             int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {
+    ibv_mr* m = need(api_.reg_mr(pd(), buf.data(), len ? len : buf.size(), access), "ibv_reg_mr");
     mrs_.push_back(m);
     return m;
   }
@@ -1463,6 +1476,434 @@ void t_ep_probes(Fixture& f) {
                EINVAL, "a batch with a repeated req_id");
 }
 
+// ------------------------------------------------------------------ two-node tests
+
+constexpr int kMaxQps = 4;
+
+// What a node tells the other to connect its QPs (a real application's out-of-band exchange).
+struct Hello {
+  ibv_gid gid;
+  uint32_t qpn[kMaxQps];
+};
+
+// A buffer the peer may write to.
+struct Target {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+};
+
+std::string wc_status_name(int s) {
+  switch (s) {
+    case IBV_WC_SUCCESS:
+      return "IBV_WC_SUCCESS";
+    case IBV_WC_LOC_LEN_ERR:
+      return "IBV_WC_LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "IBV_WC_LOC_QP_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR:
+      return "IBV_WC_LOC_PROT_ERR";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "IBV_WC_WR_FLUSH_ERR";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "IBV_WC_REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "IBV_WC_REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR:
+      return "IBV_WC_REM_OP_ERR";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "IBV_WC_RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "IBV_WC_RNR_RETRY_EXC_ERR";
+    case IBV_WC_FATAL_ERR:
+      return "IBV_WC_FATAL_ERR";
+    case IBV_WC_GENERAL_ERR:
+      return "IBV_WC_GENERAL_ERR";
+    default:
+      return "status " + std::to_string(s);
+  }
+}
+
+// Connects `count` QPs of this node to the peer's, both sides in RTS (the walkthrough's order:
+// INIT, exchange QPNs and GIDs, RTR, RTS); `m` / `mmask` go with RTR -> RTS.
+std::vector<mrc_qp*> connect(Node& n, const Link& l, int count, uint32_t depth,
+                             mrc_qp_attr* m = nullptr, int mmask = 0) {
+  std::vector<mrc_qp*> qps;
+  Hello mine{};
+  mine.gid = n.gid();
+  for (int i = 0; i < count; ++i) {
+    qps.push_back(n.qp(depth));
+    expect_ok(n.to_init(qps.back()), "RESET -> INIT");
+    mine.qpn[i] = n.qpn(qps.back());
+  }
+  const Hello peer = l.swap(mine, "QPNs and GIDs");
+  for (int i = 0; i < count; ++i)
+    expect_ok(n.to_rtr(qps[i], peer.qpn[i], &peer.gid), "INIT -> RTR towards the peer node");
+  l.sync("both nodes in RTR");
+  for (mrc_qp* q : qps) expect_ok(n.to_rts(q, m, mmask), "RTR -> RTS");
+  l.sync("both nodes in RTS");
+  return qps;
+}
+
+uint64_t addr_of(const void* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+
+ibv_send_wr write_wr(uint64_t wr_id, ibv_sge& sge, const Target& t, uint64_t offset = 0) {
+  ibv_send_wr w{};
+  w.wr_id = wr_id;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.rdma.remote_addr = t.addr + offset;
+  w.wr.rdma.rkey = t.rkey;
+  return w;
+}
+
+void post_one(const Api& api, mrc_qp* q, ibv_send_wr& w, const std::string& what) {
+  ibv_send_wr* bad = nullptr;
+  if (int e = api.mrc_post_send(q, &w, &bad)) fail("mrc_post_send(" + what + "): " + err_name(e));
+}
+
+void post_recvs(const Api& api, mrc_qp* q, uint64_t first_wr_id, int count) {
+  for (int k = 0; k < count; ++k) {
+    ibv_recv_wr r{};
+    r.wr_id = first_wr_id + static_cast<uint64_t>(k);
+    ibv_recv_wr* bad = nullptr;
+    if (int e = api.mrc_post_recv(q, &r, &bad)) fail("mrc_post_recv: " + err_name(e));
+  }
+}
+
+// The message-size classes: one byte, just under, at and just over the path MTU (1024: one
+// packet, one packet, two packets with a one-byte tail), many packets with a tail, and 1 MiB.
+constexpr uint32_t kSizeClasses[] = {1, 1023, 1024, 1025, 65543, 1u << 20};
+constexpr size_t kGuard = 64;  // untouched bytes after each class's slot
+
+// The byte at offset i of the message of size class c written by node `node`.
+char pattern_byte(int node, size_t c, size_t i) {
+  return static_cast<char>((i * 131 + (i >> 9) + c * 17 + static_cast<size_t>(node) * 101) & 0xff);
+}
+
+void t2_data(Fixture& f, Link& l) {
+  Node n(f);
+  std::vector<mrc_qp*> qps = connect(n, l, 1, 16);
+  const int me = l.node(), peer = 1 - me;
+  std::vector<size_t> off;
+  size_t total = 0;
+  for (uint32_t len : kSizeClasses) {
+    off.push_back(total);
+    total += len + kGuard;
+  }
+  // Destination: every byte the complement of what the peer will write there (a byte not
+  // written cannot pass), guards 0xA5.
+  std::vector<char> src(total), dst(total, static_cast<char>(0xA5));
+  for (size_t c = 0; c < std::size(kSizeClasses); ++c) {
+    for (size_t i = 0; i < kSizeClasses[c]; ++i) {
+      src[off[c] + i] = pattern_byte(me, c, i);
+      dst[off[c] + i] = static_cast<char>(~pattern_byte(peer, c, i));
+    }
+  }
+  ibv_mr* ms = n.mr(src);
+  ibv_mr* md = n.mr(dst);
+  const Target theirs = l.swap(Target{addr_of(dst.data()), md->rkey, 0}, "the peer's buffer");
+  for (int writer = 0; writer < 2; ++writer) {
+    if (me == writer) {
+      std::vector<ibv_sge> sge(std::size(kSizeClasses));
+      for (size_t c = 0; c < sge.size(); ++c) {
+        sge[c] = {addr_of(src.data()) + off[c], kSizeClasses[c], ms->lkey};
+        ibv_send_wr w = write_wr(c, sge[c], theirs, off[c]);
+        post_one(f.api, qps[0], w, "WRITE of " + std::to_string(kSizeClasses[c]) + " B");
+      }
+      const auto wcs = poll_n(n, sge.size(), 20);
+      if (wcs.size() != sge.size())
+        fail(std::to_string(wcs.size()) + " of " + std::to_string(sge.size()) +
+             " WRITEs completed within 20 s");
+      for (size_t k = 0; k < wcs.size(); ++k) {
+        if (wcs[k].status != IBV_WC_SUCCESS)
+          fail("the WRITE of " + std::to_string(kSizeClasses[k]) + " B completed with " +
+               wc_status_name(wcs[k].status));
+        if (wcs[k].wr_id != k) fail("WRITE completions out of posting order");
+      }
+      // An RC WRITE's successful completion means the data is in the peer's memory.
+      l.sync("the writes completed");
+      char ok = 0;
+      l.recv(&ok, 1, "the peer's verification", 60);
+      if (!ok) return;  // the peer reports what differs
+    } else {
+      l.sync("the writes completed", 60);
+      std::string bad;
+      for (size_t c = 0; c < std::size(kSizeClasses) && bad.empty(); ++c) {
+        for (size_t i = 0; i < kSizeClasses[c] + kGuard; ++i) {
+          const char want =
+              i < kSizeClasses[c] ? pattern_byte(peer, c, i) : static_cast<char>(0xA5);
+          if (dst[off[c] + i] == want) continue;
+          bad = "size class " + std::to_string(kSizeClasses[c]) + " B written by node " +
+                (peer == 0 ? "A" : "B") + ": byte " + std::to_string(i) +
+                (i < kSizeClasses[c] ? " differs" : " (past the message) was overwritten");
+          break;
+        }
+      }
+      const char ok = bad.empty();
+      l.send(&ok, 1);
+      if (!ok) fail(bad);
+    }
+  }
+}
+
+void t2_imm(Fixture& f, Link& l) {
+  Node n(f);
+  std::vector<mrc_qp*> qps = connect(n, l, 1, 16);
+  constexpr uint32_t kLens[] = {1, 3000, 65636};  // one packet, a tail, more than 64 KiB
+  constexpr int kMsgs = std::size(kLens);
+  const int me = l.node();
+  std::vector<char> src(65636 * 3), dst(65636 * 3, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 13 + me * 7 + 1);
+  ibv_mr* ms = n.mr(src);
+  ibv_mr* md = n.mr(dst);
+  const Target theirs = l.swap(Target{addr_of(dst.data()), md->rkey, 0}, "the peer's buffer");
+  const uint32_t my_qpn = n.qpn(qps[0]);
+  for (int writer = 0; writer < 2; ++writer) {
+    const std::string dir = writer == 0 ? "A -> B" : "B -> A";
+    if (me == writer) {
+      l.sync("the peer's receives posted");
+      std::vector<ibv_sge> sge(kMsgs);
+      for (int k = 0; k < kMsgs; ++k) {
+        sge[k] = {addr_of(src.data()) + 65636u * k, kLens[k], ms->lkey};
+        ibv_send_wr w = write_wr(900 + k, sge[k], theirs, 65636u * k);
+        w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        w.imm_data = htonl(0xB0000000u + static_cast<uint32_t>(writer << 8 | k));
+        post_one(f.api, qps[0], w, "WRITE_WITH_IMM");
+      }
+      const auto wcs = poll_n(n, kMsgs, 20);
+      if (wcs.size() != kMsgs)
+        fail(dir + ": " + std::to_string(wcs.size()) + " of 3 send completions within 20 s");
+      for (int k = 0; k < kMsgs; ++k) {
+        const ibv_wc& wc = wcs[k];
+        if (wc.status != IBV_WC_SUCCESS)
+          fail(dir + ": send completion " + wc_status_name(wc.status));
+        if (wc.opcode != IBV_WC_RDMA_WRITE)
+          fail(dir + ": send completion opcode " + std::to_string(wc.opcode) +
+               ", expected IBV_WC_RDMA_WRITE");
+        if (wc.wr_id != 900u + k)
+          fail(dir + ": send completion " + std::to_string(k) + " has wr_id " +
+               std::to_string(wc.wr_id) + ", expected " + std::to_string(900 + k));
+        if (wc.qp_num != my_qpn)
+          fail(dir + ": a send completion names QP " + std::to_string(wc.qp_num));
+      }
+      l.sync("the receiver's checks", 60);
+    } else {
+      post_recvs(f.api, qps[0], 700, kMsgs);
+      l.sync("the peer's receives posted");
+      const auto wcs = poll_n(n, kMsgs, 20);
+      if (wcs.size() != kMsgs)
+        fail(dir + ": " + std::to_string(wcs.size()) + " of 3 receive completions within 20 s");
+      for (int k = 0; k < kMsgs; ++k) {
+        const ibv_wc& wc = wcs[k];
+        const std::string what = dir + ": receive completion " + std::to_string(k) + " ";
+        if (wc.status != IBV_WC_SUCCESS) fail(what + wc_status_name(wc.status));
+        if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+          fail(what + "opcode " + std::to_string(wc.opcode) +
+               ", expected IBV_WC_RECV_RDMA_WITH_IMM");
+        if (!(wc.wc_flags & IBV_WC_WITH_IMM)) fail(what + "without IBV_WC_WITH_IMM");
+        const uint32_t want_imm = 0xB0000000u + static_cast<uint32_t>(writer << 8 | k);
+        if (ntohl(wc.imm_data) != want_imm)
+          fail(what + "imm_data " + std::to_string(ntohl(wc.imm_data)) + ", expected " +
+               std::to_string(want_imm));
+        if (wc.byte_len != kLens[k])
+          fail(what + "byte_len " + std::to_string(wc.byte_len) + ", the message had " +
+               std::to_string(kLens[k]));
+        if (wc.wr_id != 700u + k)
+          fail(what + "wr_id " + std::to_string(wc.wr_id) + ", expected " +
+               std::to_string(700 + k));
+        if (wc.qp_num != my_qpn) fail(what + "names QP " + std::to_string(wc.qp_num));
+        for (uint32_t i = 0; i < kLens[k]; ++i) {
+          const size_t at = 65636u * k + i;
+          if (dst[at] != static_cast<char>(at * 13 + (1 - me) * 7 + 1))
+            fail(what + "data differs at byte " + std::to_string(i));
+        }
+      }
+      l.sync("the receiver's checks", 60);
+    }
+  }
+}
+
+void t2_order(Fixture& f, Link& l) {
+  Node n(f);
+  constexpr int kQps = 4, kPerQp = 32;
+  constexpr uint32_t kLen = 512;
+  std::vector<mrc_qp*> qps = connect(n, l, kQps, 64);
+  const int me = l.node();
+  std::vector<char> src(kLen * kQps * kPerQp, 'o'), dst(kLen * kQps * kPerQp, 0);
+  ibv_mr* ms = n.mr(src);
+  ibv_mr* md = n.mr(dst);
+  const Target theirs = l.swap(Target{addr_of(dst.data()), md->rkey, 0}, "the peer's buffer");
+  std::map<uint32_t, int> index_of_qpn;
+  for (int q = 0; q < kQps; ++q) index_of_qpn[n.qpn(qps[q])] = q;
+  for (int writer = 0; writer < 2; ++writer) {
+    const std::string dir = writer == 0 ? "A -> B" : "B -> A";
+    std::vector<std::vector<uint64_t>> ids(kQps);
+    std::vector<std::vector<uint32_t>> imms(kQps);
+    if (me == writer) {
+      l.sync("the peer's receives posted");
+      ibv_sge sge{addr_of(src.data()), kLen, ms->lkey};
+      for (int k = 0; k < kPerQp; ++k) {  // round robin over the QPs, one WR at a time
+        for (int q = 0; q < kQps; ++q) {
+          const uint64_t slot = static_cast<uint64_t>(q * kPerQp + k);
+          ibv_send_wr w = write_wr(slot, sge, theirs, slot * kLen);
+          w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+          w.imm_data = htonl(static_cast<uint32_t>(slot));
+          post_one(f.api, qps[q], w, "WRITE_WITH_IMM");
+        }
+      }
+    } else {
+      for (int q = 0; q < kQps; ++q)
+        post_recvs(f.api, qps[q], static_cast<uint64_t>(q * kPerQp), kPerQp);
+      l.sync("the peer's receives posted");
+    }
+    const auto wcs = poll_n(n, kQps * kPerQp, 30);
+    if (wcs.size() != kQps * kPerQp)
+      fail(dir + ": " + std::to_string(wcs.size()) + " of " + std::to_string(kQps * kPerQp) +
+           " completions within 30 s");
+    for (const ibv_wc& wc : wcs) {
+      if (wc.status != IBV_WC_SUCCESS)
+        fail(dir + ": a completion with " + wc_status_name(wc.status));
+      const auto it = index_of_qpn.find(wc.qp_num);
+      if (it == index_of_qpn.end())
+        fail(dir + ": a completion names QP " + std::to_string(wc.qp_num));
+      ids[it->second].push_back(wc.wr_id);
+      if (me != writer) imms[it->second].push_back(ntohl(wc.imm_data));
+    }
+    for (int q = 0; q < kQps; ++q) {
+      for (int k = 0; k < kPerQp; ++k) {
+        const uint64_t want = static_cast<uint64_t>(q * kPerQp + k);
+        if (ids[q].size() != kPerQp || ids[q][k] != want)
+          fail(dir + ": QP " + std::to_string(q) + ": " + (me == writer ? "send" : "receive") +
+               " completion " + std::to_string(k) + " has wr_id " +
+               (k < static_cast<int>(ids[q].size()) ? std::to_string(ids[q][k]) : "none") +
+               ", expected " + std::to_string(want) + " (a QP completes in posting order)");
+        if (me != writer && imms[q][k] != want)
+          fail(dir + ": QP " + std::to_string(q) + ": receive completion " + std::to_string(k) +
+               " carries imm_data " + std::to_string(imms[q][k]) + ", expected " +
+               std::to_string(want) + " (immediates complete in message order)");
+      }
+    }
+    l.sync("both nodes' checks", 60);
+  }
+}
+
+// Node B vanishes (its process ends) after both QPs are in RTS; node A's WRITE must complete
+// with IBV_WC_RETRY_EXC_ERR, not before the configured retries can have run.
+void t2_retry_exceeded(Fixture& f, Link& l) {
+  Node n(f);
+  mrc_qp_attr m{};
+  m.timeout = 16;  // 1.024 us * 2^16 = 67 ms
+  m.retry.linear_cnt = 2;
+  m.retry.exp_cnt = 2;
+  std::vector<mrc_qp*> qps = connect(n, l, 1, 16, &m, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT);
+  if (l.node() == 1) return;  // node B vanishes: its process and device end
+  if (!l.wait_gone(20)) fail("the peer node did not end");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<char> src(64, 'r');
+  ibv_mr* ms = n.mr(src);
+  ibv_sge sge{addr_of(src.data()), 64, ms->lkey};
+  // Any address and rkey: nothing answers.
+  ibv_send_wr w = write_wr(1, sge, Target{0x10000, 0x1234, 0});
+  const auto t0 = std::chrono::steady_clock::now();
+  post_one(f.api, qps[0], w, "WRITE to a vanished peer");
+  const double t_ms = 1.024e-3 * (1u << m.timeout);
+  // Initial timeout, linear retries at the timeout, exponential ones doubling: the least time
+  // the configured retries take is (1 + linear_cnt) timeouts; allow generously above the total.
+  const double min_ms = (1 + m.retry.linear_cnt) * t_ms;
+  const double total_ms = (1 + m.retry.linear_cnt) * t_ms + t_ms * ((2u << m.retry.exp_cnt) - 2);
+  const auto wcs = poll_n(n, 1, 10 * total_ms / 1000 + 5);
+  const double took_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (wcs.empty())
+    fail("no completion " + std::to_string(static_cast<int>(took_ms)) +
+         " ms after the WRITE to a vanished peer");
+  if (wcs[0].status != IBV_WC_RETRY_EXC_ERR)
+    fail("the WRITE to a vanished peer completed with " + wc_status_name(wcs[0].status) +
+         ", expected IBV_WC_RETRY_EXC_ERR");
+  if (wcs[0].wr_id != 1) fail("the error completion has wr_id " + std::to_string(wcs[0].wr_id));
+  if (took_ms < min_ms)
+    fail("IBV_WC_RETRY_EXC_ERR after " + std::to_string(static_cast<int>(took_ms)) +
+         " ms, before the configured retries (timeout 16, linear_cnt 2: at least " +
+         std::to_string(static_cast<int>(min_ms)) + " ms)");
+}
+
+// Node A writes 64 bytes to each target node B's `make` sets up in `mem`, each on its own QP
+// (an access error ends a QP); each must complete with IBV_WC_REM_ACCESS_ERR and node B's memory
+// must stay as it was.
+void refused_writes(Fixture& f, Link& l, const std::vector<std::string>& what,
+                    std::vector<Target> (*make)(Node&, std::vector<char>&)) {
+  Node n(f);
+  const int count = static_cast<int>(what.size());
+  std::vector<mrc_qp*> qps = connect(n, l, count, 16);
+  std::vector<char> mem(8192, static_cast<char>(0xA5));
+  std::array<Target, kMaxQps> t{};
+  if (l.node() == 1) {
+    const std::vector<Target> v = make(n, mem);
+    std::copy(v.begin(), v.end(), t.begin());
+  }
+  t = l.swap(t, "the targets");
+  if (l.node() == 0) {
+    std::vector<char> src(64, 'w');
+    ibv_mr* ms = n.mr(src);
+    for (int i = 0; i < count; ++i) {
+      ibv_sge sge{addr_of(src.data()), t[i].len, ms->lkey};
+      ibv_send_wr w = write_wr(static_cast<uint64_t>(i), sge, t[i]);
+      post_one(f.api, qps[i], w, what[i]);
+      const auto wcs = poll_n(n, 1, 20);
+      if (wcs.empty()) fail(what[i] + ": no completion within 20 s");
+      if (wcs[0].status != IBV_WC_REM_ACCESS_ERR)
+        fail(what[i] + ": completed with " + wc_status_name(wcs[0].status) +
+             ", expected IBV_WC_REM_ACCESS_ERR");
+    }
+    l.sync("the writes are done");
+  } else {
+    l.sync("the writes are done", 60);
+    for (size_t i = 0; i < mem.size(); ++i)
+      if (mem[i] != static_cast<char>(0xA5))
+        fail("a refused WRITE changed byte " + std::to_string(i) + " of node B's memory");
+  }
+}
+
+void t2_wrong_rkey(Fixture& f, Link& l) {
+  refused_writes(
+      f, l, {"a WRITE with the rkey of a deregistered MR", "a WRITE with an rkey never issued"},
+      [](Node& n, std::vector<char>& mem) {
+        const Api& api = n.api();
+        ibv_mr* gone = need(
+            api.reg_mr(n.pd(), mem.data(), 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            "ibv_reg_mr");
+        const uint32_t stale = gone->rkey;
+        if (api.dereg_mr(gone) != 0) fail("ibv_dereg_mr failed");
+        ibv_mr* live = n.mr(mem, 0);
+        uint32_t never = live->rkey ^ 0x5A5A5A5Au;
+        if (never == stale) never ^= 1;
+        return std::vector<Target>{{addr_of(mem.data()), stale, 64},
+                                   {addr_of(mem.data()), never, 64}};
+      });
+}
+
+void t2_va_outside(Fixture& f, Link& l) {
+  refused_writes(f, l, {"a WRITE just past the MR's end", "a WRITE across the MR's end"},
+                 [](Node& n, std::vector<char>& mem) {
+                   ibv_mr* m = n.mr(mem, 4096);  // the first half of the 8 KiB only
+                   return std::vector<Target>{{addr_of(mem.data()) + 4096, m->rkey, 64},
+                                              {addr_of(mem.data()) + 4096 - 32, m->rkey, 64}};
+                 });
+}
+
+void t2_no_remote_write(Fixture& f, Link& l) {
+  refused_writes(f, l, {"a WRITE to an MR without IBV_ACCESS_REMOTE_WRITE"},
+                 [](Node& n, std::vector<char>& mem) {
+                   ibv_mr* m = n.mr(mem, 0, IBV_ACCESS_LOCAL_WRITE);
+                   return std::vector<Target>{{addr_of(mem.data()), m->rkey, 64}};
+                 });
+}
+
 // clang-format off
 const TestDef kTests[] = {
   {{"MRC-API-001", "versions", "mrc_query_version reports a 1.x current version at or above the last supported one (also for the vendor API) and accepts NULL pointers.", "API mrc.h (mrc_query_version)"}, t_version},
@@ -1507,6 +1948,13 @@ const TestDef kTests[] = {
   {{"MRC-API-040", "limits", "With max_wimm 2, max_wimm_dest 2 and six receives posted, six WRITE_WITH_IMMs complete and each immediate arrives exactly once; one more with no receive posted completes with an error (MRC has no RNR), not RNR_RETRY_EXC_ERR and not a hang.", "API mrc.h (mrc_qp_attr wimm: max_wimm, max_wimm_dest)"}, t_imm_accounting},
   {{"MRC-API-041", "privileges", "Without CAP_NET_ADMIN, mrc_ctl_modify_cc_profile, mrc_ctl_modify_ev_fmt_profile and mrc_ctl_create_ev_event_cq fail with EPERM; mrc_ctl_query_device still answers.", "API mrc_ctl.h (CAP_NET_ADMIN)"}, t_ctl_eperm},
   {{"MRC-API-042", "capabilities", "With MRC_CTL_OPT_CAP_EP_OP_EV_PROBE, a batch of EV probes to the node's own GID gets one response per req_id; a repeated req_id is EINVAL; unsupported otherwise.", "API mrc_ctl.h (mrc_ctl_ep_batch_send_wait) + walkthrough mrc_ctl_ev_probes.md"}, t_ep_probes},
+  {{"MRC-API-043", "two-node", "Between two nodes, RDMA WRITEs of every message-size class (1, 1023, 1024, 1025, 65543 B, 1 MiB) complete in posting order and the data arrives byte for byte, nothing past the message written, in both directions.", "API mrc.h (mrc_post_send, ibv_send_wr) + walkthrough mrc_qp.md"}, nullptr, t2_data},
+  {{"MRC-API-044", "two-node", "Between two nodes, WRITE_WITH_IMM of 1, 3000 and 65636 B: the sender's completions have IBV_WC_RDMA_WRITE and the posted wr_id; the receiver's have IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_WITH_IMM, the imm_data, byte_len = message length, the receive's wr_id and QP, the data in place; both directions.", "API mrc.h (mrc_post_send, mrc_post_recv, ibv_wc) + walkthrough mrc_qp.md"}, nullptr, t2_imm},
+  {{"MRC-API-045", "two-node", "Between two nodes, 32 WRITE_WITH_IMMs on each of 4 QPs posted round robin: on every QP the send completions, the receive completions and their imm_data come in posting order; both directions.", "API mrc.h (RC completion order, mrc_poll_cq) + walkthrough mrc_qp.md"}, nullptr, t2_order},
+  {{"MRC-API-046", "two-node", "When the peer vanishes, a WRITE completes with IBV_WC_RETRY_EXC_ERR and its wr_id, not before the configured MRC_QP_TIMEOUT and MRC_QP_RETRY_CNT retries can have run (timeout 16, linear_cnt 2, exp_cnt 2).", "API mrc.h (mrc_qp_attr timeout, retry; IBV_WC_RETRY_EXC_ERR)"}, nullptr, t2_retry_exceeded},
+  {{"MRC-API-047", "two-node", "A WRITE with a wrong rkey (of a deregistered MR; never issued) completes with IBV_WC_REM_ACCESS_ERR and writes nothing.", "API mrc.h (mrc_post_send) + verbs remote access errors"}, nullptr, t2_wrong_rkey},
+  {{"MRC-API-048", "two-node", "A WRITE to a VA outside the MR (just past its end; across its end) completes with IBV_WC_REM_ACCESS_ERR and writes nothing.", "API mrc.h (mrc_post_send) + verbs remote access errors"}, nullptr, t2_va_outside},
+  {{"MRC-API-049", "two-node", "A WRITE to an MR registered without IBV_ACCESS_REMOTE_WRITE completes with IBV_WC_REM_ACCESS_ERR and writes nothing.", "API mrc.h (mrc_post_send) + verbs remote access errors"}, nullptr, t2_no_remote_write},
 };
 // clang-format on
 

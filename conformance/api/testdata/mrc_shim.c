@@ -21,8 +21,7 @@ static int breaks(const char* what) {
 
 /* The device of the last context, for the mutants that need its limits. */
 static struct ibv_context* g_vctx;
-struct mrc_context* mrc_create_context(struct ibv_context* context,
-                                       struct mrc_context_attr* attr) {
+struct mrc_context* mrc_create_context(struct ibv_context* context, struct mrc_context_attr* attr) {
   g_vctx = context;
   return REAL(mrc_create_context)(context, attr);
 }
@@ -37,7 +36,22 @@ int mrc_destroy_context(struct mrc_context* ctx) {
 /* accepting READ: claims to have posted it. */
 int mrc_post_send(struct mrc_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr** bad_wr) {
   if (breaks("accept_read") && wr && wr->opcode == IBV_WR_RDMA_READ && !wr->next) return 0;
+  /* a large WRITE loses its last byte (a length off by one past 1 MiB). */
+  if (breaks("trunc_1m"))
+    for (struct ibv_send_wr* w = wr; w; w = w->next)
+      if (w->opcode == IBV_WR_RDMA_WRITE && w->num_sge == 1 && w->sg_list[0].length >= (1u << 20))
+        w->sg_list[0].length -= 1;
   return REAL(mrc_post_send)(qp, wr, bad_wr);
+}
+
+static __typeof__(((struct mrc_qp_attr*)0)->retry) g_retry_set; /* what no_retries was asked for */
+
+int mrc_query_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
+                 struct mrc_qp_attr* mrc_attr, int mrc_attr_mask, struct mrc_qp_init_attr* init) {
+  int rc = REAL(mrc_query_qp)(qp, vattr, vattr_mask, mrc_attr, mrc_attr_mask, init);
+  if (rc == 0 && breaks("no_retries") && mrc_attr && (mrc_attr_mask & MRC_QP_RETRY_CNT))
+    mrc_attr->retry = g_retry_set;
+  return rc;
 }
 
 int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
@@ -54,6 +68,13 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   struct mrc_qp_attr copy;
   if (mrc_attr) {
     copy = *mrc_attr;
+    /* the configured retries ignored (none made), though they read back as set. */
+    if (breaks("no_retries") && (mrc_attr_mask & MRC_QP_RETRY_CNT) && copy.retry.linear_cnt <= 7 &&
+        copy.retry.exp_cnt <= 25) {
+      g_retry_set = copy.retry;
+      copy.retry.linear_cnt = 0;
+      copy.retry.exp_cnt = 0;
+    }
     /* ignoring the maximum timeout: clamped to 24 instead of refused. */
     if (breaks("max_timeout") && (mrc_attr_mask & MRC_QP_TIMEOUT) && copy.timeout > 24)
       copy.timeout = 24;
@@ -93,11 +114,35 @@ int mrc_ctl_query_device_ex(struct ibv_context* context, struct mrc_context* mco
 int mrc_poll_cq(struct mrc_cq* cq, int num_entries, struct ibv_wc* wc) {
   if (breaks("crash")) raise(SIGSEGV);
   int n = REAL(mrc_poll_cq)(cq, num_entries, wc);
+  /* out of order: the process's 20th WRITE completion held back behind the next one of its
+   * QP. */
+  static struct ibv_wc held;
+  static int holding, write_oks;
+  for (int i = 0; breaks("late_completion") && i < n; i++) {
+    if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RDMA_WRITE) continue;
+    if (holding && wc[i].qp_num == held.qp_num) {
+      if (n < num_entries) {
+        memmove(&wc[i + 2], &wc[i + 1], sizeof *wc * (size_t)(n - i - 1));
+        wc[i + 1] = held;
+        n++;
+        i++;
+        holding = 0;
+      }
+    } else if (!holding && ++write_oks == 20) {
+      held = wc[i];
+      holding = 1;
+      memmove(&wc[i], &wc[i + 1], sizeof *wc * (size_t)(n - i - 1));
+      n--;
+      i--;
+    }
+  }
   static int imm_recvs; /* receive completions with immediate seen by this (test) process */
   for (int i = 0; i < n; i++) {
     if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;
     /* a completion with the wrong byte_len */
     if (breaks("wrong_byte_len")) wc[i].byte_len += 1;
+    /* byte_len kept in 16 bits: wrong past 64 KiB */
+    if (breaks("byte_len_16bit")) wc[i].byte_len &= 0xFFFF;
     /* an immediate lost: the sixth receive completion of the process is never reported */
     if (breaks("lose_sixth_imm") && ++imm_recvs == 6) {
       memmove(&wc[i], &wc[i + 1], sizeof *wc * (size_t)(n - i - 1));
@@ -150,4 +195,21 @@ struct mrc_qp_hint* mrc_create_qp_hint(struct mrc_context* ctx,
   if (breaks("hang"))
     for (;;) pause();
   return REAL(mrc_create_qp_hint)(ctx, init_attr);
+}
+
+/* memory registration: ibv_reg_mr is a macro over an inline wrapper in <infiniband/verbs.h>;
+ * the exported function is wrapped. */
+#undef ibv_reg_mr
+struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  /* remote write granted although not asked for */
+  if (breaks("mr_remote_write")) access |= IBV_ACCESS_REMOTE_WRITE;
+  /* the MR reaches past the registered length (a length check off by the buffer's size) */
+  if (breaks("mr_oversize")) length *= 2;
+  return REAL(ibv_reg_mr)(pd, addr, length, access);
+}
+
+/* deregistration that leaves the rkey valid */
+int ibv_dereg_mr(struct ibv_mr* mr) {
+  if (breaks("dereg_noop")) return 0;
+  return REAL(ibv_dereg_mr)(mr);
 }
