@@ -47,7 +47,7 @@ def build_htsim(git_dir, work):
 
 
 def timed(cmd, stdout_path, cwd=None):
-    """Runs cmd, stdout to a file; returns (exit code, wall s, peak RSS MB)."""
+    """Runs cmd, stdout to a file; returns (exit code, wall s, CPU s, peak RSS MB)."""
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     with open(stdout_path, "w") as out:
         t0 = time.monotonic()
@@ -55,7 +55,7 @@ def timed(cmd, stdout_path, cwd=None):
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, wall, ru.ru_maxrss / 1024.0
+    return p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
 
 
 def pct(values, q):
@@ -107,14 +107,14 @@ def main():
         hcmd = [htsim, "-tm", cm, "-end", str(a.end_us), "-sender_cc_only",
                 "-load_balancing_algo", "oblivious", "-paths", str(a.paths),
                 "-failed", str(a.failed), "-tiers", str(a.htsim_tiers), "-seed", str(a.seed)]
-        rc, wall, rss = timed(hcmd, hout, cwd=a.work)
+        rc, wall, cpu, rss = timed(hcmd, hout, cwd=a.work)
         fct = []
         with open(hout, errors="replace") as f:
             for line in f:
                 m = re.search(r"finished at ([0-9.eE+-]+)", line)
                 if m:
                     fct.append(float(m.group(1)))
-        rows.append(dict(tool=f"htsim {rev}", n=n, rc=rc, wall=wall, rss=rss, events=None,
+        rows.append(dict(tool=f"htsim {rev}", n=n, rc=rc, wall=wall, cpu=cpu, rss=rss, events=None,
                          done=len(fct), flows=n, p50=pct(fct, .5), p99=pct(fct, .99),
                          max=max(fct) if fct else float("nan"), cmd=" ".join(hcmd)))
         # mrct sim: hosts_per_leaf and spines as a non-blocking 2-tier Clos of the same size.
@@ -124,10 +124,10 @@ def main():
                 "--hosts-per-leaf", str(hpl), "--spines", str(hpl), "--failed", str(a.failed),
                 "--evs", str(a.paths), "--end-us", str(a.end_us), "--seed", str(a.seed), "-q",
                 "-o", mout]
-        rc, wall, rss = timed(mcmd, os.devnull)
+        rc, wall, cpu, rss = timed(mcmd, os.devnull)
         j = json.load(open(mout)) if os.path.exists(mout) else {"flows": [], "summary": {}}
         mf = [f["fct_ns"] / 1e3 for f in j["flows"] if f["done"]]
-        rows.append(dict(tool="mrct sim", n=n, rc=rc, wall=wall, rss=rss,
+        rows.append(dict(tool="mrct sim", n=n, rc=rc, wall=wall, cpu=cpu, rss=rss,
                          events=j["summary"].get("events"), done=len(mf), flows=n,
                          p50=pct(mf, .5), p99=pct(mf, .99), max=max(mf) if mf else float("nan"),
                          rtx=j["summary"].get("retransmits", {}).get("total"),
@@ -135,12 +135,12 @@ def main():
 
     load = open("/proc/loadavg").read().split()[:3]
     print(f"\nload average at the end: {' '.join(load)} on {os.cpu_count()} CPUs")
-    print(f"{'tool':<16} {'hosts':>5} {'done':>9} {'wall s':>8} {'Mevents/s':>9} "
+    print(f"{'tool':<16} {'hosts':>5} {'done':>9} {'wall s':>8} {'CPU s':>7} {'Mev/CPU-s':>9} "
           f"{'RSS MB':>7} {'FCT p50 us':>10} {'p99 us':>8} {'max us':>8}")
     for r in rows:
-        ev = f"{r['events'] / r['wall'] / 1e6:.2f}" if r["events"] else "n/a"
+        ev = f"{r['events'] / r['cpu'] / 1e6:.2f}" if r["events"] and r["cpu"] else "n/a"
         print(f"{r['tool']:<16} {r['n']:>5} {str(r['done']) + '/' + str(r['flows']):>9} "
-              f"{r['wall']:>8.1f} {ev:>9} {r['rss']:>7.0f} {r['p50']:>10.0f} {r['p99']:>8.0f} "
+              f"{r['wall']:>8.1f} {r['cpu']:>7.1f} {ev:>9} {r['rss']:>7.0f} {r['p50']:>10.0f} {r['p99']:>8.0f} "
               f"{r['max']:>8.0f}")
     print("\ncommands:")
     for r in rows:

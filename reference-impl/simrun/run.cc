@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iomanip>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -465,12 +465,14 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
         last_print = now;
         const double pct = 100.0 * static_cast<double>(completed) /
                            static_cast<double>(std::max<size_t>(wl.flows.size(), 1));
-        *progress_out << "mrct sim: t=" << static_cast<double>(s.now_ns()) / 1e3 << " us, "
-                      << completed << "/" << wl.flows.size() << " flows (" << std::fixed
-                      << std::setprecision(1) << pct << "%), "
-                      << static_cast<double>(s.events_dispatched()) / 1e6 << " M events, "
-                      << std::chrono::duration<double>(now - wall0).count() << " s wall"
-                      << std::defaultfloat << std::endl;
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "mrct sim: t=%.1f us, %llu/%zu flows (%.1f%%), %.2f M events, %.1f s wall",
+                      static_cast<double>(s.now_ns()) / 1e3,
+                      static_cast<unsigned long long>(completed), wl.flows.size(), pct,
+                      static_cast<double>(s.events_dispatched()) / 1e6,
+                      std::chrono::duration<double>(now - wall0).count());
+        *progress_out << line << std::endl;
       }
     }
   }

@@ -189,10 +189,14 @@ int sim_main(int argc, char** argv) {
   size_t done = 0;
   for (const FlowResult& f : r.flows) done += f.done && !f.error;
   if (!quiet) {
-    std::cerr << "mrct sim: " << done << "/" << r.flows.size() << " flows completed at "
-              << static_cast<double>(r.sim_end_ns) / 1e3 << " us simulated; " << r.events
-              << " events in " << r.wall_s << " s wall, peak RSS "
-              << static_cast<double>(r.peak_rss_kb) / 1024.0 << " MB\n";
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "mrct sim: %zu/%zu flows completed at %.1f us simulated; %llu events in %.2f s "
+                  "wall, peak RSS %.1f MB\n",
+                  done, r.flows.size(), static_cast<double>(r.sim_end_ns) / 1e3,
+                  static_cast<unsigned long long>(r.events), r.wall_s,
+                  static_cast<double>(r.peak_rss_kb) / 1024.0);
+    std::cerr << line;
   }
   return done == r.flows.size() ? kOk : kIncomplete;
 }
