@@ -9,6 +9,9 @@
 #ifdef MRCT_HAVE_RUNTIME
 #include "reference-impl/runtime/runtime.h"
 #endif
+#ifdef MRCT_HAVE_SIM
+#include "reference-impl/simrun/simrun.h"
+#endif
 #ifdef MRCT_HAVE_SCRIPTS
 #include "conformance/scripts/scripts.h"
 #endif
@@ -48,6 +51,10 @@ int main(int argc, char** argv) {
       [](CLI::App& sub) {
         return mrct::add_passthrough(sub, mrc::runtime::endpoint_main, "mrct endpoint");
       });
+#endif
+#ifdef MRCT_HAVE_SIM
+  add("sim", "The reference engine on large multi-plane Clos fabrics (htsim-style workloads)",
+      [](CLI::App& sub) { return mrct::add_passthrough(sub, mrc::simrun::sim_main, "mrct sim"); });
 #endif
 #ifdef MRCT_HAVE_SCRIPTS
   add("script", "Exact-packet conformance scripts (*.mrcs) against the reference or a DUT",

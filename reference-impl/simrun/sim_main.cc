@@ -1,0 +1,204 @@
+// `mrct sim`: run a connection matrix on a Clos fabric, or write one.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "reference-impl/simrun/simrun.h"
+
+namespace mrc::simrun {
+
+namespace {
+constexpr int kOk = 0;
+constexpr int kIncomplete = 1;  // the run finished, and some flows did not complete
+constexpr int kUsage = 2;
+
+// Writes `text` to `path` through a temporary file, so a failed write leaves nothing behind.
+bool write_atomically(const std::string& path, const std::string& text, std::string* error) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      *error = path + ": cannot write";
+      return false;
+    }
+    out << text;
+    if (!out.flush()) {
+      *error = path + ": write failed";
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = path + ": cannot rename into place";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+int sim_main(int argc, char** argv) {
+  CLI::App app{
+      "The reference MRC engine on a multi-plane two-tier Clos fabric (docs/simulation.md).\n"
+      "  run: a connection matrix (htsim's .cm format) on a topology file or flags; JSON out.\n"
+      "  gen: write a permutation or incast connection matrix.\n"
+      "Exit: 0 every flow completed, 1 some flows did not complete by --end-us, 2 bad options "
+      "or input.",
+      "sim"};
+  app.require_subcommand(1);
+
+  CLI::App* run_cmd = app.add_subcommand("run", "Run a connection matrix on a fabric");
+  std::string topo_file, cm_file, out_file;
+  Topology topo;
+  RunConfig rc;
+  double end_us = 1e6;
+  bool quiet = false, perf = true;
+  run_cmd->add_option("--topo", topo_file, "topology file (flags below override its settings)");
+  run_cmd->add_option("--cm", cm_file, "connection matrix (htsim format)")->required();
+  run_cmd->add_option("-o,--output", out_file, "JSON result file (default: stdout)");
+  auto* o_hosts = run_cmd->add_option("--hosts", topo.hosts, "hosts (default 16)");
+  auto* o_planes = run_cmd->add_option("--planes", topo.planes, "planes (default 2)");
+  auto* o_hpl = run_cmd->add_option("--hosts-per-leaf", topo.hosts_per_leaf, "(default 4)");
+  auto* o_spines = run_cmd->add_option("--spines", topo.spines, "spines per plane (default 4)");
+  auto* o_queue =
+      run_cmd->add_option("--queue-bytes", topo.queue_bytes, "per link (default 1 MiB)");
+  auto* o_ecn =
+      run_cmd->add_option("--ecn-threshold-bytes", topo.ecn_threshold_bytes, "(default 200000)");
+  auto* o_failed = run_cmd->add_option(
+      "--failed", topo.random_degraded,
+      "leaf-spine cables at 1/4 rate for the whole run, chosen from the seed (htsim -failed)");
+  bool no_trim = false;
+  run_cmd->add_flag("--no-trim", no_trim, "drop instead of trimming on overflow");
+  run_cmd->add_option("--seed", rc.seed, "simulation seed")->capture_default_str();
+  run_cmd->add_option("--mtu", rc.mtu, "path MTU: 1024, 2048 or 4096")->capture_default_str();
+  run_cmd->add_option("--cc", rc.cc, "nscc or none")->capture_default_str();
+  run_cmd->add_option("--evs", rc.evs, "EVs per QP")->capture_default_str();
+  int timeout_exp = 0;
+  run_cmd
+      ->add_option("--timeout", timeout_exp,
+                   "MRC timeout exponent, T = 1.024 us * 2^t (0: from the fabric, see "
+                   "docs/simulation.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 31));
+  run_cmd->add_option("--end-us", end_us, "simulated time limit (us)")->capture_default_str();
+  run_cmd->add_flag("-q,--quiet", quiet, "no progress lines on stderr");
+  bool no_perf = false;
+  run_cmd->add_flag("--no-perf", no_perf,
+                    "leave out the perf object (wall time, RSS), the only fields that differ "
+                    "between two runs of one seed");
+
+  CLI::App* gen_cmd = app.add_subcommand("gen", "Write a connection matrix (htsim format)");
+  std::string kind, gen_out;
+  uint32_t nodes = 0, conns = 0, senders = 8, dst = 0;
+  uint64_t bytes = 2'000'000, gen_seed = 1;
+  gen_cmd->add_option("kind", kind, "permutation | incast")
+      ->required()
+      ->check(CLI::IsMember({"permutation", "incast"}));
+  gen_cmd->add_option("--nodes", nodes, "nodes")->required();
+  gen_cmd->add_option("--conns", conns, "permutation: connections (default: every node)");
+  gen_cmd->add_option("--senders", senders, "incast: senders")->capture_default_str();
+  gen_cmd->add_option("--dst", dst, "incast: the receiving node")->capture_default_str();
+  gen_cmd->add_option("--size", bytes, "bytes per flow")->capture_default_str();
+  gen_cmd->add_option("--seed", gen_seed, "shuffle seed")->capture_default_str();
+  gen_cmd->add_option("-o,--output", gen_out, "output file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc_exit = app.exit(e);
+    return rc_exit == 0 ? kOk : kUsage;
+  }
+
+  std::string error;
+  if (gen_cmd->parsed()) {
+    if (nodes < 2 || nodes > (1u << 16)) {
+      std::cerr << "mrct sim gen: --nodes must be in 2..65536\n";
+      return kUsage;
+    }
+    if (bytes == 0 || bytes > (uint64_t{1} << 31)) {
+      std::cerr << "mrct sim gen: --size must be in 1..2^31\n";
+      return kUsage;
+    }
+    std::string text;
+    if (kind == "permutation") {
+      text = permutation_cm(nodes, conns == 0 ? nodes : conns, bytes, gen_seed);
+    } else {
+      if (dst >= nodes || senders == 0 || senders >= nodes) {
+        std::cerr << "mrct sim gen: incast needs --dst < --nodes and 1 <= --senders < --nodes\n";
+        return kUsage;
+      }
+      text = incast_cm(nodes, senders, dst, bytes, gen_seed);
+    }
+    if (!write_atomically(gen_out, text, &error)) {
+      std::cerr << "mrct sim gen: " << error << "\n";
+      return kUsage;
+    }
+    return kOk;
+  }
+
+  // run
+  Topology base;
+  if (!topo_file.empty() && !load_topology(topo_file, base, &error)) {
+    std::cerr << "mrct sim: " << error << "\n";
+    return kUsage;
+  }
+  if (o_hosts->count()) base.hosts = topo.hosts;
+  if (o_planes->count()) base.planes = topo.planes;
+  if (o_hpl->count()) base.hosts_per_leaf = topo.hosts_per_leaf;
+  if (o_spines->count()) base.spines = topo.spines;
+  if (o_queue->count()) base.queue_bytes = topo.queue_bytes;
+  if (o_ecn->count()) base.ecn_threshold_bytes = topo.ecn_threshold_bytes;
+  if (o_failed->count()) base.random_degraded = topo.random_degraded;
+  if (no_trim) base.trim = false;
+  if (std::string p = validate_topology(base); !p.empty()) {
+    std::cerr << "mrct sim: " << (topo_file.empty() ? std::string("flags") : topo_file) << ": " << p
+              << "\n";
+    return kUsage;
+  }
+  Workload wl;
+  if (!load_cm(cm_file, wl, &error)) {
+    std::cerr << "mrct sim: " << error << "\n";
+    return kUsage;
+  }
+  if (wl.nodes > base.hosts) {
+    std::cerr << "mrct sim: " << cm_file << ": Nodes " << wl.nodes << " but the topology has "
+              << base.hosts << " hosts\n";
+    return kUsage;
+  }
+  if (end_us <= 0) {
+    std::cerr << "mrct sim: --end-us must be positive\n";
+    return kUsage;
+  }
+  rc.end_ns = static_cast<uint64_t>(end_us * 1e3);
+  rc.progress = !quiet;
+  rc.timeout = static_cast<uint8_t>(timeout_exp);
+  perf = !no_perf;
+  const RunResult r = run(base, wl, rc, &std::cerr);
+  if (!r.error.empty()) {
+    std::cerr << "mrct sim: " << r.error << "\n";
+    return kUsage;
+  }
+  const std::string json = result_json(base, wl, rc, r, perf);
+  if (out_file.empty()) {
+    std::cout << json;
+  } else if (!write_atomically(out_file, json, &error)) {
+    std::cerr << "mrct sim: " << error << "\n";
+    return kUsage;
+  }
+  size_t done = 0;
+  for (const FlowResult& f : r.flows) done += f.done && !f.error;
+  if (!quiet) {
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "mrct sim: %zu/%zu flows completed at %.1f us simulated; %llu events in %.2f s "
+                  "wall, peak RSS %.1f MB\n",
+                  done, r.flows.size(), static_cast<double>(r.sim_end_ns) / 1e3,
+                  static_cast<unsigned long long>(r.events), r.wall_s,
+                  static_cast<double>(r.peak_rss_kb) / 1024.0);
+    std::cerr << line;
+  }
+  return done == r.flows.size() ? kOk : kIncomplete;
+}
+
+}  // namespace mrc::simrun

@@ -1,0 +1,152 @@
+// mrc_simrun: `mrct sim`, the reference engine (mrc::engine::Endpoint, the same one every other
+// driver uses) on large multi-plane two-tier Clos fabrics built on mrc::sim, with workloads from
+// htsim-style connection-matrix files, so the same workload runs in both tools.
+//
+// The fabric: P planes (host port p is plane p). Per plane, L = hosts / hosts_per_leaf leaves and
+// S spines; every leaf has one cable to every spine. A leaf sends a frame for a host on another
+// leaf to spine hash(plane seed, leaf, UDP source port, flow label) mod S, which is ECMP hashing
+// of the EV (the EV is carried in the UDP source port and the flow label). Queues are the
+// simulator's links: a byte FIFO with an ECN marking threshold, trimming of trimmable data on
+// overflow and a strict-priority queue for trimmed headers.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mrc::simrun {
+
+inline constexpr uint64_t kForeverNs = UINT64_MAX;
+
+// One failure of the fabric: a leaf-spine cable, every cable of a spine (switch failure), every
+// link of a leaf (uplinks and its host links), or a whole plane, down in [from_ns, until_ns), or
+// running at rate_fraction of its rate for the whole run (a degraded link, htsim's -failed).
+struct Failure {
+  uint8_t plane = 0;   // 1-based
+  int64_t leaf = -1;   // -1: any
+  int64_t spine = -1;  // -1: any
+  bool down = true;    // false: degraded
+  double rate_fraction = 1.0;
+  uint64_t from_ns = 0;
+  uint64_t until_ns = kForeverNs;
+  std::string where;  // "file:line" it came from, for messages
+};
+
+struct Topology {
+  uint32_t tiers = 2;  // only 2 is implemented
+  uint32_t hosts = 16;
+  uint32_t planes = 2;
+  uint32_t hosts_per_leaf = 4;
+  uint32_t spines = 4;  // per plane
+  uint64_t host_rate_bps = 100'000'000'000;
+  uint64_t fabric_rate_bps = 100'000'000'000;
+  uint64_t host_delay_ns = 500;    // propagation, host <-> leaf
+  uint64_t fabric_delay_ns = 500;  // propagation, leaf <-> spine
+  uint64_t queue_bytes = 1u << 20;
+  uint64_t ecn_threshold_bytes = 200'000;  // 0: no marking
+  bool trim = true;                        // trim trimmable data on overflow (else drop)
+  std::vector<Failure> failures;
+  // htsim's -failed K: K leaf-spine cables, chosen from the seed, at `random_degraded_fraction`
+  // of their rate for the whole run.
+  uint32_t random_degraded = 0;
+  double random_degraded_fraction = 0.25;
+
+  uint32_t leaves() const { return hosts_per_leaf == 0 ? 0 : hosts / hosts_per_leaf; }
+};
+
+// A small line-based file: `key value` settings and `fail ...` lines (docs/simulation.md).
+// On error: false and "<name>:<line>: <what>" in *error; `out` is left unchanged.
+bool parse_topology_text(std::string_view text, std::string_view name, Topology& out,
+                         std::string* error);
+bool load_topology(const std::string& path, Topology& out, std::string* error);
+// Empty when the topology can be built, else what is wrong (no file position).
+std::string validate_topology(const Topology& t);
+
+struct Flow {
+  uint32_t id = 0;
+  uint32_t src = 0;
+  uint32_t dst = 0;
+  uint64_t start_ns = 0;
+  uint64_t bytes = 0;
+};
+
+struct Workload {
+  uint32_t nodes = 0;
+  std::vector<Flow> flows;
+};
+
+// htsim's connection matrix: "Nodes N", "Connections C", then C lines
+// "<src>-><dst> [id <n>] start <t> size <bytes>", start in picoseconds as htsim reads it.
+// Triggers and failures of htsim's format are refused with the line that uses them.
+bool parse_cm_text(std::string_view text, std::string_view name, Workload& out, std::string* error);
+bool load_cm(const std::string& path, Workload& out, std::string* error);
+
+// Generators writing that format. Permutation: every node sends to one other node and receives
+// from one (the first `conns` senders of a shuffled pairing, seeded). Incast: `senders` distinct
+// nodes (seeded) to node `dst`.
+std::string permutation_cm(uint32_t nodes, uint32_t conns, uint64_t bytes, uint64_t seed);
+std::string incast_cm(uint32_t nodes, uint32_t senders, uint32_t dst, uint64_t bytes,
+                      uint64_t seed);
+
+struct RunConfig {
+  uint64_t seed = 1;
+  uint32_t mtu = 4096;
+  std::string cc = "nscc";  // "nscc" or "none"
+  uint32_t evs = 32;        // EVs per QP (generated profile, spread over the planes)
+  // MRC retransmission timeout exponent: T = 1.024 us * 2^timeout. 0 picks the smallest T above
+  // twice the unloaded RTT plus an ECN-threshold queue at each of the four hops, because a T
+  // below the queueing delay the congestion control aims for resends packets that were only
+  // queued and retires their EVs (timeout 4 = 16 us did so 281 times in a fault-free
+  // 16-host permutation).
+  uint8_t timeout = 0;
+  uint64_t end_ns = 1'000'000'000;
+  uint64_t slice_ns = 20'000;  // completion/progress check period, simulated
+  bool progress = false;       // a progress line on `progress_out` about once a second
+};
+
+struct FlowResult {
+  Flow flow;
+  bool done = false;
+  bool error = false;  // completed with an error status
+  uint64_t fct_ns = 0;
+  uint64_t ideal_fct_ns = 0;
+  double slowdown = 0;
+  uint64_t retransmits = 0;
+};
+
+struct ClassQueue {
+  std::string name;  // "host_up", "leaf_up", "spine_down", "host_down"
+  uint64_t links = 0;
+  uint64_t max_backlog_bytes = 0;     // over every link of the class
+  double mean_max_backlog_bytes = 0;  // mean over the links of their maximum
+  uint64_t drops = 0, trims = 0, ecn_marks = 0;
+};
+
+struct RunResult {
+  std::string error;    // non-empty: the run could not be built or the simulator failed
+  uint8_t timeout = 0;  // the MRC timeout exponent used
+  std::vector<FlowResult> flows;
+  uint64_t sim_end_ns = 0;
+  uint64_t events = 0;
+  double wall_s = 0;
+  uint64_t peak_rss_kb = 0;
+  uint64_t data_packets_sent = 0, retransmits = 0, rtx_timeout = 0, rtx_nack = 0, rtx_sack_gap = 0,
+           rtx_ack_wait = 0, trimmed_rx = 0, ce_rx = 0, ev_retirements = 0;
+  std::vector<ClassQueue> queues;
+  std::vector<std::string> degraded;  // names of degraded links (random and explicit)
+};
+
+RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
+              std::ostream* progress_out = nullptr);
+
+// The result as JSON (2-space indented). `perf` adds wall time, events/s and peak RSS, the
+// only fields that differ between two runs of one seed.
+std::string result_json(const Topology& topo, const Workload& wl, const RunConfig& cfg,
+                        const RunResult& r, bool perf);
+
+// `mrct sim run|gen ...`
+int sim_main(int argc, char** argv);
+
+}  // namespace mrc::simrun

@@ -1,0 +1,235 @@
+#include "reference-impl/simrun/simrun.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace mrc::simrun {
+namespace {
+
+Topology small() {
+  Topology t;
+  t.hosts = 16;
+  t.planes = 2;
+  t.hosts_per_leaf = 4;
+  t.spines = 4;
+  return t;
+}
+
+Workload workload(const std::string& text) {
+  Workload wl;
+  std::string err;
+  EXPECT_TRUE(parse_cm_text(text, "w.cm", wl, &err)) << err;
+  return wl;
+}
+
+TEST(SimrunTopology, ParsesSettingsAndFailures) {
+  Topology t;
+  std::string err;
+  ASSERT_TRUE(
+      parse_topology_text("# a comment\nhosts 64\nplanes 8\nhosts_per_leaf 16\n"
+                          "spines 8\nhost_rate_gbps 400\ntrim off\n"
+                          "fail plane 3 leaf 1 spine 2 down from_us 10 until_us 20.5\n"
+                          "fail plane 2 spine 7 rate 0.25\nfail random 4 rate 0.5\n",
+                          "t.topo", t, &err))
+      << err;
+  EXPECT_EQ(t.hosts, 64u);
+  EXPECT_EQ(t.planes, 8u);
+  EXPECT_EQ(t.leaves(), 4u);
+  EXPECT_EQ(t.host_rate_bps, 400'000'000'000u);
+  EXPECT_FALSE(t.trim);
+  ASSERT_EQ(t.failures.size(), 2u);
+  EXPECT_EQ(t.failures[0].plane, 3);
+  EXPECT_EQ(t.failures[0].leaf, 1);
+  EXPECT_EQ(t.failures[0].spine, 2);
+  EXPECT_EQ(t.failures[0].from_ns, 10'000u);
+  EXPECT_EQ(t.failures[0].until_ns, 20'500u);
+  EXPECT_EQ(t.failures[0].where, "t.topo:8");
+  EXPECT_FALSE(t.failures[1].down);
+  EXPECT_EQ(t.failures[1].leaf, -1);
+  EXPECT_DOUBLE_EQ(t.failures[1].rate_fraction, 0.25);
+  EXPECT_EQ(t.random_degraded, 4u);
+}
+
+TEST(SimrunTopology, ErrorsNameTheLine) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"hosts 16\nplanez 2\n", "t.topo:2: unknown key 'planez'"},
+      {"hosts 16\n\nplanes x\n", "t.topo:3: planes: expected an integer"},
+      {"hosts 16\nfail plane 1 leaf 0\n", "t.topo:2: fail line needs 'down'"},
+      {"hosts 16\nfail plane 1 rate 0.5 from_us 3\n", "t.topo:2: a degraded link"},
+      {"hosts 16\nfail plane 3 down\n", "t.topo:2: plane 3 outside 1..2"},
+      {"hosts 16\nfail plane 1 leaf 4 down\n", "t.topo:2: leaf 4 outside 0..3"},
+      {"hosts 15\n", "hosts (15) must be a multiple of hosts_per_leaf (4)"},
+      {"tiers 3\n", "only 2-tier"},
+  };
+  for (const Case& c : cases) {
+    Topology t;
+    const Topology before = t;
+    std::string err;
+    EXPECT_FALSE(parse_topology_text(c.text, "t.topo", t, &err)) << c.text;
+    EXPECT_NE(err.find(c.want), std::string::npos) << "got: " << err;
+    EXPECT_EQ(t.hosts, before.hosts);  // unchanged on error
+  }
+}
+
+TEST(SimrunCm, ParsesHtsimFormat) {
+  const Workload wl = workload(
+      "Nodes 4\nConnections 2\n0->3 id 7 start 2000000 size 4096\n2->1 start 0 size 100\n");
+  EXPECT_EQ(wl.nodes, 4u);
+  ASSERT_EQ(wl.flows.size(), 2u);
+  EXPECT_EQ(wl.flows[0].id, 7u);
+  EXPECT_EQ(wl.flows[0].dst, 3u);
+  EXPECT_EQ(wl.flows[0].start_ns, 2'000u);  // picoseconds in the file
+  EXPECT_EQ(wl.flows[1].id, 2u);
+  EXPECT_EQ(wl.flows[1].bytes, 100u);
+}
+
+TEST(SimrunCm, ErrorsNameTheLine) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"Nodes 4\nConnections 1\n0->4 size 10\n", "w.cm:3: node out of range"},
+      {"Nodes 4\nConnections 1\n1->1 size 10\n", "w.cm:3: a node cannot send to itself"},
+      {"Nodes 4\nConnections 1\n0->1 start 0\n", "w.cm:3: connection without 'size"},
+      {"Nodes 4\nConnections 2\n0->1 size 5\n", "w.cm:2: 'Connections 2' but 1"},
+      {"Nodes 4\nConnections 1\n0->1 size 5 trigger 1\n", "w.cm:3: htsim 'trigger'"},
+      {"0->1 size 5\n", "w.cm:1: connection before the 'Nodes' line"},
+      {"Nodes 4\nConnections 1\n0-1 size 5\n", "w.cm:3: expected '<src>-><dst>"},
+  };
+  for (const Case& c : cases) {
+    Workload wl;
+    std::string err;
+    EXPECT_FALSE(parse_cm_text(c.text, "w.cm", wl, &err)) << c.text;
+    EXPECT_NE(err.find(c.want), std::string::npos) << "got: " << err;
+  }
+}
+
+TEST(SimrunCm, PermutationIsAPermutation) {
+  const Workload wl = workload(permutation_cm(64, 64, 1000, 5));
+  ASSERT_EQ(wl.flows.size(), 64u);
+  std::set<uint32_t> src, dst;
+  for (const Flow& f : wl.flows) {
+    EXPECT_NE(f.src, f.dst);
+    src.insert(f.src);
+    dst.insert(f.dst);
+  }
+  EXPECT_EQ(src.size(), 64u);
+  EXPECT_EQ(dst.size(), 64u);
+  EXPECT_NE(permutation_cm(64, 64, 1000, 5), permutation_cm(64, 64, 1000, 6));
+  const Workload in = workload(incast_cm(16, 8, 3, 1000, 1));
+  ASSERT_EQ(in.flows.size(), 8u);
+  std::set<uint32_t> senders;
+  for (const Flow& f : in.flows) {
+    EXPECT_EQ(f.dst, 3u);
+    senders.insert(f.src);
+  }
+  EXPECT_EQ(senders.size(), 8u);
+}
+
+nlohmann::json run_json(const Topology& t, const Workload& wl, RunConfig rc = {}) {
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, wl, rc);
+  EXPECT_EQ(r.error, "");
+  return nlohmann::json::parse(result_json(t, wl, rc, r, false));
+}
+
+TEST(SimrunRun, PermutationCompletesAndIsDeterministicBySeed) {
+  const Topology t = small();
+  const Workload wl = workload(permutation_cm(16, 16, 256 * 1024, 1));
+  RunConfig rc;
+  rc.seed = 3;
+  const nlohmann::json a = run_json(t, wl, rc);
+  const nlohmann::json b = run_json(t, wl, rc);
+  EXPECT_EQ(a["summary"]["completed"], 16);
+  EXPECT_EQ(a, b);  // same seed, same bytes
+  rc.seed = 4;
+  const nlohmann::json c = run_json(t, wl, rc);
+  EXPECT_NE(a["flows"], c["flows"]);  // the seed reaches the run (EVs, PSNs, ECMP)
+  // Every flow at least as slow as its ideal, and goodput below the host rate.
+  for (const auto& f : a["flows"]) {
+    EXPECT_GE(f["slowdown"].get<double>(), 1.0) << f.dump();
+    EXPECT_LE(f["goodput_gbps"].get<double>(), 2 * 100.0) << f.dump();  // two planes
+    EXPECT_FALSE(f["error"].get<bool>()) << f.dump();
+  }
+  EXPECT_GE(a["summary"]["data_packets_sent"].get<uint64_t>(), 16u * 64u);
+}
+
+TEST(SimrunRun, IncastTrimsAndStillCompletes) {
+  Topology t = small();
+  t.queue_bytes = 64 * 1024;
+  t.ecn_threshold_bytes = 16 * 1024;
+  const Workload wl = workload(incast_cm(16, 8, 0, 512 * 1024, 2));
+  const nlohmann::json j = run_json(t, wl);
+  EXPECT_EQ(j["summary"]["completed"], 8);
+  uint64_t trims = 0, marks = 0;
+  for (const auto& q : j["summary"]["queues"]) {
+    trims += q["trims"].get<uint64_t>();
+    marks += q["ecn_marks"].get<uint64_t>();
+  }
+  EXPECT_GT(marks, 0u);
+  EXPECT_GT(trims, 0u);
+  EXPECT_EQ(j["summary"]["trimmed_rx"].get<uint64_t>(), trims);  // every trim reached a host
+  // 8:1 into one 100G host link: the last flow cannot finish before 8 x the ideal.
+  EXPECT_GT(j["summary"]["slowdown"]["max"].get<double>(), 4.0);
+}
+
+TEST(SimrunRun, SpineFailureMidRunRecovers) {
+  Topology t = small();
+  Failure f;
+  f.plane = 1;
+  f.spine = 2;  // every cable of spine 2 of plane 1
+  f.from_ns = 50'000;
+  t.failures.push_back(f);
+  const Workload wl = workload(permutation_cm(16, 16, 2 * 1024 * 1024, 1));
+  const nlohmann::json j = run_json(t, wl);
+  EXPECT_EQ(j["summary"]["completed"], 16);
+  EXPECT_GT(j["summary"]["ev_retirements"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["summary"]["retransmits"]["total"].get<uint64_t>(), 0u);
+  uint64_t drops = 0;
+  for (const auto& q : j["summary"]["queues"]) drops += q["drops"].get<uint64_t>();
+  EXPECT_GT(drops, 0u);  // frames were lost on the dead spine
+  // The same run without the failure loses nothing, and the default timeout (from the fabric's
+  // RTT and ECN threshold) does not fire on packets that were only queued. (With timeout 4,
+  // 16 us, this run resent 281 packets on timeout and retired 185 EVs.) Resends on SACK-gap
+  // evidence from reordering across paths remain (19 with seed 1): the engine's, see
+  // docs/simulation.md.
+  const nlohmann::json clean = run_json(small(), wl);
+  EXPECT_EQ(clean["summary"]["retransmits"]["timeout"], 0) << clean["summary"].dump();
+  for (const auto& q : clean["summary"]["queues"]) EXPECT_EQ(q["drops"], 0) << q.dump();
+}
+
+TEST(SimrunRun, DegradedCablesAreSlower) {
+  Topology t = small();
+  t.random_degraded = 4;
+  const Workload wl = workload(permutation_cm(16, 16, 1024 * 1024, 1));
+  RunConfig rc;
+  const RunResult r = run(t, wl, rc);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.degraded.size(), 4u);
+  Topology all = small();
+  for (uint8_t p = 1; p <= 2; ++p) {
+    Failure f;
+    f.plane = p;
+    f.down = false;
+    f.rate_fraction = 0.1;
+    all.failures.push_back(f);
+  }
+  const nlohmann::json slow = run_json(all, wl);
+  const nlohmann::json fast = run_json(small(), wl);
+  EXPECT_GT(slow["summary"]["fct_ns"]["p50"].get<uint64_t>(),
+            2 * fast["summary"]["fct_ns"]["p50"].get<uint64_t>());
+}
+
+TEST(SimrunRun, RefusesAWorkloadBiggerThanTheFabric) {
+  const Workload wl = workload(permutation_cm(32, 32, 1000, 1));
+  const RunResult r = run(small(), wl, RunConfig{});
+  EXPECT_NE(r.error.find("32 nodes"), std::string::npos) << r.error;
+}
+
+}  // namespace
+}  // namespace mrc::simrun
