@@ -382,6 +382,16 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
   if (evs_.demote(ev, now_ns, reason)) probe_check_ns_ = std::min(probe_check_ns_, now_ns);
 }
 
+void Qp::heard_from_peer(uint64_t now_ns) {
+  heard_ns_ = now_ns;
+  if (silent_hold_) {
+    // A held first timeout is judged again now that the peer spoke: what this answer (and the
+    // ones read with it) leave unacknowledged was lost on its path, not to a silent peer.
+    silent_hold_ = false;
+    tx_deadline_ = std::min(tx_deadline_, now_ns);
+  }
+}
+
 void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
   for (uint32_t p = psn_add(cack_seen_, 1);; p = psn_add(p, 1)) {
     TxEntry& e = tx_[p & tx_mask_];
@@ -572,6 +582,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     return;
   }
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
+  heard_from_peer(now_ns);
 
   uint64_t newly = 0;
   if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly, now_ns);
@@ -727,6 +738,7 @@ void Qp::on_nack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     }
     return;
   }
+  heard_from_peer(now_ns);
   const int ev = evs_.find_wev(n.entropy);
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
   if (ep_->logging()) {
@@ -809,6 +821,7 @@ void Qp::on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t no
       ++st_.stale_rx;
       return;
     }
+    heard_from_peer(now_ns);
     if (psn_lt(cack_seen_, psn)) {
       // "Received and placed" implies received: the window may advance too.
       uint64_t newly = 0;
@@ -873,6 +886,16 @@ void Qp::requester_timer(uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       if (!(e.flags & (TxEntry::kInFlight | TxEntry::kRtxQueued))) continue;
       if (e.deadline_ns <= now_ns) {
+        // The first timeout of a packet the peer has not answered anything since (on any EV)
+        // is held while the silence lasts, up to silent_peer_grace_ns (engine.h says why).
+        const uint64_t grace = ep_->cfg.silent_peer_grace_ns;
+        if (grace > 0 && e.retries == 0 && heard_ns_ <= e.last_tx_ns &&
+            now_ns < e.deadline_ns + grace) {
+          if (!silent_hold_) ++st_.silent_peer_holds;
+          silent_hold_ = true;
+          next = std::min(next, e.deadline_ns + grace);
+          continue;
+        }
         if (!retry_budget_left(e.retries)) {
           if (ep_->logging()) {
             Event ev = ep_->event(EventKind::kRetransmit, qpn_);
