@@ -141,6 +141,9 @@ print(f"{name.rsplit('-', 1)[0]:12} {c.get('gbit_per_s', 0):7.3f} "
       f"{f.get('sent', 0):>9} {f.get('rate', 0):>9.0f} "
       f"{s.get('peak_rss_kib', 0) / 1024:8.1f} {c.get('peak_rss_kib', 0) / 1024:8.1f} "
       f"{s.get('engine', {}).get('peer_state_entries', -1):>5} "
+      f"{sum(p.get('rx_ring_drops', 0) for p in s.get('ports', [])):>8} "
+      f"{c.get('retransmissions', {}).get('total', 0):>6} "
+      f"{f.get('frames_per_syscall', 0):>6.1f} "
       f"{'verified' if ok else f'FAILED c{crc} s{src}'}  load {load}", flush=True)
 if not ok:
     for p in (f"{name}-client.err", f"{name}-server.err"):
@@ -155,7 +158,8 @@ echo "# ${ep[*]}, $planes planes STEV, $size messages, ${seconds} s transfers, f
   "(generator on CPU ${flood_cpu:-any}, endpoints on ${endpoint_cpus:-any}); $(nproc) cores"
 for ((r = 1; r <= rounds; r++)); do
   echo "# round $r"
-  printf '%-12s %7s %9s %9s %8s %8s %5s\n' kind Gbit/s sent frames/s srvRSSMi cliRSSMi peers
+  printf '%-12s %7s %9s %9s %8s %8s %5s %8s %6s %6s\n' kind Gbit/s sent frames/s srvRSSMi cliRSSMi peers \
+    srvRingDrop cliRtx perCall
   for k in none $kinds; do
     run "$k" "$r" | tee -a "$tmp/results.txt"
   done
