@@ -300,10 +300,11 @@ class Qp {
   uint64_t tx_seq_ = 0;
   Ring<uint32_t> rtx_q_;
   uint64_t tx_deadline_ = UINT64_MAX;
-  // When the peer last answered on this QP (a SACK, NACK or ACK that named what it sent), and
-  // whether a first timeout is being held because it had been silent since (silent_peer_grace_ns):
-  // the first answer then re-runs the timer at once.
+  // When the peer last answered on this QP (a SACK, NACK or ACK that named what it sent),
+  // whether a first timeout is being held because it has been silent (silent_peer_grace_ns),
+  // and when it last came back from such a silence.
   uint64_t heard_ns_ = 0;
+  uint64_t resumed_ns_ = 0;
   bool silent_hold_ = false;
   uint64_t ack_wait_deadline_ = UINT64_MAX;
   uint32_t ack_wait_retries_ = 0;

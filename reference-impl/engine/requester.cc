@@ -385,9 +385,11 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
 void Qp::heard_from_peer(uint64_t now_ns) {
   heard_ns_ = now_ns;
   if (silent_hold_) {
-    // A held first timeout is judged again now that the peer spoke: what this answer (and the
-    // ones read with it) leave unacknowledged was lost on its path, not to a silent peer.
+    // The peer is back. It answers what it missed over the next moments (a woken process
+    // works through its backlog, SACK by SACK), so the held packets get one T from now: the
+    // silence is not counted against them. The timer is re-armed for that.
     silent_hold_ = false;
+    resumed_ns_ = now_ns;
     tx_deadline_ = std::min(tx_deadline_, now_ns);
   }
 }
@@ -886,15 +888,24 @@ void Qp::requester_timer(uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       if (!(e.flags & (TxEntry::kInFlight | TxEntry::kRtxQueued))) continue;
       if (e.deadline_ns <= now_ns) {
-        // The first timeout of a packet the peer has not answered anything since (on any EV)
-        // is held while the silence lasts, up to silent_peer_grace_ns (engine.h says why).
+        // A first timeout while the peer has said nothing on the QP for T/2 or more is held
+        // while the silence lasts, up to silent_peer_grace_ns (engine.h says why). T/2 is the
+        // tail-probe time: a live peer has answered the tail probe by now, so a tail loss on a
+        // working peer still times out at T.
         const uint64_t grace = ep_->cfg.silent_peer_grace_ns;
-        if (grace > 0 && e.retries == 0 && heard_ns_ <= e.last_tx_ns &&
-            now_ns < e.deadline_ns + grace) {
-          if (!silent_hold_) ++st_.silent_peer_holds;
-          silent_hold_ = true;
-          next = std::min(next, e.deadline_ns + grace);
-          continue;
+        if (grace > 0 && e.retries == 0) {
+          const uint64_t half_t = timer_ns(0) / 2;
+          if (now_ns - heard_ns_ >= half_t && now_ns < e.deadline_ns + grace) {
+            if (!silent_hold_) ++st_.silent_peer_holds;
+            silent_hold_ = true;
+            next = std::min(next, e.deadline_ns + grace);
+            continue;
+          }
+          // Sent before the peer came back from a held silence: T from its return.
+          if (e.last_tx_ns < resumed_ns_ && now_ns < resumed_ns_ + timer_ns(0)) {
+            next = std::min(next, resumed_ns_ + timer_ns(0));
+            continue;
+          }
         }
         if (!retry_budget_left(e.retries)) {
           if (ep_->logging()) {
