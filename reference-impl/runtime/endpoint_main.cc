@@ -1590,9 +1590,9 @@ int endpoint_main(int argc, char** argv) {
                  "timeout of the engine's own endpoint requests (reverse-EV probes)")
       ->capture_default_str();
   app.add_option("--silent-peer-grace-ms", o.silent_peer_grace_ms,
-                 "a packet's first ACK timeout waits up to this much longer while nothing at all "
-                 "has come back from the peer since it was sent (a descheduled peer process, "
-                 "not a failed path); 0 = every timeout at T")
+                 "a packet's first ACK timeout waits up to this much longer while the peer has "
+                 "said nothing on the QP for T/2 or more (a descheduled peer process, not a "
+                 "failed path); 0 = every timeout at T")
       ->capture_default_str();
   app.add_option("--sack-gap", o.sack_gap,
                  "SACKed PSNs above a hole that make it a loss (0 = the engine's 3)")
