@@ -424,7 +424,9 @@ TEST(Recovery, SilentPeerGraceDoesNotDelayATimeoutWhileOtherEvsDeliver) {
   EXPECT_LT(bad->t_ns - sent.front().t_ns, 2 * T);
   QpStats st;
   ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
-  EXPECT_EQ(st.silent_peer_holds, 0u);
+  // At most one hold, at the tail: a tail probe sent on the blackholed EV goes unanswered, and
+  // with nothing else in flight the peer is then silent.
+  EXPECT_LE(st.silent_peer_holds, 1u);
 }
 
 TEST(Recovery, SilentPeerGraceDelaysOnlyTheFirstRetryWhenEveryPathIsDown) {

@@ -383,14 +383,16 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
 }
 
 void Qp::heard_from_peer(uint64_t now_ns) {
+  // The end of a silence of T/2 or more, whether the peer was not scheduled or this process was
+  // (then the timer runs only after the rings are read, and finds the first answers of a peer
+  // that is still working through what it missed): packets sent before it get one T from now,
+  // the silence is not counted against them.
+  if (ep_->cfg.silent_peer_grace_ns > 0 && now_ns - heard_ns_ >= timer_ns(0) / 2)
+    resumed_ns_ = now_ns;
   heard_ns_ = now_ns;
   if (silent_hold_) {
-    // The peer is back. It answers what it missed over the next moments (a woken process
-    // works through its backlog, SACK by SACK), so the held packets get one T from now: the
-    // silence is not counted against them. The timer is re-armed for that.
     silent_hold_ = false;
-    resumed_ns_ = now_ns;
-    tx_deadline_ = std::min(tx_deadline_, now_ns);
+    tx_deadline_ = std::min(tx_deadline_, now_ns);  // re-judge the held packets
   }
 }
 
