@@ -240,6 +240,7 @@ class Qp {
   void check_ack_wait(uint64_t now_ns);
   void after_cc(std::string_view reason);
   void demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason);
+  void heard_from_peer(uint64_t now_ns);
   const SendWqe* wqe_of_psn(uint32_t psn) const;
   void note_rtx(uint32_t psn, const TxEntry& e, uint32_t old_wev);
   // responder helpers
@@ -299,6 +300,12 @@ class Qp {
   uint64_t tx_seq_ = 0;
   Ring<uint32_t> rtx_q_;
   uint64_t tx_deadline_ = UINT64_MAX;
+  // When the peer last answered on this QP (a SACK, NACK or ACK that named what it sent),
+  // whether a first timeout is being held because it has been silent (silent_peer_grace_ns),
+  // and when it last came back from such a silence.
+  uint64_t heard_ns_ = 0;
+  uint64_t resumed_ns_ = 0;
+  bool silent_hold_ = false;
   uint64_t ack_wait_deadline_ = UINT64_MAX;
   uint32_t ack_wait_retries_ = 0;
   bool resend_for_ack_ = false;

@@ -340,6 +340,127 @@ TEST(Recovery, RetryExhaustionFollowsLinearThenExponentialScheduleAndErrorsTheQp
   EXPECT_EQ(t.dst.bytes, fresh.bytes);
 }
 
+// A responder that says nothing for 3T (its process not scheduled, as on a loaded host): every
+// SACK it owes A comes out at once at 3T. Returns A's stats; `grace_ns` is A's (and B's)
+// silent_peer_grace_ns.
+QpStats run_silent_peer(uint64_t grace_ns, Pair*& out, std::unique_ptr<Pair>& keep) {
+  QpParams qp = fast_timeout();
+  qp.ev = make_ev_profile(8, 0, 1);
+  qp.tune = [grace_ns](EndpointConfig& c) { c.silent_peer_grace_ns = grace_ns; };
+  keep = std::make_unique<Pair>(2, 21, qp);
+  Pair& p = *keep;
+  out = &p;
+  const uint64_t T = 1024ull << 4;
+  const uint64_t wake = 3 * T;
+  p.hook = [&p, wake](Frame& f) {
+    p.one_way_ns = !f.a_to_b && p.now < wake ? wake - p.now : 2'000;
+    return Verdict::kDeliver;
+  };
+  Transfer t(p, 16 * 4096, 3);
+  t.post(p, 1, 0, 16 * 4096);
+  EXPECT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  QpStats st;
+  EXPECT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  return st;
+}
+
+TEST(Recovery, SilentPeerHoldsTheFirstTimeoutAndRetiresNoEv) {
+  const uint64_t T = 1024ull << 4;
+  std::unique_ptr<Pair> keep;
+  Pair* p = nullptr;
+  // Without the grace the 3T silence times out every packet in flight and retires their EVs:
+  // what the ci-fast suite saw under a busy loop.
+  const QpStats strict = run_silent_peer(0, p, keep);
+  EXPECT_GT(strict.rtx_timeout, 0u);
+  EXPECT_GT(count_events(p->a, EventKind::kEvState, "reason", "timeout"), 0u);
+  EXPECT_EQ(strict.silent_peer_holds, 0u);
+  // With a grace longer than the silence nothing is resent and no EV retired: the answers that
+  // end the silence acknowledge everything.
+  const QpStats held = run_silent_peer(10 * T, p, keep);
+  EXPECT_EQ(held.rtx_timeout, 0u);
+  EXPECT_EQ(held.retransmits, 0u);
+  EXPECT_EQ(count_events(p->a, EventKind::kEvState, "reason", "timeout"), 0u);
+  EXPECT_EQ(held.silent_peer_holds, 1u);
+  // A grace shorter than the silence only delays the timeout: the EVs are retired at T + grace.
+  const QpStats short_grace = run_silent_peer(T / 2, p, keep);
+  EXPECT_GT(short_grace.rtx_timeout, 0u);
+  const std::optional<Event> ev = find_event(p->a, EventKind::kEvState, "reason", "timeout");
+  ASSERT_TRUE(ev.has_value());
+  const std::vector<Sent> sent = data_sent(*p);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(ev->t_ns - sent.front().t_ns, T + T / 2);
+}
+
+TEST(Recovery, SilentPeerGraceDoesNotDelayATimeoutWhileOtherEvsDeliver) {
+  // One EV blackholed, the others answering: the timeout is path evidence and fires at T, grace
+  // or not.
+  const uint64_t T = 1024ull << 4;
+  QpParams qp = fast_timeout();
+  qp.ev = make_ev_profile(8, 0, 1);
+  qp.tune = [T](EndpointConfig& c) { c.silent_peer_grace_ns = 100 * T; };
+  Pair p(2, 4, qp);
+  Transfer t(p, 64 * 4096, 7);
+  uint32_t victim = 0;
+  bool have_victim = false;
+  p.hook = [&](Frame& f) {
+    wire::DecodedFrame d;
+    if (!f.a_to_b || !decode(f, d)) return Verdict::kDeliver;
+    const uint32_t w = wev_of(d);
+    if (!have_victim && d.op->kind == PacketKind::kMrcData) {
+      victim = w;
+      have_victim = true;
+    }
+    return have_victim && w == victim ? Verdict::kDrop : Verdict::kDeliver;
+  };
+  t.post(p, 1, 0, 64 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  const std::optional<Event> bad = find_event(p.a, EventKind::kEvState, "to", "ASSUMED_BAD");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->find("wev")->u, victim);
+  const std::vector<Sent> sent = data_sent(p);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_LT(bad->t_ns - sent.front().t_ns, 2 * T);
+  QpStats st;
+  ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  // At most one hold, at the tail: a tail probe sent on the blackholed EV goes unanswered, and
+  // with nothing else in flight the peer is then silent.
+  EXPECT_LE(st.silent_peer_holds, 1u);
+}
+
+TEST(Recovery, SilentPeerGraceDelaysOnlyTheFirstRetryWhenEveryPathIsDown) {
+  // Nothing ever comes back: the first retry waits T + grace, the others keep the C.9 schedule,
+  // and the QP still errors when the budget is spent.
+  const uint64_t T = 1024ull << 4;
+  QpParams qp;
+  qp.timeout = 4;
+  qp.linear_cnt = 2;
+  qp.exp_cnt = 2;
+  qp.ev = make_ev_profile(8, 0, 2);
+  qp.tune = [T](EndpointConfig& c) { c.silent_peer_grace_ns = 3 * T; };
+  Pair p(2, 5, qp);
+  Transfer t(p, 4096, 9);
+  p.hook = [&](Frame& f) { return f.a_to_b ? Verdict::kDrop : Verdict::kDeliver; };
+  t.post(p, 1, 0, 4096);
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(p.run([&] {
+    auto w = p.poll(p.a);
+    wcs.insert(wcs.end(), w.begin(), w.end());
+    return !wcs.empty();
+  }));
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  std::vector<uint64_t> times;
+  for (const Sent& s : data_sent(p))
+    if (s.psn == p.a.sq_psn) times.push_back(s.t_ns);
+  ASSERT_EQ(times.size(), 5u);
+  EXPECT_EQ(times[1] - times[0], 4 * T);
+  EXPECT_EQ(times[2] - times[1], T);
+  EXPECT_EQ(times[3] - times[2], T);
+  EXPECT_EQ(times[4] - times[3], 2 * T);
+}
+
 TEST(Recovery, UnlimitedRetriesNeverGiveUp) {
   QpParams qp;
   qp.timeout = 0;  // T = 1.024 us: 30 retries reach the 2^24 cap and stay there

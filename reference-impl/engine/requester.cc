@@ -382,6 +382,20 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
   if (evs_.demote(ev, now_ns, reason)) probe_check_ns_ = std::min(probe_check_ns_, now_ns);
 }
 
+void Qp::heard_from_peer(uint64_t now_ns) {
+  // The end of a silence of T/2 or more, whether the peer was not scheduled or this process was
+  // (then the timer runs only after the rings are read, and finds the first answers of a peer
+  // that is still working through what it missed): packets sent before it get one T from now,
+  // the silence is not counted against them.
+  if (ep_->cfg.silent_peer_grace_ns > 0 && now_ns - heard_ns_ >= timer_ns(0) / 2)
+    resumed_ns_ = now_ns;
+  heard_ns_ = now_ns;
+  if (silent_hold_) {
+    silent_hold_ = false;
+    tx_deadline_ = std::min(tx_deadline_, now_ns);  // re-judge the held packets
+  }
+}
+
 void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
   for (uint32_t p = psn_add(cack_seen_, 1);; p = psn_add(p, 1)) {
     TxEntry& e = tx_[p & tx_mask_];
@@ -572,6 +586,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     return;
   }
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
+  heard_from_peer(now_ns);
 
   uint64_t newly = 0;
   if (psn_lt(cack_seen_, cack)) advance_cack(cack, newly, now_ns);
@@ -727,6 +742,7 @@ void Qp::on_nack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     }
     return;
   }
+  heard_from_peer(now_ns);
   const int ev = evs_.find_wev(n.entropy);
   if (ev >= 0) evs_.at(static_cast<uint32_t>(ev)).last_echo_ns = now_ns;
   if (ep_->logging()) {
@@ -809,6 +825,7 @@ void Qp::on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t no
       ++st_.stale_rx;
       return;
     }
+    heard_from_peer(now_ns);
     if (psn_lt(cack_seen_, psn)) {
       // "Received and placed" implies received: the window may advance too.
       uint64_t newly = 0;
@@ -873,6 +890,25 @@ void Qp::requester_timer(uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       if (!(e.flags & (TxEntry::kInFlight | TxEntry::kRtxQueued))) continue;
       if (e.deadline_ns <= now_ns) {
+        // A first timeout while the peer has said nothing on the QP for T/2 or more is held
+        // while the silence lasts, up to silent_peer_grace_ns (engine.h says why). T/2 is the
+        // tail-probe time: a live peer has answered the tail probe by now, so a tail loss on a
+        // working peer still times out at T.
+        const uint64_t grace = ep_->cfg.silent_peer_grace_ns;
+        if (grace > 0 && e.retries == 0) {
+          const uint64_t half_t = timer_ns(0) / 2;
+          if (now_ns - heard_ns_ >= half_t && now_ns < e.deadline_ns + grace) {
+            if (!silent_hold_) ++st_.silent_peer_holds;
+            silent_hold_ = true;
+            next = std::min(next, e.deadline_ns + grace);
+            continue;
+          }
+          // Sent before the peer came back from a held silence: T from its return.
+          if (e.last_tx_ns < resumed_ns_ && now_ns < resumed_ns_ + timer_ns(0)) {
+            next = std::min(next, resumed_ns_ + timer_ns(0));
+            continue;
+          }
+        }
         if (!retry_budget_left(e.retries)) {
           if (ep_->logging()) {
             Event ev = ep_->event(EventKind::kRetransmit, qpn_);

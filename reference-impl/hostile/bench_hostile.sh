@@ -4,6 +4,7 @@
 #
 #   bench_hostile.sh [--rate 100000] [--seconds 8] [--rounds 1] [--planes 2] [--size 256K]
 #                    [--kinds "unexp-event ev-probe ..."] [--mrct PATH] [--hostile PATH]
+#                    [--flood-cpu N] [--endpoint-cpus LIST]
 #
 # Topology as reference-impl/runtime/topo.sh (STEV, PLANES planes) plus an attacker namespace
 # on plane 1's router. Every run, flood-free included, does the same: the transfer starts, the
@@ -12,7 +13,11 @@
 # Goodput is the client's gbit_per_s over the whole --seconds transfer. wrong-rkey and
 # va-outside are not benchmarked: by verbs RC semantics they end the transfer (the test checks
 # that it ends at once). The generator's achieved rate is printed: on a loaded host it may be
-# below --rate, and then the figure is for that rate.
+# below --rate, and then the figure is for that rate. --flood-cpu pins the generator (and the
+# kernel forwarding it runs inline: veth, the router, the victim's socket) to one CPU and
+# --endpoint-cpus the client and server to others (taskset lists), so that a flood competes
+# with the transfer for what it would compete for on a real host (the victim's receive path),
+# not for the transfer's own CPU; the flood-free run is pinned the same way.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -25,6 +30,8 @@ size=256K
 kinds="unexp-event ev-probe psn-ahead old-psn port-status bad-icrc"
 mrct=""
 hostile=""
+flood_cpu=""
+endpoint_cpus=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -35,6 +42,8 @@ while [ $# -gt 0 ]; do
     --kinds) kinds=$2; shift 2 ;;
     --mrct) mrct=$2; shift 2 ;;
     --hostile) hostile=$2; shift 2 ;;
+    --flood-cpu) flood_cpu=$2; shift 2 ;;
+    --endpoint-cpus) endpoint_cpus=$2; shift 2 ;;
     *) echo "bench_hostile.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +56,9 @@ done
 # `mrct endpoint ROLE` or the stand-alone `mrc_endpoint ROLE` (the same tool).
 ep=("$mrct" endpoint)
 [ "$(basename "$mrct")" = mrc_endpoint ] && ep=("$mrct")
+[ -z "$endpoint_cpus" ] || ep=(taskset -c "$endpoint_cpus" "${ep[@]}")
+pin=()
+[ -z "$flood_cpu" ] || pin=(--cpu "$flood_cpu")
 
 prefix="mrcbh$$"
 A=${prefix}a
@@ -104,7 +116,7 @@ run() {
   echo '{}' > "$tmp/$name-flood.json"
   if [ "$kind" != none ] && [ $learnt = 1 ]; then
     ip netns exec "$C" "$hostile" flood --iface c1 --learned "$tmp/learned.json" \
-      --next-hop-mac "$router_mac" --kind "$kind" --rate "$rate" --seconds "$left" \
+      --next-hop-mac "$router_mac" --kind "$kind" --rate "$rate" --seconds "$left" "${pin[@]}" \
       > "$tmp/$name-flood.json"
   fi
   local crc=0 src=0
@@ -129,6 +141,9 @@ print(f"{name.rsplit('-', 1)[0]:12} {c.get('gbit_per_s', 0):7.3f} "
       f"{f.get('sent', 0):>9} {f.get('rate', 0):>9.0f} "
       f"{s.get('peak_rss_kib', 0) / 1024:8.1f} {c.get('peak_rss_kib', 0) / 1024:8.1f} "
       f"{s.get('engine', {}).get('peer_state_entries', -1):>5} "
+      f"{sum(p.get('rx_ring_drops', 0) for p in s.get('ports', [])):>8} "
+      f"{c.get('retransmissions', {}).get('total', 0):>6} "
+      f"{f.get('frames_per_syscall', 0):>6.1f} "
       f"{'verified' if ok else f'FAILED c{crc} s{src}'}  load {load}", flush=True)
 if not ok:
     for p in (f"{name}-client.err", f"{name}-server.err"):
@@ -139,10 +154,12 @@ if not ok:
 PYEOF
 }
 
-echo "# ${ep[*]}, $planes planes STEV, $size messages, ${seconds} s transfers, flood $rate frames/s; $(nproc) cores"
+echo "# ${ep[*]}, $planes planes STEV, $size messages, ${seconds} s transfers, flood $rate frames/s" \
+  "(generator on CPU ${flood_cpu:-any}, endpoints on ${endpoint_cpus:-any}); $(nproc) cores"
 for ((r = 1; r <= rounds; r++)); do
   echo "# round $r"
-  printf '%-12s %7s %9s %9s %8s %8s %5s\n' kind Gbit/s sent frames/s srvRSSMi cliRSSMi peers
+  printf '%-12s %7s %9s %9s %8s %8s %5s %8s %6s %6s\n' kind Gbit/s sent frames/s srvRSSMi cliRSSMi peers \
+    srvRingDrop cliRtx perCall
   for k in none $kinds; do
     run "$k" "$r" | tee -a "$tmp/results.txt"
   done

@@ -3,18 +3,20 @@
 //
 //   mrc_hostile learn --iface IF --out FILE [--timeout-s 10]
 //   mrc_hostile flood --iface IF --learned FILE --next-hop-mac MAC --kind KIND
-//                     --rate FRAMES_PER_S (--seconds S | --count N)
+//                     --rate FRAMES_PER_S (--seconds S | --count N) [--cpu N]
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -156,7 +158,7 @@ int learn(const std::string& iface, const std::string& out_path, double timeout_
 }
 
 int flood(const std::string& iface, const std::string& learned_path, const std::string& mac_s,
-          Kind kind, double rate, double seconds, uint64_t count) {
+          Kind kind, double rate, double seconds, uint64_t count, int cpu) {
   std::ifstream f(learned_path);
   json j = json::parse(f, nullptr, false);
   Learned l;
@@ -192,46 +194,98 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
     close(fd);
     return 2;
   }
+  // The kernel's per-frame work (veth, the router's forwarding, the victim's socket) runs in this
+  // thread's softirq; the qdisc adds a lock and a queue in front of it that the veth has no use
+  // for. Best effort: an old kernel without it still floods.
+  int one = 1;
+  setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "mrc_hostile: --cpu %d: %s\n", cpu, std::strerror(errno));
+      close(fd);
+      return 2;
+    }
+  }
   // --seconds is a deadline as well: a generator that cannot keep up (a loaded host) sends fewer
   // frames rather than flooding past the end of the transfer it was meant to overlap.
   const uint64_t total = count > 0 ? count : static_cast<uint64_t>(rate * seconds);
   const uint64_t deadline =
       count > 0 ? UINT64_MAX : now_ns() + static_cast<uint64_t>(seconds * 1e9);
-  constexpr size_t kBatch = 32;
-  std::vector<std::vector<std::byte>> frames(kBatch);
-  std::vector<iovec> iov(kBatch);
-  std::vector<mmsghdr> msgs(kBatch);
+  // Frames are built before the clock starts (crafting a 4 KiB data frame, ICRC included, cost
+  // more than sending it: the generator reached 8,000-32,000 frames/s crafting each one). Frame
+  // k is pool[k % pool size], so each kind's variation (request ids, NACK PSNs, PSN offsets,
+  // port-status GIDs) cycles through the pool: 16,384 small frames, or 1,024 data frames (4 MiB).
+  // wrong-rkey and va-outside follow the newest PSN on the tap: each is built when it is sent.
+  const bool data_kind = kind == Kind::kPsnAhead || kind == Kind::kOldPsn || kind == Kind::kBadIcrc;
+  const size_t pool_size =
+      follow ? 0 : static_cast<size_t>(std::min<uint64_t>(total, data_kind ? 1024 : 16384));
+  const uint64_t build0 = now_ns();
+  std::vector<std::vector<std::byte>> pool(pool_size);
+  for (size_t i = 0; i < pool_size; ++i) {
+    pool[i] = c.craft(kind, i);
+    if (pool[i].empty()) {
+      std::fprintf(stderr, "mrc_hostile: cannot build frame %zu of kind %s\n", i,
+                   std::string(kind_name(kind)).c_str());
+      close(fd);
+      return 1;
+    }
+  }
+  // A batch is every frame due by now, up to kMaxBatch: one syscall for many frames when the
+  // generator is behind (it wakes late on a loaded host) and few when it is on time.
+  constexpr size_t kMinBatch = 32;
+  constexpr size_t kMaxBatch = 512;
+  std::vector<std::vector<std::byte>> live(follow ? kMaxBatch : 0);
+  std::vector<iovec> iov(kMaxBatch);
+  std::vector<mmsghdr> msgs(kMaxBatch);
   sockaddr_ll to{};
   to.sll_family = AF_PACKET;
   to.sll_ifindex = ifindex;
   to.sll_halen = 6;
   std::memcpy(to.sll_addr, dst.data(), 6);
-  uint64_t sent = 0, errors = 0, craft_failed = 0;
+  uint64_t sent = 0, errors = 0, craft_failed = 0, syscalls = 0;
   const uint64_t t0 = now_ns();
   const double ns_per_frame = 1e9 / rate;
-  while (sent + errors + craft_failed < total && now_ns() < deadline) {
-    // Pacing: frame k is due at t0 + k / rate; a batch waits for its first frame's time.
+  while (sent + errors + craft_failed < total) {
+    uint64_t t = now_ns();
+    if (t >= deadline) break;
+    // Pacing: frame k is due at t0 + k / rate; the generator sleeps until kMinBatch frames are
+    // due (one wake-up per frame would cost more than the frames).
     const uint64_t k = sent + errors + craft_failed;
     const uint64_t due = t0 + static_cast<uint64_t>(static_cast<double>(k) * ns_per_frame);
-    if (now_ns() < due) {
-      timespec ts{static_cast<time_t>(due / 1'000'000'000ull),
-                  static_cast<long>(due % 1'000'000'000ull)};
+    const uint64_t wake =
+        due + static_cast<uint64_t>(static_cast<double>(kMinBatch - 1) * ns_per_frame);
+    if (t < wake && total - k >= kMinBatch) {
+      timespec ts{static_cast<time_t>(wake / 1'000'000'000ull),
+                  static_cast<long>(wake % 1'000'000'000ull)};
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+      t = now_ns();
     }
+    const uint64_t due_now =
+        1 + static_cast<uint64_t>(static_cast<double>(t - std::min(t, due)) / ns_per_frame);
     for (int r = 0; follow && r < 4096; ++r) {
       const ssize_t got = recv(fd, rx.data(), rx.size(), MSG_DONTWAIT);
       if (got <= 0) break;
       c.track({rx.data(), static_cast<size_t>(got)});
     }
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBatch, total - k));
+    const size_t n = static_cast<size_t>(
+        std::min<uint64_t>({kMaxBatch, total - k, std::max<uint64_t>(due_now, 1)}));
     size_t m = 0;
     for (size_t b = 0; b < n; ++b) {
-      frames[m] = c.craft(kind, k + b);
-      if (frames[m].empty()) {
+      const std::vector<std::byte>* fr;
+      if (follow) {
+        live[m] = c.craft(kind, k + b);
+        fr = &live[m];
+      } else {
+        fr = &pool[(k + b) % pool_size];
+      }
+      if (fr->empty()) {
         ++craft_failed;
         continue;
       }
-      iov[m] = {frames[m].data(), frames[m].size()};
+      iov[m] = {const_cast<std::byte*>(fr->data()), fr->size()};
       msgs[m] = {};
       msgs[m].msg_hdr.msg_name = &to;
       msgs[m].msg_hdr.msg_namelen = sizeof(to);
@@ -242,6 +296,7 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
     size_t done = 0;
     while (done < m) {
       const int r = sendmmsg(fd, msgs.data() + done, static_cast<unsigned>(m - done), 0);
+      ++syscalls;
       if (r > 0) {
         done += static_cast<size_t>(r);
         sent += static_cast<uint64_t>(r);
@@ -262,6 +317,10 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
               {"seconds", secs},
               {"rate_target", rate},
               {"rate", secs > 0 ? sent / secs : 0},
+              {"frames_per_syscall", syscalls > 0 ? static_cast<double>(sent) / syscalls : 0},
+              {"pool", pool_size},
+              {"pool_build_s", static_cast<double>(t0 - build0) / 1e9},
+              {"cpu", cpu},
               {"responder_qpn", c.responder_qpn()},
               {"requester_qpn", c.requester_qpn()}};
   std::printf("%s\n", out.dump().c_str());
@@ -276,6 +335,7 @@ int hostile_main(int argc, char** argv) {
   std::string iface, out, learned, mac, kind_s;
   double timeout_s = 10, rate = 10'000, seconds = 1;
   uint64_t count = 0;
+  int cpu = -1;
   CLI::App* l = app.add_subcommand("learn", "read the tap until a RETH data packet and a SACK");
   l->add_option("--iface", iface, "tap interface")->required();
   l->add_option("--out", out, "where to write what was learnt (JSON)")->required();
@@ -292,6 +352,8 @@ int hostile_main(int argc, char** argv) {
   fl->add_option("--seconds", seconds, "how long (rate x seconds frames)")
       ->check(CLI::Range(0.001, 3600.0));
   fl->add_option("--count", count, "frames (instead of rate x seconds)");
+  fl->add_option("--cpu", cpu, "pin the generator (and the kernel work it runs inline) to this CPU")
+      ->check(CLI::Range(0, CPU_SETSIZE - 1));
   CLI11_PARSE(app, argc, argv);
   if (l->parsed()) return learn(iface, out, timeout_s);
   const std::optional<Kind> kind = parse_kind(kind_s);
@@ -299,7 +361,7 @@ int hostile_main(int argc, char** argv) {
     std::fprintf(stderr, "mrc_hostile: --kind %s: one of %s\n", kind_s.c_str(), kinds.c_str());
     return 2;
   }
-  return flood(iface, learned, mac, *kind, rate, seconds, count);
+  return flood(iface, learned, mac, *kind, rate, seconds, count, cpu);
 }
 
 }  // namespace mrc::hostile

@@ -66,6 +66,9 @@ struct Options {
   uint32_t timeout = 18;
   double probe_interval_us = 1000;
   double ep_timeout_us = 50000;
+  // A first ACK timeout with the peer wholly silent waits up to this much longer: a process on a
+  // shared host is regularly not scheduled for tens of ms (engine.h silent_peer_grace_ns).
+  double silent_peer_grace_ms = 100;
   uint32_t sack_gap = 32;
   std::string cc;
   std::string retry = "7:7";
@@ -150,6 +153,7 @@ struct Setup {
   bool srh = false;
   uint64_t probe_interval_ns = 1'000'000;
   uint64_t ep_timeout_ns = 50'000'000;
+  uint64_t silent_peer_grace_ns = 100'000'000;
   uint32_t sack_gap = 0;  // 0: the engine's default
   // --wire-profile: shared so that copies of the Setup keep it alive (null: MRP0).
   std::shared_ptr<const wire::WireProfile> wire_profile;
@@ -219,7 +223,8 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
                {"--ctl-timeout", o.ctl_timeout_s, false, 1e6},
                {"--accept-timeout", o.accept_timeout_s, true, 1e6},
                {"--probe-interval-us", o.probe_interval_us, false, 1e9},
-               {"--ep-timeout-us", o.ep_timeout_us, false, 1e9}};
+               {"--ep-timeout-us", o.ep_timeout_us, false, 1e9},
+               {"--silent-peer-grace-ms", o.silent_peer_grace_ms, true, 1e6}};
   for (const auto& t : times) {
     if (!std::isfinite(t.v) || t.v < 0 || (!t.zero_ok && t.v == 0) || t.v > t.max)
       return usage_error(prog, std::string(t.name) + " " + std::to_string(t.v) +
@@ -346,6 +351,7 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
   s.probe_interval_ns = static_cast<uint64_t>(o.probe_interval_us * 1e3);
   if (o.ep_timeout_us <= 0) return usage_error(prog, "--ep-timeout-us must be > 0");
   s.ep_timeout_ns = static_cast<uint64_t>(o.ep_timeout_us * 1e3);
+  s.silent_peer_grace_ns = static_cast<uint64_t>(o.silent_peer_grace_ms * 1e6);
   s.sack_gap = o.sack_gap;
   return kOk;
 }
@@ -469,11 +475,10 @@ json report_json(const Report& r) {
                        {"max", r.lat->max() / 1e3},
                        {"mean", r.lat->mean() / 1e3}};
   }
-  j["retransmissions"] = {{"total", r.qp.retransmits},
-                          {"timeout", r.qp.rtx_timeout},
-                          {"nack", r.qp.rtx_nack},
-                          {"sack_gap", r.qp.rtx_sack_gap},
-                          {"ack_wait", r.qp.rtx_ack_wait}};
+  j["retransmissions"] = {
+      {"total", r.qp.retransmits},     {"timeout", r.qp.rtx_timeout},
+      {"nack", r.qp.rtx_nack},         {"sack_gap", r.qp.rtx_sack_gap},
+      {"ack_wait", r.qp.rtx_ack_wait}, {"silent_peer_holds", r.qp.silent_peer_holds}};
   j["packets"] = {{"data_sent", r.qp.data_packets_sent}, {"data_rx", r.qp.data_packets_rx},
                   {"duplicates_rx", r.qp.duplicates_rx}, {"sacks_sent", r.qp.sacks_sent},
                   {"sacks_rx", r.qp.sacks_rx},           {"nacks_sent", r.qp.nacks_sent},
@@ -661,6 +666,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.endpoint.seed = o.seed * 1000003ull + (role == "server" ? 2 : 1);
   rc.endpoint.probe_interval_ns = s.probe_interval_ns;
   rc.endpoint.ep_request_timeout_ns = s.ep_timeout_ns;
+  rc.endpoint.silent_peer_grace_ns = s.silent_peer_grace_ns;
   if (s.sack_gap) rc.endpoint.sack_gap_threshold = s.sack_gap;
   // Replies to unverifiable input, scaled for software paths like the defaults above. The
   // engine's buckets (500k duplicate/out-of-window replies and 100k endpoint responses per
@@ -1433,6 +1439,7 @@ int run_memory(const std::string& prog, const Options& o, Setup& s) {
     c.seed = o.seed * 1000003ull + node;
     c.probe_interval_ns = s.probe_interval_ns;
     c.ep_request_timeout_ns = s.ep_timeout_ns;
+    c.silent_peer_grace_ns = s.silent_peer_grace_ns;
     if (s.sack_gap) c.sack_gap_threshold = s.sack_gap;
     for (uint32_t p = 1; p <= o.planes; ++p) {
       engine::PortConfig pc;
@@ -1581,6 +1588,11 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--evs", o.evs, "generated EVs per QP (default 4 per plane)");
   app.add_option("--ep-timeout-us", o.ep_timeout_us,
                  "timeout of the engine's own endpoint requests (reverse-EV probes)")
+      ->capture_default_str();
+  app.add_option("--silent-peer-grace-ms", o.silent_peer_grace_ms,
+                 "a packet's first ACK timeout waits up to this much longer while the peer has "
+                 "said nothing on the QP for T/2 or more (a descheduled peer process, not a "
+                 "failed path); 0 = every timeout at T")
       ->capture_default_str();
   app.add_option("--sack-gap", o.sack_gap,
                  "SACKed PSNs above a hole that make it a loss (0 = the engine's 3)")

@@ -361,6 +361,7 @@ engine::QpStats Side::qp_stats(const engine::Endpoint& ep) const {
     sum.data_bytes_sent += s.data_bytes_sent;
     sum.retransmits += s.retransmits;
     sum.rtx_timeout += s.rtx_timeout;
+    sum.silent_peer_holds += s.silent_peer_holds;
     sum.rtx_nack += s.rtx_nack;
     sum.rtx_sack_gap += s.rtx_sack_gap;
     sum.rtx_ack_wait += s.rtx_ack_wait;
