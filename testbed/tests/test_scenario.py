@@ -396,10 +396,9 @@ class Dut(unittest.TestCase):
                 f.write('[dut]\nclient = "x"\n')
             case = suitelib.Case("s", os.path.join(REPO, "scenarios", "scripts",
                                                    "rsp-sack-entropy-echo.mrcs"), None,
-                                 script=suitelib.ScriptMeta("s", [], []))
+                                 script=suitelib.ScriptMeta("s", [], []), dut_path=path)
             res = suitelib.run_script_case(case, os.path.join(t, "out"),
-                                           suitelib.SuiteOptions(paths=[], mrct="/nonexistent",
-                                                                 dut_path=path))
+                                           suitelib.SuiteOptions(paths=[], mrct="/nonexistent"))
             self.assertEqual(res["verdict"], "not-run")
             self.assertIn("no script mode", res["reason"])
 
