@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "conformance/api/internal.h"
+#include "conformance/mrc-perf/wc_status.h"
 
 namespace mrc::api {
 namespace {
@@ -1494,34 +1495,8 @@ struct Target {
 };
 
 std::string wc_status_name(int s) {
-  switch (s) {
-    case IBV_WC_SUCCESS:
-      return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR:
-      return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR:
-      return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR:
-      return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR:
-      return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_REM_INV_REQ_ERR:
-      return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR:
-      return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR:
-      return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR:
-      return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_FATAL_ERR:
-      return "IBV_WC_FATAL_ERR";
-    case IBV_WC_GENERAL_ERR:
-      return "IBV_WC_GENERAL_ERR";
-    default:
-      return "status " + std::to_string(s);
-  }
+  const char* n = mrc_wc_status_name(s);
+  return n ? n : "status " + std::to_string(s);
 }
 
 // Connects `count` QPs of this node to the peer's, both sides in RTS (the walkthrough's order:

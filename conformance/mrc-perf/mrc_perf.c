@@ -33,6 +33,7 @@
 
 #include "mrc.h"
 #include "mrc_ctl.h"
+#include "wc_status.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 69 };
 int mrc_perf_script_main(void); /* script_serve.c */
@@ -496,34 +497,8 @@ static void log_event(const char* fmt, ...) {
 }
 
 static const char* wc_status_name(enum ibv_wc_status s) {
-  switch (s) {
-    case IBV_WC_SUCCESS:
-      return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR:
-      return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR:
-      return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR:
-      return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR:
-      return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_REM_INV_REQ_ERR:
-      return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR:
-      return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR:
-      return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR:
-      return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_FATAL_ERR:
-      return "IBV_WC_FATAL_ERR";
-    case IBV_WC_GENERAL_ERR:
-      return "IBV_WC_GENERAL_ERR";
-    default:
-      return ibv_wc_status_str(s);
-  }
+  const char* n = mrc_wc_status_name(s);
+  return n ? n : ibv_wc_status_str(s);
 }
 
 static int parse_gid(const char* text, union ibv_gid* out) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "mrc.h"
+#include "wc_status.h"
 
 int mrc_perf_script_main(void);
 
@@ -103,34 +104,8 @@ static void json_text(const char* obj, const char* key, char* out, size_t cap) {
 }
 
 static const char* status_name(enum ibv_wc_status s) {
-  switch (s) {
-    case IBV_WC_SUCCESS:
-      return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR:
-      return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR:
-      return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR:
-      return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR:
-      return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_REM_INV_REQ_ERR:
-      return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR:
-      return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR:
-      return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR:
-      return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_FATAL_ERR:
-      return "IBV_WC_FATAL_ERR";
-    case IBV_WC_GENERAL_ERR:
-      return "IBV_WC_GENERAL_ERR";
-    default:
-      return "IBV_WC_OTHER";
-  }
+  const char* n = mrc_wc_status_name(s);
+  return n ? n : "IBV_WC_OTHER";
 }
 
 static const char* opcode_name(enum ibv_wc_opcode op) {
