@@ -190,6 +190,15 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
   };
   const auto op = static_cast<Op>(r.get<uint32_t>());
   auto obj = [&](Kind k) -> void* { return find(r.get<uint64_t>(), k); };
+  // The caller's object `id` of kind k, destroyed by the API's own call; the handle goes only
+  // when that call succeeded (EBUSY leaves the object usable).
+  auto destroy = [&]<typename T>(Kind k, int (*fn)(T*)) {
+    const uint64_t id = r.get<uint64_t>();
+    auto* p = static_cast<T*>(find(id, k));
+    if (p == nullptr) return bad(EINVAL);
+    result(fn(p));
+    if (rc == 0) remove(id);
+  };
   auto opt_obj = [&](Kind k, bool& okay) -> void* {
     const uint64_t id = r.get<uint64_t>();
     if (id == 0) return nullptr;
@@ -427,17 +436,9 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
       fds_out.push_back(ctx->async_fd);
       break;
     }
-    case Op::kDestroyContext: {
-      const uint64_t id = r.get<uint64_t>();
-      auto* ctx = static_cast<mrc_context*>(find(id, Kind::kCtx));
-      if (ctx == nullptr) {
-        bad(EINVAL);
-        break;
-      }
-      result(mrc_destroy_context(ctx));
-      if (rc == 0) remove(id);
+    case Op::kDestroyContext:
+      destroy(Kind::kCtx, mrc_destroy_context);
       break;
-    }
     case Op::kQueryDeviceEx: {
       auto* c = static_cast<ibv_context*>(obj(Kind::kVctx));
       bool okay = true;
@@ -465,17 +466,9 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
       fds_out.push_back(ch->fd);
       break;
     }
-    case Op::kDestroyCompChannel: {
-      const uint64_t id = r.get<uint64_t>();
-      auto* ch = static_cast<mrc_comp_channel*>(find(id, Kind::kChan));
-      if (ch == nullptr) {
-        bad(EINVAL);
-        break;
-      }
-      result(mrc_destroy_comp_channel(ch));
-      if (rc == 0) remove(id);
+    case Op::kDestroyCompChannel:
+      destroy(Kind::kChan, mrc_destroy_comp_channel);
       break;
-    }
     case Op::kCreateCq:
     case Op::kCtlCreateEvEventCq: {
       auto* ctx = static_cast<mrc_context*>(obj(Kind::kCtx));
@@ -584,17 +577,9 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
       out.put<uint64_t>(add(Kind::kHint, h));
       break;
     }
-    case Op::kDestroyQpHint: {
-      const uint64_t id = r.get<uint64_t>();
-      auto* h = static_cast<mrc_qp_hint*>(find(id, Kind::kHint));
-      if (h == nullptr) {
-        bad(EINVAL);
-        break;
-      }
-      result(mrc_destroy_qp_hint(h));
-      if (rc == 0) remove(id);
+    case Op::kDestroyQpHint:
+      destroy(Kind::kHint, mrc_destroy_qp_hint);
       break;
-    }
     case Op::kQueryQpHint:
     case Op::kModifyQpHint: {
       auto* h = static_cast<mrc_qp_hint*>(obj(Kind::kHint));
@@ -631,17 +616,9 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
       out.put<uint64_t>(add(Kind::kQp, qp)).put<uint32_t>(qp->qpn);
       break;
     }
-    case Op::kDestroyQp: {
-      const uint64_t id = r.get<uint64_t>();
-      auto* qp = static_cast<mrc_qp*>(find(id, Kind::kQp));
-      if (qp == nullptr) {
-        bad(EINVAL);
-        break;
-      }
-      result(mrc_destroy_qp(qp));
-      if (rc == 0) remove(id);
+    case Op::kDestroyQp:
+      destroy(Kind::kQp, mrc_destroy_qp);
       break;
-    }
     case Op::kModifyQp: {
       auto* qp = static_cast<mrc_qp*>(obj(Kind::kQp));
       const uint8_t has_v = r.get<uint8_t>();
