@@ -326,19 +326,26 @@ mrc_context* create_context(ibv_context* vctx, mrc_context_attr* attr) {
   return ctx;
 }
 
+// Asks the device to destroy `o`, then forgets its handle (`under_lock` drops what else the
+// process keeps about it). A dead device has nothing left to free: the process's side goes and
+// the call succeeds. False, with errno set, when a live device refused.
+template <typename T, typename F>
+bool release_remote(Conn* c, Op op, T* o, std::set<T*>& owned, F&& under_lock) {
+  Writer w = req(op);
+  w.put<uint64_t>(o->rid);
+  Reply rep;
+  if (call(c, w, rep) != 0 && !c->dead) return false;
+  std::lock_guard<std::mutex> lk(c->objs_mu);
+  under_lock();
+  owned.erase(o);
+  c->by_rid.erase(o->rid);
+  return true;
+}
+
 int destroy_context(mrc_context* ctx) {
   Conn* c = ctx->conn;
-  Writer w = req(Op::kDestroyContext);
-  w.put<uint64_t>(ctx->rid);
-  Reply rep;
-  // A dead device has nothing left to free: the process's side goes, the call succeeds.
-  if (call(c, w, rep) != 0 && !c->dead) return -1;
-  {
-    std::lock_guard<std::mutex> lk(c->objs_mu);
-    c->ctxs.erase(ctx);
-    c->fatal_delivered.erase(ctx);
-    c->by_rid.erase(ctx->rid);
-  }
+  if (!release_remote(c, Op::kDestroyContext, ctx, c->ctxs, [&] { c->fatal_delivered.erase(ctx); }))
+    return -1;
   close(ctx->async_fd);
   delete ctx;
   return 0;
@@ -385,15 +392,7 @@ int create_comp_channel(mrc_context* ctx, mrc_comp_channel** channel) {
 
 int destroy_comp_channel(mrc_comp_channel* ch) {
   Conn* c = ch->ctx->conn;
-  Writer w = req(Op::kDestroyCompChannel);
-  w.put<uint64_t>(ch->rid);
-  Reply rep;
-  if (call(c, w, rep) != 0 && !c->dead) return -1;
-  {
-    std::lock_guard<std::mutex> lk(c->objs_mu);
-    c->chans.erase(ch);
-    c->by_rid.erase(ch->rid);
-  }
+  if (!release_remote(c, Op::kDestroyCompChannel, ch, c->chans, [] {})) return -1;
   close(ch->fd);
   delete ch;
   return 0;
@@ -453,16 +452,10 @@ int destroy_cq(mrc_cq* cq) {
     cq->acked_cv.wait(
         lk, [&] { return c->dead || cq->events_acked.load() >= cq->events_delivered.load(); });
   }
-  Writer w = req(Op::kDestroyCq);
-  w.put<uint64_t>(cq->rid);
-  Reply rep;
-  if (call(c, w, rep) != 0 && !c->dead) return -1;
-  {
-    std::lock_guard<std::mutex> lk(c->objs_mu);
-    if (cq->channel) --cq->channel->cqs;
-    c->cqs.erase(cq);
-    c->by_rid.erase(cq->rid);
-  }
+  if (!release_remote(c, Op::kDestroyCq, cq, c->cqs, [&] {
+        if (cq->channel) --cq->channel->cqs;
+      }))
+    return -1;
   delete cq;
   return 0;
 }
@@ -546,15 +539,7 @@ mrc_qp_hint* create_qp_hint(mrc_context* ctx, mrc_qp_hint_init_attr* a) {
 
 int destroy_qp_hint(mrc_qp_hint* h) {
   Conn* c = h->ctx->conn;
-  Writer w = req(Op::kDestroyQpHint);
-  w.put<uint64_t>(h->rid);
-  Reply rep;
-  if (call(c, w, rep) != 0 && !c->dead) return -1;
-  {
-    std::lock_guard<std::mutex> lk(c->objs_mu);
-    c->hints.erase(h);
-    c->by_rid.erase(h->rid);
-  }
+  if (!release_remote(c, Op::kDestroyQpHint, h, c->hints, [] {})) return -1;
   delete h;
   return 0;
 }
@@ -599,15 +584,7 @@ mrc_qp* create_qp(mrc_context* ctx, mrc_qp_init_attr* a) {
 
 int destroy_qp(mrc_qp* qp) {
   Conn* c = qp->ctx->conn;
-  Writer w = req(Op::kDestroyQp);
-  w.put<uint64_t>(qp->rid);
-  Reply rep;
-  if (call(c, w, rep) != 0 && !c->dead) return -1;
-  {
-    std::lock_guard<std::mutex> lk(c->objs_mu);
-    c->qps.erase(qp);
-    c->by_rid.erase(qp->rid);
-  }
+  if (!release_remote(c, Op::kDestroyQp, qp, c->qps, [] {})) return -1;
   delete qp;
   return 0;
 }
