@@ -574,8 +574,26 @@ static int ctl_fail(const char* what) {
   return -1;
 }
 
+/* A profile already ONLINE on the device: a device shared by the node's processes (SoftMRC's
+ * device mode, a NIC) keeps the profiles of the controller that made them, e.g. an earlier
+ * mrc-perf run. Those are used as they are: taking them OFFLINE would pull them from under
+ * other processes' QPs. */
+static int already_online(const char* what, uint64_t id, int state) {
+  if (state != MRC_CTL_PROFILE_ONLINE) return 0;
+  static int said;
+  if (!said++)
+    fprintf(stderr,
+            "mrc-perf: controller: %s %llu is already ONLINE on the device: used as it is\n", what,
+            (unsigned long long)id);
+  return 1;
+}
+
 static int make_format_profile(void) {
   struct mrc_ctl_ev_fmt_profile_attr fa;
+  memset(&fa, 0, sizeof fa);
+  if (!mrc_ctl_query_ev_fmt_profile(g_ctx, FMT_PROFILE_ID, &fa, MRC_CTL_EV_FMT_PROFILE_STATE) &&
+      already_online("EV format profile", FMT_PROFILE_ID, fa.profile_state))
+    return 0;
   memset(&fa, 0, sizeof fa);
   uint32_t mode = !strcmp(cfg.ev_format, "srv6")  ? MRC_CTL_EV_FMT_MODE_SRV6
                   : !strcmp(cfg.ev_format, "udp") ? MRC_CTL_EV_FMT_MODE_UDP
@@ -605,6 +623,10 @@ static int make_format_profile(void) {
 
 static int make_ev_profile(uint64_t id, struct mrc_ctl_ev* evs, int n) {
   struct mrc_ctl_ev_profile_attr ea;
+  memset(&ea, 0, sizeof ea);
+  if (!mrc_ctl_query_ev_profile(g_ctx, id, &ea, MRC_CTL_EV_PROFILE_STATE) &&
+      already_online("EV profile", id, ea.profile_state))
+    return 0;
   memset(&ea, 0, sizeof ea);
   ea.profile_state = MRC_CTL_PROFILE_OFFLINE;
   ea.ev_mode = MRC_CTL_EV_MODE_EXP;
@@ -687,6 +709,10 @@ static int make_cc_profile(void) {
     fclose(f);
   }
   struct mrc_ctl_cc_profile_attr ca;
+  memset(&ca, 0, sizeof ca);
+  if (!mrc_ctl_query_cc_profile(g_ctx, CC_PROFILE_ID, &ca, MRC_CTL_CC_PROFILE_STATE) &&
+      already_online("CC profile", CC_PROFILE_ID, ca.profile_state))
+    return 0;
   memset(&ca, 0, sizeof ca);
   ca.profile_state = MRC_CTL_PROFILE_OFFLINE;
   ca.algorithm = "uet-1.0-nscc";

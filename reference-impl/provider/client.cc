@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -408,14 +409,39 @@ mrc_cq* create_cq(mrc_context* ctx, int cqe, void* cq_context, mrc_comp_channel*
   Writer w = req(ev_cq ? Op::kCtlCreateEvEventCq : Op::kCreateCq);
   w.put<uint64_t>(ctx->rid).put<int32_t>(cqe).put<uint64_t>(ch ? ch->rid : 0).put<int32_t>(vector);
   Reply rep;
-  if (call(c, w, rep) != 0) return nullptr;
+  if (call(c, w, rep) != 0) {
+    close_fds(rep.fds);
+    return nullptr;
+  }
+  Reader r = rep.reader();
   auto* cq = new mrc_cq;
   cq->ctx = ctx;
   cq->cqe = cqe;
   cq->cq_context = cq_context;
   cq->channel = ch;
   cq->ev_event_cq = ev_cq;
-  cq->rid = rep.reader().get<uint64_t>();
+  cq->rid = r.get<uint64_t>();
+  const uint32_t slots = r.get<uint32_t>();
+  cq->poll_drives = r.get<uint8_t>() != 0;
+  // An application CQ comes with its completion ring (cq_ring.h); one the library cannot map
+  // as announced is the device's fault, and the CQ is given back.
+  const bool want_ring = !ev_cq;
+  bool ring_ok = r.ok() && rep.fds.size() == (want_ring ? 1u : 0u) && (slots != 0) == want_ring;
+  if (ring_ok && want_ring) {
+    cq->ring_rx = std::make_unique<softmrc::cq_ring::Consumer>();
+    ring_ok = cq->ring_rx->attach(rep.fds[0], slots);
+    rep.fds.clear();
+  }
+  if (!ring_ok) {
+    close_fds(rep.fds);
+    Writer d = req(Op::kDestroyCq);
+    d.put<uint64_t>(cq->rid);
+    Reply drep;
+    (void)call(c, d, drep);
+    delete cq;
+    errno = EPROTO;
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lk(c->objs_mu);
   if (ch) ++ch->cqs;
   c->cqs.insert(cq);
@@ -428,10 +454,37 @@ int poll_cq(mrc_cq* cq, int n, ibv_wc* wc) {
     errno = EINVAL;
     return -1;
   }
+  Conn* c = cq->ctx->conn;
+  if (cq->ring_rx) {
+    if (c->dead) {
+      errno = EIO;
+      return -1;
+    }
+    if (cq->poll_drives) {
+      // A loopback device moves only when asked: the request runs its engine, and what that
+      // completes lands in the ring.
+      Writer w = req(Op::kPollCq);
+      w.put<uint64_t>(cq->rid).put<int32_t>(0);
+      Reply rep;
+      if (call(c, w, rep) < 0) return -1;
+    }
+    int got;
+    bool yield = false;
+    {
+      std::lock_guard<std::mutex> lk(cq->mu);
+      got = cq->ring_rx->poll(n, wc);
+      cq->empty_polls = got == 0 ? cq->empty_polls + 1 : 0;
+      // An application spinning on an empty CQ waits for softmrcd, which needs a core: now and
+      // then give it ours (a system call every 64 empty polls, not every one).
+      yield = got == 0 && cq->empty_polls % 64 == 0;
+    }
+    if (yield) sched_yield();
+    return got;
+  }
   Writer w = req(Op::kPollCq);
   w.put<uint64_t>(cq->rid).put<int32_t>(std::min(n, 1024));
   Reply rep;
-  const int rc = call(cq->ctx->conn, w, rep);
+  const int rc = call(c, w, rep);
   if (rc <= 0) return rc;
   Reader r = rep.reader();
   size_t bytes = 0;

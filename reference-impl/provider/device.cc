@@ -406,7 +406,11 @@ void drain_engine(softmrc_device* dev, engine::Endpoint& ep) {
       std::lock_guard<std::mutex> lk(cq->mu);
       for (int i = 0; i < n; ++i) {
         const engine::Wc& w = buf[i];
-        if (cq->wcs.size() >= static_cast<size_t>(cq->cqe)) {
+        // A ring (device mode) holds what the application has not polled yet; a ring whose
+        // consumer index is impossible takes nothing more.
+        int64_t pending = static_cast<int64_t>(cq->wcs.size());
+        if (cq->ring) pending = cq->ring->pending();
+        if (pending < 0 || pending >= cq->cqe) {
           if (!cq->overrun) {
             cq->overrun = true;
             mrc_async_event ae{};
@@ -434,7 +438,11 @@ void drain_engine(softmrc_device* dev, engine::Endpoint& ep) {
           engine::MrcQpAttr m;
           if (ep.query_qp(w.qp_num, a, m).ok()) wc.src_qp = a.dest_qp_num;
         }
-        cq->wcs.push_back(wc);
+        if (cq->ring) {
+          cq->ring->push(wc);  // room checked above
+        } else {
+          cq->wcs.push_back(wc);
+        }
         added = true;
       }
       if (n < 64) break;

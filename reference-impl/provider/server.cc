@@ -486,7 +486,23 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
         bad(errno);
         break;
       }
-      out.put<uint64_t>(add(Kind::kCq, cq));
+      // An application CQ's completions go to a ring the application polls without asking
+      // (cq_ring.h); the EV event CQ stays a request (the controller polls it rarely).
+      uint32_t slots = 0;
+      if (op == Op::kCreateCq) {
+        auto ring = std::make_unique<cq_ring::Producer>();
+        slots = cq_ring::slots_for(cqe);
+        if (!ring->create(slots)) {
+          const int e = errno;
+          mrc_destroy_cq(cq);
+          bad(e);
+          break;
+        }
+        fds_out.push_back(ring->fd());
+        std::lock_guard<std::mutex> lk(cq->mu);
+        cq->ring = std::move(ring);
+      }
+      out.put<uint64_t>(add(Kind::kCq, cq)).put<uint32_t>(slots).put<uint8_t>(!ctx->dev->io);
       break;
     }
     case Op::kDestroyCq: {

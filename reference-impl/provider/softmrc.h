@@ -30,6 +30,7 @@
 #include "mrc.h"
 #include "mrc_ctl.h"
 #include "reference-impl/engine/engine.h"
+#include "reference-impl/provider/cq_ring.h"
 #include "reference-impl/runtime/runtime.h"
 
 namespace softmrc::client {
@@ -118,6 +119,13 @@ struct mrc_cq {
   std::atomic<uint64_t> events_acked{0};
   std::condition_variable acked_cv;
   uint64_t rid = 0;  // device mode: the device process's handle
+  // Device mode, in softmrcd: completions go to the application's ring instead of `wcs`.
+  std::unique_ptr<softmrc::cq_ring::Producer> ring;
+  // Device mode, in the application: the ring it polls, and whether the device only moves
+  // on a poll request (MRC_SOFT_IO=loopback has no loop thread).
+  std::unique_ptr<softmrc::cq_ring::Consumer> ring_rx;
+  bool poll_drives = false;
+  uint32_t empty_polls = 0;  // consecutive empty polls of ring_rx (under mu)
 };
 
 struct mrc_comp_channel {
