@@ -1088,11 +1088,14 @@ static void client_transfer(struct conn* c) {
         wr.imm_data = htonl((uint32_t)m);
         wr.wr.rdma.remote_addr = c->remote[q].va + (m % c->slots) * c->size;
         wr.wr.rdma.rkey = c->remote[q].rkey;
+        /* Before the call, as perftest does: a library whose post_send returns late (its thread
+         * preempted, an engine lock) may already have the completion queued by then, and the
+         * latency would read as a fraction of a microsecond. */
+        t_post[(size_t)q * c->tx_depth + slot] = now_ns();
         if (mrc_post_send(c->qp[q], &wr, &bad)) {
           set_error(c, "mrc_post_send on QP %u: %s", q, strerror(errno));
           break;
         }
-        t_post[(size_t)q * c->tx_depth + slot] = now_ns();
         posted[q]++;
       }
       outstanding += (int)(posted[q] - c->completed[q]);

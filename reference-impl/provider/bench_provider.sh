@@ -3,28 +3,37 @@
 # joined by one veth pair (MTU 9000), the same path for every column:
 #   in-process  mrc-perf through lib_mrc.so, the device inside each process
 #   device      mrc-perf through lib_mrc.so in device mode, a softmrcd per namespace
-#   mrct        `mrct endpoint` (the same engine and runtime, its own tool)
+#   mrct        `mrct endpoint` (the same engine and runtime, its own tool; BUILD_DIR/bin/mrct, or
+#               BUILD_DIR/bin/mrc_endpoint, the same tool built alone)
 # Figures: write bandwidth (64 KiB WRITEs, 1 QP), write latency (64 B, one at a time: p50,
 # p99), message rate (64 B WRITEs on 1 and on 64 QPs), memory per QP, and the cost of one
 # empty mrc_poll_cq / one mrc_post_send call (lib_mrc.so only: call_cost).
 #
-# Usage: bench_provider.sh BUILD_DIR [SECONDS]   (BUILD_DIR/bin holds mrc-perf, mrct, softmrcd,
-# mrc_provider_call_cost; SECONDS per throughput run, default 3). Root (namespaces, AF_PACKET).
+# Usage: bench_provider.sh BUILD_DIR [SCALE]   (BUILD_DIR/bin holds mrc-perf, softmrcd,
+# mrc_provider_call_cost, mrct or mrc_endpoint; SCALE multiplies the message counts: 300, 1000
+# and 50 per QP times SCALE for bandwidth, 1-QP and 64-QP message rate; default 4).
+# Root (namespaces, AF_PACKET).
 # Prints the table on stdout; every run's raw output stays in $BENCH_OUT (default a temporary
 # directory, removed) when set. Exit 0, 1 when a run failed (its output is printed), 2 usage.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/veth_pair.sh"
-if [ $# -lt 1 ] || [ ! -x "$1/bin/mrc-perf" ] || [ ! -x "$1/bin/mrct" ] ||
-  [ ! -x "$1/bin/softmrcd" ] || [ ! -x "$1/bin/mrc_provider_call_cost" ]; then
-  echo "usage: bench_provider.sh BUILD_DIR [SECONDS] (BUILD_DIR/bin: mrc-perf, mrct, softmrcd," \
-    "mrc_provider_call_cost)" >&2
+if [ $# -lt 1 ] || [ ! -x "$1/bin/mrc-perf" ] || [ ! -x "$1/bin/softmrcd" ] ||
+  [ ! -x "$1/bin/mrc_provider_call_cost" ] ||
+  { [ ! -x "$1/bin/mrct" ] && [ ! -x "$1/bin/mrc_endpoint" ]; }; then
+  echo "usage: bench_provider.sh BUILD_DIR [SCALE] (BUILD_DIR/bin: mrc-perf, softmrcd," \
+    "mrc_provider_call_cost, and mrct or mrc_endpoint)" >&2
   exit 2
 fi
 bin=$(cd "$1/bin" && pwd)
-secs=${2:-3}
-case $secs in '' | *[!0-9]*)
-  echo "bench_provider.sh: SECONDS must be a whole number, not '$secs'" >&2
+if [ -x "$bin/mrct" ]; then
+  endpoint=("$bin/mrct" endpoint)
+else
+  endpoint=("$bin/mrc_endpoint")
+fi
+scale=${2:-4}
+case $scale in '' | *[!0-9]* | 0)
+  echo "bench_provider.sh: SCALE must be a positive whole number, not '$scale'" >&2
   exit 2
   ;;
 esac
@@ -86,12 +95,12 @@ run() {  # NAME MODE CLIENT_ARGS...
   shift 2
   local rc
   if [ "$mode" = mrct ]; then
-    ip netns exec "$a" timeout 300 "$bin/mrct" endpoint server --json --ifaces "$ia" \
+    ip netns exec "$a" timeout 300 "${endpoint[@]}" server --json --ifaces "$ia" \
       --gid fd81::1 --port "$port" --ev-format stev --listen 10.81.0.1 \
       > "$out/$name.server.json" 2>&1 &
     local spid=$!
     sleep 0.5
-    ip netns exec "$b" timeout 300 "$bin/mrct" endpoint client --json --ifaces "$ib" \
+    ip netns exec "$b" timeout 300 "${endpoint[@]}" client --json --ifaces "$ib" \
       --gid fd81::2 --port "$port" --ev-format stev --server 10.81.0.1 "$@" \
       > "$out/$name.json" 2>&1
     rc=$?
@@ -116,9 +125,11 @@ run() {  # NAME MODE CLIENT_ARGS...
   fi
 }
 
-bw=(--size 65536 --qps 1 --tx-depth 16 --duration "$secs")
-rate1=(--size 64 --qps 1 --tx-depth 16 --duration "$secs")
-rate64=(--size 64 --qps 64 --tx-depth 16 --duration "$secs")
+# Message counts, not durations: `mrct endpoint` runs by --duration failed their control
+# exchange here (the client got no answer from the server), by --iters they complete.
+bw=(--size 65536 --qps 1 --tx-depth 16 --iters $((300 * scale)))
+rate1=(--size 64 --qps 1 --tx-depth 16 --iters $((1000 * scale)))
+rate64=(--size 64 --qps 64 --tx-depth 16 --iters $((50 * scale)))
 for m in inproc device; do
   run "bw-$m" "$m" --test write_bw "${bw[@]}"
   run "lat-$m" "$m" --test write_lat --size 64 --iters 2000
@@ -141,12 +152,12 @@ ip netns exec "$a" env "${ed[@]}" CALL_COST_DEVICE_PID=$dpid_a \
   "$bin/mrc_provider_call_cost" fd81::2 200000 1000 > "$out/cost-device.json" 2>&1 ||
   { cat "$out/cost-device.json" >&2; failed=1; }
 for q in 1 65; do
-  ip netns exec "$a" timeout 120 "$bin/mrct" endpoint server --json --ifaces "$ia" \
+  ip netns exec "$a" timeout 120 "${endpoint[@]}" server --json --ifaces "$ia" \
     --gid fd81::1 --port "$port" --ev-format stev --listen 10.81.0.1 > /dev/null 2>&1 &
   spid=$!
   sleep 0.5
   ip netns exec "$b" /usr/bin/time -f "maxrss_kib %M" -o "$out/mem-mrct-$q.txt" timeout 120 \
-    "$bin/mrct" endpoint client --json --ifaces "$ib" --gid fd81::2 --port "$port" \
+    "${endpoint[@]}" client --json --ifaces "$ib" --gid fd81::2 --port "$port" \
     --ev-format stev --server 10.81.0.1 --size 64 --qps "$q" --iters 10 > /dev/null 2>&1 ||
     failed=1
   wait "$spid"
