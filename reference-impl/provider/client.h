@@ -1,5 +1,6 @@
 // lib_mrc.so in device mode: the node's SoftMRC device lives in softmrcd and every call on its
-// objects is a request on the device socket (devproto.h). Private header of lib_mrc.so.
+// objects is a request on the device socket (devproto.h), except mrc_poll_cq on an application
+// CQ, which reads the CQ's completion ring (cq_ring.h). Private header of lib_mrc.so.
 //
 // Selected by MRC_SOFT_DEVICE=<socket path>; without it the library runs the device in the
 // process as before (README.md, "One device per node").
