@@ -39,6 +39,12 @@ seeds = {
 }
 for name, ms in seeds.items():
     open(f'{sys.argv[1]}/{name}', 'wb').write(frame(ms))
+# The peer writing its completion ring's consumer index (a length with the top bit set): past
+# what was produced, then back, between requests that poll and post.
+scribble = lambda v: struct.pack('<H', 0x8000) + u64(v)
+open(f'{sys.argv[1]}/ring', 'wb').write(
+    frame(base + [qp]) + scribble(5) + frame([msg(18, u64(4), i32(4))]) + scribble(2**64 - 3) +
+    frame([msg(30, u64(5), u32(0)), msg(17, u64(4))]))
 PY
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=abort_on_error=1
