@@ -24,6 +24,7 @@
 
 #include "mrc.h"
 #include "mrc_ctl.h"
+#include "reference-impl/provider/cq_ring.h"
 #include "reference-impl/provider/devproto.h"
 
 namespace {
@@ -345,6 +346,102 @@ TEST(Softmrcd, ADeadApplicationsObjectsAreTornDown) {
   EXPECT_NE(make_objects(c).qp, 0u);
   close(p[0]);
   close(p[1]);
+}
+
+// An application that scribbles over its CQ's completion ring (cq_ring.h), here by claiming
+// to have consumed more than the device produced: the device stops filling that ring and
+// reports a CQ error; it neither writes outside the ring nor dies, and the application's own
+// poll does not believe the ring either.
+TEST(Softmrcd, ACompletionRingTheApplicationCorruptsIsACqErrorNotACrash) {
+  Daemon d;
+  const pid_t app = fork();
+  if (app == 0) {
+    alarm(30);
+    setenv("MRC_SOFT_DEVICE", d.path().c_str(), 1);
+    ibv_device** list = ibv_get_device_list(nullptr);
+    ibv_context* v = list ? ibv_open_device(list[0]) : nullptr;
+    mrc_context* ctx = v ? mrc_create_context(v, nullptr) : nullptr;
+    ibv_pd* pd = v ? ibv_alloc_pd(v) : nullptr;
+    mrc_cq* cq = ctx ? mrc_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
+    if (cq == nullptr || pd == nullptr) _exit(10);
+    static char buf[8192] __attribute__((aligned(4096)));
+    ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr) _exit(11);
+    mrc_qp* qp[2];
+    uint32_t qpn[2];
+    for (int i = 0; i < 2; ++i) {
+      mrc_qp_init_attr qa{};
+      qa.send_cq = qa.recv_cq = cq;
+      qa.pd = pd;
+      qa.cap.max_send_wr = 16;
+      qa.cap.max_recv_wr = 4;
+      qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+      qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+      qp[i] = mrc_create_qp(ctx, &qa);
+      if (qp[i] == nullptr || mrc_get_qpn(qp[i], &qpn[i]) != 0) _exit(12);
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_INIT;
+      a.port_num = 1;
+      a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+      if (mrc_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, nullptr, 0)) _exit(13);
+    }
+    for (int i = 0; i < 2; ++i) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = IBV_MTU_1024;
+      a.ah_attr.is_global = 1;
+      a.ah_attr.port_num = 1;
+      a.ah_attr.grh.sgid_index = 3;
+      if (ibv_query_gid(v, 1, 3, &a.ah_attr.grh.dgid) != 0) _exit(14);  // the node itself
+      a.dest_qp_num = qpn[1 - i];
+      a.rq_psn = 100;
+      if (mrc_modify_qp(
+              qp[i], &a,
+              IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU, nullptr,
+              0))
+        _exit(15);
+      ibv_qp_attr r{};
+      r.qp_state = IBV_QPS_RTS;
+      r.sq_psn = 100;
+      if (mrc_modify_qp(qp[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN, nullptr, 0)) _exit(16);
+    }
+    // The ring, found where the library mapped it; its consumer index is far ahead.
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    uintptr_t ring = 0;
+    while (std::getline(maps, line))
+      if (line.find("softmrc-cq") != std::string::npos) ring = std::stoull(line, nullptr, 16);
+    if (ring == 0) _exit(17);
+    reinterpret_cast<softmrc::cq_ring::Header*>(ring)->consumed.store(1000);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 64, mr->lkey};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf) + 4096;
+    wr.wr.rdma.rkey = mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    if (mrc_post_send(qp[0], &wr, &bad) != 0) _exit(18);
+    ibv_wc wc{};
+    int got = 0;
+    for (int i = 0; i < 2000 && got == 0; ++i) got = mrc_poll_cq(cq, 1, &wc);
+    if (got != 0) _exit(19);  // the completion could not be written: none arrives
+    mrc_async_event ev{};
+    if (mrc_get_async_event(ctx, &ev) != 0 || ev.event_type != IBV_EVENT_CQ_ERR ||
+        ev.element.cq != cq)
+      _exit(20);
+    mrc_ack_async_event(&ev);
+    // The device is alive and still serves the process.
+    ibv_pd* pd2 = ibv_alloc_pd(v);
+    if (pd2 == nullptr || ibv_dealloc_pd(pd2) != 0) _exit(21);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(app, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << "the application hung or crashed (signal " << WTERMSIG(st) << ")";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "step that failed: see the _exit codes in the test";
+  EXPECT_EQ(kill(d.pid(), 0), 0) << "the device process died";
 }
 
 TEST(Softmrcd, TheDeviceProcessDyingIsFatalToApplicationsNeverAHang) {
