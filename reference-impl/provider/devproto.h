@@ -19,7 +19,9 @@
 
 namespace softmrc::devproto {
 
-constexpr uint32_t kVersion = 1;
+// 2: an application CQ's creation returns its completion ring (cq_ring.h); a library of
+// version 1 would poll by request and never see a completion, so HELLO refuses it.
+constexpr uint32_t kVersion = 2;
 // The largest datagram either side sends or accepts (an EV array of 4096 entries, 256 WRs).
 constexpr size_t kMaxMessage = 1 << 20;
 constexpr size_t kMaxFds = 16;

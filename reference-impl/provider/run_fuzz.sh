@@ -26,7 +26,7 @@ u8 = lambda v: struct.pack('<B', v)
 blob = lambda b: u32(len(b)) + b
 msg = lambda op, *p: u32(op) + b''.join(p)
 frame = lambda ms: b''.join(struct.pack('<H', len(m)) + m for m in ms)
-base = [msg(1, u32(1)), msg(2), msg(7, u64(1)), msg(11, u64(1), u8(0), blob(bytes(8))),
+base = [msg(1, u32(2)), msg(2), msg(7, u64(1)), msg(11, u64(1), u8(0), blob(bytes(8))),
         msg(16, u64(3), i32(16), u64(0), i32(0))]
 qp = msg(26, u64(3), blob(bytes(80)), u64(4), u64(4), u64(2))
 seeds = {
