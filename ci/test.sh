@@ -59,7 +59,7 @@ if [ $fast -eq 0 ]; then
   # crafter (it decodes whatever a tap shows), the lib_mrc.so provider (it owns applications'
   # memory regions) and the script player (it parses scripts and frames). The rest (Python
   # testbed, Qt viewer, namespace tools) already ran above; building it twice would double CI.
-  asan_tests="mrc_wire_test mrc_wire_tins_test mrc_engine_test mrc_sim_test mrc_engine_sim_test mrc_check_test mrc_faults_test mrc_hostile_test mrc_provider_test mrc_scripts_test"
+  asan_tests="mrc_wire_test mrc_wire_tins_test mrc_engine_test mrc_sim_test mrc_engine_sim_test mrc_check_test mrc_faults_test mrc_hostile_test mrc_provider_test mrc_cq_ring_test mrc_softmrcd_test mrc_scripts_test"
   step "configure + build (preset asan: ASan+UBSan, -Werror): $asan_tests"
   cmake --preset asan -DMRC_SKIP_DIRS="gui;lab;testbed" > /dev/null
   # shellcheck disable=SC2086
