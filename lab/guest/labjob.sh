@@ -445,7 +445,8 @@ lab_attach() {
   lab_counters > "$LAB_TMP/attach.cnt1"
   cat "$LAB_OUT/attach.txt"
   # what rxe counted: the provider's MRC frames go to rxe's socket too (it drops unknown QPNs)
-  diff "$LAB_TMP/attach.cnt0" "$LAB_TMP/attach.cnt1" | sed -n 's/^> /    after: /p' > "$LAB_OUT/attach.counters.txt"
+  awk -F= 'NR == FNR { a[$1] = $2; next } a[$1] != $2 { print "    " $1 ": " a[$1] " -> " $2 }' \
+    "$LAB_TMP/attach.cnt0" "$LAB_TMP/attach.cnt1" > "$LAB_OUT/attach.counters.txt"
   cat "$LAB_OUT/attach.counters.txt"
   lab_log "attach test: rc=$rc"
   return $rc
@@ -464,14 +465,16 @@ lab_mrc_plan() {
   local loss=${LAB_LOSS_PCT:-1} fat=${LAB_FLAP_AT_MS:-400} fms=${LAB_FLAP_MS:-200}
   local bw=(-s "$size" -n "$n" --report_gbits)
   local mrc=(--test write_bw --size "$size" --iters "$n" --tx-depth 128)
+  [ -n "$LAB_MRC_CC" ] && mrc+=(--cc-profile "$LAB_MRC_CC")
   lab_net_up || return 1
   local fails=0
-  lab_attach || fails=$((fails + 1))
+  # RC first, before any MRC process has touched the devices
   if [ -z "$LAB_MRC_ONLY" ]; then
     lab_perf v6-write_bw-clean ib_write_bw v6 none "${bw[@]}" || fails=$((fails + 1))
     lab_perf "v6-write_bw-loss$loss" ib_write_bw v6 "loss:$loss" "${bw[@]}" || fails=$((fails + 1))
     lab_perf "v6-write_bw-flap${fms}ms" ib_write_bw v6 "flap:$fat:$fms" "${bw[@]}" || fails=$((fails + 1))
   fi
+  lab_attach || fails=$((fails + 1))
   lab_mrc mrc-write_bw-clean none "${mrc[@]}" || fails=$((fails + 1))
   lab_mrc "mrc-write_bw-loss$loss" "loss:$loss" "${mrc[@]}" || fails=$((fails + 1))
   lab_mrc "mrc-write_bw-flap${fms}ms" "flap:$fat:$fms" "${mrc[@]}" || fails=$((fails + 1))
