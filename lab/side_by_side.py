@@ -158,7 +158,7 @@ def markdown(rep):
          f"({env.get('mode')} mode), perftest, timings from the requester-side capture. Faults by "
          "netem on the bridge ports (carrier kept).",
          f"* Simulator: one plane of {p['paths']} paths, every link {p['link_gbps']} Gb/s "
-         f"(= RC/rxe's no-fault goodput), {p['prop_ns']} ns per link; unloaded RTT "
+         f"({'given with --link-gbps' if p.get('link_given') else '= RC/rxe' + chr(39) + 's no-fault goodput'}), {p['prop_ns']} ns per link; unloaded RTT "
          f"{p['base_rtt_us']:.0f} us. RC model: ACK timeout {p['rc_timeout_ms']:.1f} ms, 128 PSN "
          f"window, AckReq every 64 packets, on path 0. MRC: {p['mrc_evs']} EVs, ACK timeout "
          f"{p['mrc_timeout_ms']:.2f} ms, probe interval {p['mrc_probe_ms']:.2f} ms, MPR 128 PSNs, "
@@ -211,7 +211,8 @@ def main():
     ap.add_argument("--family", default="v4", choices=["v4", "v6"])
     ap.add_argument("--sbs", help="mrc_lab_sbs binary (default build/*/bin/mrc_lab_sbs)")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--link-gbps", type=float, help="override the calibration")
+    ap.add_argument("--link-gbps", type=float, help="override the calibration (needed when the "
+                    "RC clean run failed)")
     ap.add_argument("--out", default=os.path.join(LAB, "results"))
     ap.add_argument("--name", default="side_by_side")
     a = ap.parse_args()
@@ -250,9 +251,21 @@ def main():
         print(f"side_by_side: no analysed {fam}-write_bw-clean run in {base}", file=sys.stderr)
         return 2
     clean = rxe["none"]["analysis"]
+    clean_ok = rxe["none"]["ok"] and clean.get("completed") == clean.get("messages")
+    if not clean_ok and not a.link_gbps:
+        # a failed run's goodput is not the wire's: the simulator needs it from elsewhere
+        print(f"side_by_side: {fam}-write_bw-clean did not complete (client exit "
+              f"{rxe['none']['client_rc']}); give the simulator's link rate with --link-gbps",
+              file=sys.stderr)
+        return 2
     link = a.link_gbps or round(clean["goodput_gbps"], 4)
-    msg_bytes = int(rxe["none"]["args"].split("-s ")[1].split()[0]) if "-s " in rxe["none"]["args"] else 65536
-    messages = clean["messages"]
+    args0 = rxe["none"]["args"].split()
+
+    def arg(flag, default):
+        return int(args0[args0.index(flag) + 1]) if flag in args0[:-1] else default
+    msg_bytes = arg("-s", 65536)
+    # the transfer as asked (-n), not as far as a failed run got
+    messages = arg("-n", clean["messages"])
     loss_pct = float(rxe["loss"]["fault"].split(":")[1]) if rxe["loss"] else 1.0
     flap_at_ms, flap_ms = 400.0, 200.0
     fr = rxe["flap"]
@@ -291,9 +304,18 @@ def main():
     for f in ("loss", "flap"):
         for n in ("RC/rxe (Linux kernel)", "MRC/rxe wire (lib_mrc.so, measured)",
                   "RC/sim, rxe timers", "MRC/sim (reference engine, simulated)"):
+            ok = all((rows[x].get(n) or {}).get("all_success") for x in ("none", f))
             a0, a1 = g("none", n).get("mean"), g(f, n).get("mean")
-            if a0 and a1:
+            if ok and a0 and a1:
                 notes.append(f"{n} under {f}: goodput {100 * a1 / a0:.0f} % of its no-fault run.")
+    if a.link_gbps:
+        notes.append(f"The simulator's links run at {link} Gb/s, given with --link-gbps "
+                     f"(RC/rxe's no-fault goodput in this run: "
+                     f"{clean.get('goodput_gbps', 0):.3f} Gb/s"
+                     f"{'' if clean_ok else ', and the run did not complete'}).")
+    if measured:
+        notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and verified; "
+                     "stalls and retransmissions are not reported by the API (mrc-perf README).")
     notes += [
         "RC/rxe runs inside a TCG guest on a shared 2-core host (load average at the run: "
         f"{', '.join(f'{x:.1f}' for x in lab.get('host_loadavg', []))}); even its no-fault run "
@@ -314,7 +336,7 @@ def main():
            "environment": {"mode": lab.get("mode"), "kernel": lab.get("kernel"),
                            "host_loadavg": lab.get("host_loadavg"), "host_cpus": lab.get("host_cpus")},
            "params": {"messages": messages, "msg_bytes": msg_bytes, "window": 128, "paths": 8,
-                      "link_gbps": link, "prop_ns": rc0["prop_ns"], "base_rtt_us": rc0["base_rtt_us"],
+                      "link_gbps": link, "link_given": bool(a.link_gbps), "prop_ns": rc0["prop_ns"], "base_rtt_us": rc0["base_rtt_us"],
                       "loss_pct": loss_pct, "flap_at_ms": flap_at_ms, "flap_ms": flap_ms,
                       "rc_timeout_ms": 67.108864, "mrc_timeout_ms": mparams["timeout_us"] / 1e3,
                       "mrc_probe_ms": mparams["probe_interval_us"] / 1e3, "mrc_evs": mparams["evs"],
