@@ -313,6 +313,18 @@ def main():
                      f"(RC/rxe's no-fault goodput in this run: "
                      f"{clean.get('goodput_gbps', 0):.3f} Gb/s"
                      f"{'' if clean_ok else ', and the run did not complete'}).")
+    for f in rows:
+        r = rxe[f]
+        if r and not r["ok"]:
+            # perftest's own words for why the QP stopped ("Failed status 9: ...")
+            why = ""
+            cp = os.path.join(base, f"{r['name']}.client.txt")
+            if os.path.isfile(cp):
+                with open(cp, errors="replace") as fh:
+                    why = next((x.strip() for x in fh if x.strip().startswith("Failed status")), "")
+            notes.append(f"RC/rxe {r['name']} did not complete (client exit {r['client_rc']}"
+                         f"{': perftest ' + repr(why) if why else ''}); its latency columns cover "
+                         "the messages completed before the QP error.")
     if measured:
         notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and verified; "
                      "stalls and retransmissions are not reported by the API (mrc-perf README).")
