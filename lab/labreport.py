@@ -258,6 +258,13 @@ def collect(out_dir, mode=None, timings=None, kernel=None):
                 run["perftest"] = parse_perftest(fh.read(), setup.get("cpu_mhz"),
                                                  cycles=" -C" in f" {meta['args']}")
         run["rxe_counters_delta"] = read_counters(meta)
+        jp = os.path.join(out_dir, f"{name}.client.json")
+        if meta["tool"] == "mrc-perf" and os.path.isfile(jp):
+            # mrc-perf prints one JSON object per connection (README of conformance/mrc-perf)
+            with open(jp, errors="replace") as fh:
+                objs = [json.loads(x) for x in fh.read().splitlines() if x.startswith("{")]
+            run["mrc_perf"] = objs[0] if objs else {"error": "no result line"}
+            run.pop("perftest", None)
         pp = os.path.join(out_dir, f"{name}.pcap")
         if os.path.isfile(pp):
             try:

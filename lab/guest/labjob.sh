@@ -379,6 +379,111 @@ lab_perf() {
 }
 
 # --------------------------------------------------------------------------------------------
+# MRC through lib_mrc.so on the same two rxe devices (`mrct lab mrc`): the provider attaches to
+# rxe (its PDs and MRs are rxe's, its data path the reference engine on AF_PACKET sockets of
+# mrcA0/mrcB0). The programs come in as job files with their libraries (mrct-lab --elf).
+# --------------------------------------------------------------------------------------------
+# lab_mrc NAME FAULT [mrc-perf client args...]: mrc-perf server on rxe1 (one client), client (the
+# requester) on rxe0, GIDs fd00:211::1/2, control over TCP on 127.0.0.1 as perftest's.
+# Writes NAME.client.json (mrc-perf's result), NAME.client.txt (stderr), NAME.server.txt and
+# NAME.meta.json (times, flap timestamps, rxe hw_counters and netdev counters before/after).
+lab_mrc() {
+  local name=$1 fault=$2
+  shift 2
+  local bin=${LAB_MRC_PERF:-$LAB_FILES/mrc-perf}
+  local port=$LAB_PORT
+  LAB_PORT=$((LAB_PORT + 1))
+  local tmo=${LAB_RUN_TIMEOUT:-120}
+  lab_fault_clear
+  lab_counters > "$LAB_TMP/$name.cnt0"
+  timeout $((tmo + 15)) "$bin" server --device "$LAB_RXE_B" --gid "$LAB_V6_B" --port "$port" \
+    --clients 1 > "$LAB_OUT/$name.server.txt" 2>&1 &
+  local spid=$!
+  lab_wait_listen "$port" 30 || echo "@@LAB WARN $name: mrc-perf server did not listen on $port"
+  local flapfile=$LAB_TMP/$name.flap
+  : > "$flapfile"
+  case $fault in
+    loss:*) lab_fault_loss "${fault#loss:}" ;;
+    flap:*) IFS=: read -r _ at down <<< "$fault"; lab_flap_bg "$at" "$down" blackhole "$flapfile" ;;
+    carrier:*) IFS=: read -r _ at down <<< "$fault"; lab_flap_bg "$at" "$down" carrier "$flapfile" ;;
+  esac
+  local t0=$EPOCHREALTIME
+  timeout "$tmo" "$bin" client 127.0.0.1 --port "$port" --device "$LAB_RXE_A" --gid "$LAB_V6_A" \
+    "$@" > "$LAB_OUT/$name.client.json" 2> "$LAB_OUT/$name.client.txt"
+  local crc=$?
+  local t1=$EPOCHREALTIME
+  wait "$spid"
+  local src=$?
+  [ -n "$LAB_FLAP_PID" ] && wait "$LAB_FLAP_PID" 2>/dev/null
+  LAB_FLAP_PID=
+  lab_fault_clear
+  lab_counters > "$LAB_TMP/$name.cnt1"
+  {
+    echo "{\"name\": \"$name\", \"tool\": \"mrc-perf\", \"family\": \"v6\", \"fault\": \"$fault\","
+    echo " \"args\": \"$*\", \"client_rc\": $crc, \"server_rc\": $src,"
+    echo " \"t_start_us\": ${t0/./}, \"t_end_us\": ${t1/./},"
+    cat "$flapfile"
+    echo " \"counters_before\": {"
+    sed 's/^\(.*\)=\(.*\)$/  "\1": \2,/' "$LAB_TMP/$name.cnt0" | sed '$ s/,$//'
+    echo " }, \"counters_after\": {"
+    sed 's/^\(.*\)=\(.*\)$/  "\1": \2,/' "$LAB_TMP/$name.cnt1" | sed '$ s/,$//'
+    echo " }}"
+  } > "$LAB_OUT/$name.meta.json"
+  lab_log "$name: client rc=$crc server rc=$src $(lab_since "$t0" "$t1")s"
+  head -c 600 "$LAB_OUT/$name.client.json" | sed 's/^/    /'
+  [ -s "$LAB_OUT/$name.client.txt" ] && tail -5 "$LAB_OUT/$name.client.txt" | sed 's/^/    stderr: /'
+  return $crc
+}
+
+# lab_attach: the provider's rxe attach test (reference-impl/provider/rxe_attach_test.c), then
+# what rxe counted while MRC frames reached its UDP 4791 socket.
+lab_attach() {
+  local bin=${LAB_ATTACH_TEST:-$LAB_FILES/mrc_rxe_attach_test}
+  lab_counters > "$LAB_TMP/attach.cnt0"
+  timeout 120 "$bin" "$LAB_RXE_A" "$LAB_V6_A" "$LAB_RXE_B" "$LAB_V6_B" > "$LAB_OUT/attach.txt" 2>&1
+  local rc=$?
+  lab_counters > "$LAB_TMP/attach.cnt1"
+  cat "$LAB_OUT/attach.txt"
+  # what rxe counted: the provider's MRC frames go to rxe's socket too (it drops unknown QPNs)
+  awk -F= 'NR == FNR { a[$1] = $2; next } a[$1] != $2 { print "    " $1 ": " a[$1] " -> " $2 }' \
+    "$LAB_TMP/attach.cnt0" "$LAB_TMP/attach.cnt1" > "$LAB_OUT/attach.counters.txt"
+  cat "$LAB_OUT/attach.counters.txt"
+  lab_log "attach test: rc=$rc"
+  return $rc
+}
+
+lab_attach_only() {
+  lab_net_up || return 1
+  lab_attach
+}
+
+# The side by side over real rxe: RC perftest and MRC (mrc-perf, lib_mrc.so) on the same wire,
+# same transfer (LAB_BW_ITERS x LAB_BW_SIZE, 128 outstanding), same faults (none, loss, flap),
+# IPv6 GIDs (the MRC engine speaks RoCEv2 over IPv6). Then the attach test.
+lab_mrc_plan() {
+  local size=${LAB_BW_SIZE:-65536} n=${LAB_BW_ITERS:-1000}
+  local loss=${LAB_LOSS_PCT:-1} fat=${LAB_FLAP_AT_MS:-400} fms=${LAB_FLAP_MS:-200}
+  local bw=(-s "$size" -n "$n" --report_gbits)
+  local mrc=(--test write_bw --size "$size" --iters "$n" --tx-depth 128)
+  [ -n "$LAB_MRC_CC" ] && mrc+=(--cc-profile "$LAB_MRC_CC")
+  lab_net_up || return 1
+  local fails=0
+  # RC first, before any MRC process has touched the devices
+  if [ -z "$LAB_MRC_ONLY" ]; then
+    lab_perf v6-write_bw-clean ib_write_bw v6 none "${bw[@]}" || fails=$((fails + 1))
+    lab_perf "v6-write_bw-loss$loss" ib_write_bw v6 "loss:$loss" "${bw[@]}" || fails=$((fails + 1))
+    lab_perf "v6-write_bw-flap${fms}ms" ib_write_bw v6 "flap:$fat:$fms" "${bw[@]}" || fails=$((fails + 1))
+  fi
+  lab_attach || fails=$((fails + 1))
+  lab_mrc mrc-write_bw-clean none "${mrc[@]}" || fails=$((fails + 1))
+  lab_mrc "mrc-write_bw-loss$loss" "loss:$loss" "${mrc[@]}" || fails=$((fails + 1))
+  lab_mrc "mrc-write_bw-flap${fms}ms" "flap:$fat:$fms" "${mrc[@]}" || fails=$((fails + 1))
+  lab_counters > "$LAB_OUT/counters-final.txt"
+  lab_log "mrc plan done: $fails step(s) failed"
+  return $fails
+}
+
+# --------------------------------------------------------------------------------------------
 # plans
 # --------------------------------------------------------------------------------------------
 lab_baseline() {

@@ -437,9 +437,8 @@ Status Endpoint::destroy_qp(uint32_t qpn) {
   return Status::Ok();
 }
 
-Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out,
-                             uint32_t pd) {
-  Impl& d = *impl_;
+namespace {
+Status check_mr_args(const void* addr, size_t length, uint32_t access) {
   if (addr == nullptr && length != 0) return Status::Error(EINVAL, "register_mr: null address");
   if (access & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic))
     return Status::Error(EINVAL, "register_mr: unknown access bits");
@@ -447,8 +446,16 @@ Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryR
     return Status::Error(EINVAL, "register_mr: REMOTE_WRITE requires LOCAL_WRITE (verbs rule)");
   const auto base = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
   if (length > UINT64_MAX - base) return Status::Error(EINVAL, "register_mr: range wraps");
+  return Status::Ok();
+}
+}  // namespace
+
+Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out,
+                             uint32_t pd) {
+  Impl& d = *impl_;
+  if (Status s = check_mr_args(addr, length, access); !s.ok()) return s;
   MemoryRegion mr;
-  mr.addr = base;
+  mr.addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
   mr.length = length;
   mr.access = access;
   mr.pd = pd;
@@ -465,11 +472,33 @@ Status Endpoint::register_mr(void* addr, size_t length, uint32_t access, MemoryR
   return Status::Ok();
 }
 
+Status Endpoint::register_mr_with_keys(void* addr, size_t length, uint32_t access, uint32_t lkey,
+                                       uint32_t rkey, MemoryRegion& out, uint32_t pd) {
+  Impl& d = *impl_;
+  if (Status s = check_mr_args(addr, length, access); !s.ok()) return s;
+  if (lkey == 0) return Status::Error(EINVAL, "register_mr_with_keys: lkey 0");
+  if (d.mr_by_lkey.count(lkey))
+    return Status::Error(EEXIST, "register_mr_with_keys: lkey " + std::to_string(lkey) + " in use");
+  if (rkey != 0 && d.lkey_of_rkey.count(rkey))
+    return Status::Error(EEXIST, "register_mr_with_keys: rkey " + std::to_string(rkey) + " in use");
+  MemoryRegion mr;
+  mr.addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+  mr.length = length;
+  mr.access = access;
+  mr.pd = pd;
+  mr.lkey = lkey;
+  mr.rkey = rkey;
+  d.mr_by_lkey.emplace(mr.lkey, mr);
+  if (rkey != 0) d.lkey_of_rkey.emplace(mr.rkey, mr.lkey);
+  out = mr;
+  return Status::Ok();
+}
+
 Status Endpoint::deregister_mr(uint32_t lkey) {
   auto it = impl_->mr_by_lkey.find(lkey);
   if (it == impl_->mr_by_lkey.end())
     return Status::Error(EINVAL, "deregister_mr: unknown lkey " + std::to_string(lkey));
-  impl_->lkey_of_rkey.erase(it->second.rkey);
+  if (it->second.rkey != 0) impl_->lkey_of_rkey.erase(it->second.rkey);
   impl_->mr_by_lkey.erase(it);
   return Status::Ok();
 }

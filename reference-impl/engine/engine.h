@@ -642,6 +642,11 @@ class Endpoint {
   Status destroy_qp(uint32_t qpn);
   Status register_mr(void* addr, size_t length, uint32_t access, MemoryRegion& out,
                      uint32_t pd = 0);
+  // The same with keys another component assigned (an rdma-core device's ibv_reg_mr, when the
+  // provider attaches to rxe): EEXIST when either key is in use. rkey 0 = no remote key (rxe
+  // gives 0 to MRs without remote access): such an MR is only reachable by its lkey.
+  Status register_mr_with_keys(void* addr, size_t length, uint32_t access, uint32_t lkey,
+                               uint32_t rkey, MemoryRegion& out, uint32_t pd = 0);
   Status deregister_mr(uint32_t lkey);
   Status post_send(uint32_t qpn, const SendWr& wr);
   // Convenience: RDMA WRITE (imm unset) or WRITE_WITH_IMM.

@@ -136,6 +136,50 @@ TEST(Responder, WriteToAnMrOfAnotherProtectionDomainIsRefused) {
   EXPECT_EQ(other, before);
 }
 
+TEST(Responder, RegionsWithAssignedKeysAreReachedOnlyByThoseKeys) {
+  // The provider attached to rxe registers rdma-core's MRs with rxe's own keys: a WRITE with
+  // that rkey lands, an MR whose rkey is 0 (rxe: no remote access) is reachable by no key, and
+  // a key already in use is refused.
+  Pair p(1, 11);
+  Buffer src(*p.a.ep, 4096, 5);
+  std::vector<uint8_t> dst(3 * 4096, 0xA5);
+  MemoryRegion mr;
+  ASSERT_TRUE(p.b.ep
+                  ->register_mr_with_keys(dst.data() + 4096, 4096,
+                                          kAccessLocalWrite | kAccessRemoteWrite, 0x1234, 0x1234,
+                                          mr)
+                  .ok());
+  EXPECT_EQ(mr.lkey, 0x1234u);
+  EXPECT_EQ(mr.rkey, 0x1234u);
+  MemoryRegion dup;
+  EXPECT_EQ(p.b.ep->register_mr_with_keys(dst.data(), 64, kAccessLocalWrite, 0x1234, 0, dup).code,
+            EEXIST);
+  EXPECT_EQ(
+      p.b.ep->register_mr_with_keys(dst.data(), 64, kAccessLocalWrite, 0x99, 0x1234, dup).code,
+      EEXIST);
+  EXPECT_EQ(p.b.ep->register_mr_with_keys(dst.data(), 64, kAccessLocalWrite, 0, 0, dup).code,
+            EINVAL);
+  // Remote write allowed but no rkey: no WRITE can name it.
+  MemoryRegion no_rkey;
+  ASSERT_TRUE(p.b.ep
+                  ->register_mr_with_keys(dst.data(), 64, kAccessLocalWrite | kAccessRemoteWrite,
+                                          0x77, 0, no_rkey)
+                  .ok());
+  const Sge sge = src.sge(0, 64);
+  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, mr.addr, 0x1234).ok());
+  auto wcs = run_to_completion(p);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(dst.begin() + 4096, dst.begin() + 4096 + 64, src.bytes.begin()));
+  const auto before = dst;
+  ASSERT_TRUE(
+      p.a.ep->post_write(p.a.qpn, 2, {&sge, 1}, reinterpret_cast<uintptr_t>(dst.data()), 0).ok());
+  wcs = run_to_completion(p);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(dst, before);
+}
+
 TEST(Responder, WimmLimitViolationIsAnInvalidRequest) {
   QpParams qp;
   qp.max_wimm = 8;       // A believes it may have 8 outstanding

@@ -118,14 +118,18 @@ engine::CcProfile default_cc_profile() {
 // exit() with the device open (an application that fails half way): the loop thread must stop
 // before the library's static objects (the wire profile) are destroyed under it. Registered
 // after the first device's engine exists, so it runs before those objects' destructors.
+std::set<softmrc_device*> g_attached;  // devices attached to rdma-core contexts (guarded by g_mu)
+
 void stop_at_exit() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_dev != nullptr && g_dev->rt) g_dev->rt->stop();
+  for (softmrc_device* d : g_attached)
+    if (d->rt) d->rt->stop();
 }
 
-softmrc_device* create_device() {
+softmrc_device* create_device(const AttachSpec* attach) {
   auto dev = std::make_unique<softmrc_device>();
-  const char* io = env("MRC_SOFT_IO");
+  const char* io = attach ? nullptr : env("MRC_SOFT_IO");
   if (io != nullptr && std::string_view(io) != "loopback" && std::string_view(io) != "packet") {
     log_error(std::string("MRC_SOFT_IO=") + io + ": packet (default) or loopback");
     errno = EINVAL;
@@ -133,15 +137,31 @@ softmrc_device* create_device() {
   }
   dev->io = !(io != nullptr && std::string_view(io) == "loopback");
   std::vector<std::string> ifaces;
-  if (const char* l = env("MRC_SOFT_IFACES")) ifaces = split_commas(l);
-  if (ifaces.empty()) {
+  if (attach) {
+    // Attached to an rdma-core device: its ports, GID tables and node GID as it reports them.
+    dev->name = attach->name;
+    dev->ports = attach->ports;
+    dev->node_gid = attach->node_gid;
+    for (auto& p : dev->ports) {
+      mrc::runtime::IfaceInfo info;
+      if (engine::Status s = mrc::runtime::query_iface(p.iface, info); !s.ok()) {
+        log_error(attach->name + ": " + s.message);
+        errno = ENODEV;
+        return nullptr;
+      }
+      p.mtu = info.mtu;
+    }
+  } else if (const char* l = env("MRC_SOFT_IFACES")) {
+    ifaces = split_commas(l);
+  }
+  if (!attach && ifaces.empty()) {
     if (dev->io) {
       ifaces = default_ifaces();
     } else {
       ifaces = {"loop1", "loop2"};
     }
   }
-  if (ifaces.empty()) {
+  if (!attach && ifaces.empty()) {
     log_error("no network interface is up (set MRC_SOFT_IFACES=if1,if2,...)");
     errno = ENODEV;
     return nullptr;
@@ -168,7 +188,9 @@ softmrc_device* create_device() {
     }
     dev->ports.push_back(std::move(p));
   }
-  if (const char* g = env("MRC_SOFT_GID")) {
+  if (attach) {
+    // The node GID is the device's own RoCE v2 entry, already in its table.
+  } else if (const char* g = env("MRC_SOFT_GID")) {
     if (!parse_ipv6(g, dev->node_gid)) {
       log_error(std::string("MRC_SOFT_GID=") + g + " is not an IPv6 address");
       errno = EINVAL;
@@ -196,6 +218,7 @@ softmrc_device* create_device() {
   // testbed's hosts have it) is listed in every port's GID table after the ports' own
   // addresses, as RoCE v1 and v2 entries: applications find it there and name it in IBV_QP_AV.
   for (auto& port : dev->ports) {
+    if (attach) break;  // an rdma-core device's GID table is its own
     bool listed = false;
     for (const auto& e : port.gids) listed = listed || e.gid == dev->node_gid;
     if (!listed) {
@@ -378,11 +401,27 @@ bool has_cap_net_admin() {
 softmrc_device* open_device() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_dev == nullptr) {
-    g_dev = create_device();
+    g_dev = create_device(nullptr);
     if (g_dev == nullptr) return nullptr;
   }
   ++g_dev->refs;
   return g_dev;
+}
+
+softmrc_device* attach_device(const AttachSpec& spec) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  softmrc_device* dev = create_device(&spec);
+  if (dev != nullptr) g_attached.insert(dev);
+  return dev;
+}
+
+void detach_device(softmrc_device* dev) {
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!g_attached.erase(dev)) return;
+  }
+  std::unique_ptr<softmrc_device> gone(dev);
+  if (gone->rt) gone->rt->stop();
 }
 
 void close_device(softmrc_device* dev) {

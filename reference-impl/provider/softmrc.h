@@ -219,6 +219,17 @@ softmrc_device* device_of(ibv_context* ctx);
 // Opens (or takes a reference on) the process's device. nullptr with errno set on failure.
 softmrc_device* open_device();
 void close_device(softmrc_device* dev);
+// An MRC device on an rdma-core device (rxe): its name, ports (one per device port: the netdev
+// behind its GIDs, with the device's GID table index for index) and the RoCE v2 GID the engine
+// sends from. verbs.cc builds it from the device's own queries; the device is not the process's
+// software device but one per attached ibv_context.
+struct AttachSpec {
+  std::string name;
+  std::vector<PortInfo> ports;
+  wire::Ipv6Addr node_gid{};
+};
+softmrc_device* attach_device(const AttachSpec& spec);  // nullptr with errno set on failure
+void detach_device(softmrc_device* dev);
 // The engine's loop hook: drains completions, async events and endpoint responses.
 void drain_engine(softmrc_device* dev, engine::Endpoint& ep);
 // Engine events -> EV events of the controller.

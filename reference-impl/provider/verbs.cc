@@ -8,16 +8,28 @@
 // unchanged. Our verbs objects are plain structs: the inline wrappers of <infiniband/verbs.h>
 // that look for extended ops (verbs_get_ctx_op) see a non-extended context and call the
 // exported functions, which are ours.
+//
+// rxe: an MRC call on a context of a real rxe device attaches an MRC device to it (one per
+// ibv_context, made on the first MRC call): its ports are the netdevs behind the device's GIDs,
+// its GID table is the device's, index for index, and every MR registered on the device (a real
+// rdma-core MR with rxe's lkey/rkey) is registered in the engine with those keys and its PD, so
+// incoming MRC WRITEs are checked against exactly the MRs rxe knows. The data path stays the
+// engine and runtime on AF_PACKET sockets of those netdevs (README.md, "Attached to rxe").
 #include <dlfcn.h>
+#include <net/if.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "reference-impl/provider/client.h"
 #include "reference-impl/provider/softmrc.h"
@@ -132,13 +144,183 @@ uint32_t payload_mtu(uint32_t iface_mtu) {
 constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
+// ---- Real (rdma-core) devices: attaching to rxe
+
+// rxe's vendor_id (drivers/infiniband/sw/rxe/rxe_param.h, RXE_VENDOR_ID): hardware RoCE NICs
+// take UDP 4791 in the NIC, where an AF_PACKET socket never sees it, so only rxe is attached.
+constexpr uint32_t kRxeVendorId = 0xFFFFFF;
+
+// A real MR and what the engine needs beyond struct ibv_mr.
+struct RealMr {
+  unsigned access = 0;
+  uint64_t iova = 0;
+  bool in_engine = false;
+};
+
+std::mutex g_attach_mu;  // serialises attaching and real MR (de)registration; before g_mu
+std::map<ibv_context*, softmrc_device*> g_attached;  // guarded by g_mu
+std::map<ibv_mr*, RealMr> g_real_mrs;                // guarded by g_mu
+
+bool is_v4_mapped(const wire::Ipv6Addr& a) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(a.data(), kPrefix, 12) == 0;
+}
+
+// The attach description of an rxe context from the device's own queries; false (with why) for
+// any other device or an rxe device the engine cannot speak on.
+bool rxe_spec(ibv_context* ctx, softmrc::AttachSpec& spec, std::string& why) {
+  auto query_device = next_symbol<int (*)(ibv_context*, ibv_device_attr*)>("ibv_query_device");
+  auto query_port =
+      next_symbol<int (*)(ibv_context*, uint8_t, _compat_ibv_port_attr*)>("ibv_query_port");
+  auto device_name = next_symbol<const char* (*)(ibv_device*)>("ibv_get_device_name");
+  // rdma-core >= 32 (the GID type and netdev of an entry; lib_mrc.so does not link libibverbs)
+  auto query_gid_ex =
+      next_symbol<int (*)(ibv_context*, uint32_t, uint32_t, ibv_gid_entry*, uint32_t, size_t)>(
+          "_ibv_query_gid_ex");
+  if (!query_device || !query_port || !device_name || !query_gid_ex)
+    return why = "libibverbs (rdma-core >= 32) not loaded", false;
+  ibv_device_attr da{};
+  if (query_device(ctx, &da) != 0) return why = "ibv_query_device failed", false;
+  const char* name = device_name(ctx->device);
+  spec.name = name ? name : "?";
+  if (da.vendor_id != kRxeVendorId)
+    return why =
+               spec.name + " is not an rxe device (vendor_id " + std::to_string(da.vendor_id) + ")",
+           false;
+  const int nports = std::min<int>(da.phys_port_cnt, static_cast<int>(engine::kMaxPorts));
+  for (int port = 1; port <= nports; ++port) {
+    ibv_port_attr pa{};
+    if (query_port(ctx, static_cast<uint8_t>(port), reinterpret_cast<_compat_ibv_port_attr*>(&pa)))
+      return why = spec.name + ": ibv_query_port " + std::to_string(port) + " failed", false;
+    softmrc::PortInfo info;
+    for (int i = 0; i < pa.gid_tbl_len; ++i) {
+      ibv_gid_entry e{};
+      softmrc::GidEntry g;  // an empty slot stays a zero RoCE v1 entry: indexes are rxe's
+      g.roce_v2 = false;
+      if (query_gid_ex(ctx, static_cast<uint32_t>(port), static_cast<uint32_t>(i), &e, 0,
+                       sizeof e) == 0) {
+        std::memcpy(g.gid.data(), e.gid.raw, 16);
+        g.roce_v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+        char ifname[IF_NAMESIZE] = {};
+        if (info.iface.empty() && e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, ifname))
+          info.iface = ifname;
+        const bool zero = std::all_of(g.gid.begin(), g.gid.end(), [](uint8_t b) { return !b; });
+        const bool link_local = g.gid[0] == 0xFE && (g.gid[1] & 0xC0) == 0x80;
+        if (g.roce_v2 && !zero && !link_local && !is_v4_mapped(g.gid) &&
+            std::all_of(spec.node_gid.begin(), spec.node_gid.end(), [](uint8_t b) { return !b; }))
+          spec.node_gid = g.gid;
+      }
+      info.gids.push_back(g);
+    }
+    if (info.iface.empty())
+      return why = spec.name + ": no netdev behind the GIDs of port " + std::to_string(port), false;
+    spec.ports.push_back(std::move(info));
+  }
+  if (spec.ports.empty()) return why = spec.name + ": no port", false;
+  if (std::all_of(spec.node_gid.begin(), spec.node_gid.end(), [](uint8_t b) { return !b; }))
+    return why = spec.name +
+                 ": no global IPv6 RoCE v2 GID (SoftMRC speaks RoCEv2 over IPv6; add an IPv6 "
+                 "address to " +
+                 spec.ports[0].iface + ")",
+           false;
+  return true;
+}
+
+// Registers a real MR in an attached device's engine with rxe's keys and the MR's PD.
+engine::Status engine_register(softmrc_device* dev, ibv_mr* mr, const RealMr& rec) {
+  if (rec.iova != reinterpret_cast<uintptr_t>(mr->addr))
+    return engine::Status::Error(EOPNOTSUPP, "MRC addresses MRs by their host VA, not an iova");
+  engine::Status st;
+  engine::MemoryRegion out;
+  dev->with_engine(
+      [&](engine::Endpoint& ep) {
+        st = ep.register_mr_with_keys(mr->addr, mr->length, rec.access & kKnownAccess, mr->lkey,
+                                      mr->rkey, out, mr->pd->handle);
+      },
+      false);
+  return st;
+}
+
+// The attached device of a real context (attaching on first use), or nullptr (errno ENODEV, or
+// the attach's error) for a device that is not rxe.
+softmrc_device* attached_device(ibv_context* ctx) {
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (auto it = g_attached.find(ctx); it != g_attached.end()) return it->second;
+  }
+  std::lock_guard<std::mutex> attach_lk(g_attach_mu);
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (auto it = g_attached.find(ctx); it != g_attached.end()) return it->second;
+  }
+  softmrc::AttachSpec spec;
+  std::string why;
+  if (!rxe_spec(ctx, spec, why)) {
+    if (softmrc::debug_enabled()) std::fprintf(stderr, "softmrc: not attached: %s\n", why.c_str());
+    errno = ENODEV;
+    return nullptr;
+  }
+  softmrc_device* dev = softmrc::attach_device(spec);
+  if (dev == nullptr) {
+    const int e = errno;
+    std::fprintf(stderr, "softmrc: attaching to %s failed: %s\n", spec.name.c_str(),
+                 std::strerror(e));
+    errno = e;
+    return nullptr;
+  }
+  std::vector<std::pair<ibv_mr*, RealMr*>> earlier;  // MRs registered before the attach
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (auto& [mr, rec] : g_real_mrs)
+      if (mr->context == ctx) earlier.emplace_back(mr, &rec);
+  }
+  for (auto& [mr, rec] : earlier) {
+    const engine::Status st = engine_register(dev, mr, *rec);
+    if (st.ok())
+      rec->in_engine = true;
+    else
+      std::fprintf(stderr, "softmrc: %s: MR lkey 0x%x stays unknown to MRC: %s\n",
+                   spec.name.c_str(), mr->lkey, st.message.c_str());
+  }
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_attached[ctx] = dev;
+  return dev;
+}
+
+// After a real ibv_reg_mr*: remembers the MR and, on an attached device, puts it in the engine.
+// Idempotent (libibverbs' ibv_reg_mr may reach ibv_reg_mr_iova2 through our export).
+ibv_mr* note_real_mr(ibv_mr* mr, uint64_t iova, unsigned access) {
+  if (mr == nullptr) return nullptr;
+  softmrc_device* dev = nullptr;
+  RealMr* rec = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (g_real_mrs.count(mr)) return mr;
+    rec = &g_real_mrs[mr];
+    rec->access = access;
+    rec->iova = iova;
+    if (auto it = g_attached.find(mr->context); it != g_attached.end()) dev = it->second;
+  }
+  if (dev != nullptr) {
+    const engine::Status st = engine_register(dev, mr, *rec);
+    if (st.ok())
+      rec->in_engine = true;
+    else
+      std::fprintf(stderr, "softmrc: MR lkey 0x%x stays unknown to MRC: %s\n", mr->lkey,
+                   st.message.c_str());
+  }
+  return mr;
+}
+
 }  // namespace
 
 namespace softmrc {
 softmrc_device* device_of(ibv_context* ctx) {
-  std::lock_guard<std::mutex> lk(g_mu);
-  if (!g_contexts.count(ctx)) return nullptr;
-  return reinterpret_cast<SoftContext*>(ctx)->dev;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (g_contexts.count(ctx)) return reinterpret_cast<SoftContext*>(ctx)->dev;
+  }
+  return ctx != nullptr ? attached_device(ctx) : nullptr;
 }
 
 namespace client {
@@ -262,6 +444,17 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
 
 __attribute__((visibility("default"))) int ibv_close_device(ibv_context* context) {
   if (!ours(context)) {
+    softmrc_device* attached = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      if (auto it = g_attached.find(context); it != g_attached.end()) {
+        attached = it->second;
+        g_attached.erase(it);
+      }
+      for (auto it = g_real_mrs.begin(); it != g_real_mrs.end();)
+        it = it->first->context == context ? g_real_mrs.erase(it) : std::next(it);
+    }
+    if (attached != nullptr) softmrc::detach_device(attached);
     if (auto fn = next_symbol<int (*)(ibv_context*)>("ibv_close_device")) return fn(context);
     return fail(EINVAL, "ibv_close_device");
   }
@@ -437,8 +630,10 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void
                                                                 unsigned int access) {
   if (!ours(pd)) {
     if (auto fn = next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, uint64_t, unsigned)>(
-            "ibv_reg_mr_iova2"))
-      return fn(pd, addr, length, iova, access);
+            "ibv_reg_mr_iova2")) {
+      std::lock_guard<std::mutex> attach_lk(g_attach_mu);
+      return note_real_mr(fn(pd, addr, length, iova, access), iova, access);
+    }
     return fail_null(EINVAL, "ibv_reg_mr");
   }
   if (iova != reinterpret_cast<uintptr_t>(addr))
@@ -510,8 +705,11 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void
 __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length,
                                                           int access) {
   if (!ours(pd)) {
-    if (auto fn = next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, int)>("ibv_reg_mr"))
-      return fn(pd, addr, length, access);
+    if (auto fn = next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, int)>("ibv_reg_mr")) {
+      ibv_mr* mr = fn(pd, addr, length, access);
+      std::lock_guard<std::mutex> attach_lk(g_attach_mu);
+      return note_real_mr(mr, reinterpret_cast<uintptr_t>(addr), static_cast<unsigned>(access));
+    }
     return fail_null(EINVAL, "ibv_reg_mr");
   }
   return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uintptr_t>(addr),
@@ -523,8 +721,11 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void*
                                                                int access) {
   if (!ours(pd)) {
     if (auto fn =
-            next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, uint64_t, int)>("ibv_reg_mr_iova"))
-      return fn(pd, addr, length, iova, access);
+            next_symbol<ibv_mr* (*)(ibv_pd*, void*, size_t, uint64_t, int)>("ibv_reg_mr_iova")) {
+      ibv_mr* mr = fn(pd, addr, length, iova, access);
+      std::lock_guard<std::mutex> attach_lk(g_attach_mu);
+      return note_real_mr(mr, iova, static_cast<unsigned>(access));
+    }
     return fail_null(EINVAL, "ibv_reg_mr_iova");
   }
   return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
@@ -532,8 +733,34 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void*
 
 __attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
   if (!ours(mr)) {
-    if (auto fn = next_symbol<int (*)(ibv_mr*)>("ibv_dereg_mr")) return fn(mr);
-    return EINVAL;
+    auto fn = next_symbol<int (*)(ibv_mr*)>("ibv_dereg_mr");
+    if (!fn) return EINVAL;
+    // Out of the engine before rxe can hand the key to a new MR; back in if rxe refuses.
+    std::lock_guard<std::mutex> attach_lk(g_attach_mu);
+    softmrc_device* dev = nullptr;
+    RealMr rec;
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      if (auto it = g_real_mrs.find(mr); it != g_real_mrs.end()) {
+        rec = it->second;
+        known = true;
+        if (auto at = g_attached.find(mr->context); at != g_attached.end()) dev = at->second;
+      }
+    }
+    const uint32_t lkey = mr->lkey;
+    if (dev != nullptr && rec.in_engine)
+      dev->with_engine([&](engine::Endpoint& ep) { (void)ep.deregister_mr(lkey); }, false);
+    const int rc = fn(mr);
+    if (rc != 0) {
+      if (dev != nullptr && rec.in_engine) (void)engine_register(dev, mr, rec);
+      return rc;
+    }
+    if (known) {
+      std::lock_guard<std::mutex> lk(g_mu);
+      g_real_mrs.erase(mr);
+    }
+    return 0;
   }
   if (client::Conn* c = conn_of(mr->context)) {
     auto* sm = reinterpret_cast<SoftMr*>(mr);
