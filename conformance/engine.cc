@@ -1177,9 +1177,9 @@ bool Engine::answer_port_lost(const Flow& fl, const Pending& pd) const {
 // the injector's relay on that cable and the responder's answers after it: a packet seen arriving
 // there that the injector then dropped never reached the responder, and an answer the injector
 // dropped is never seen. Either, logged after the packet was seen and before its answer was due,
-// excuses its missing answer: a dropped SACK whose cack_psn is at or below the PSN (its trigger,
-// cack + ack_psn_offset, may be the PSN; the log names no offset), a dropped NACK for the PSN, or
-// the drop of the PSN itself.
+// excuses its missing answer: a dropped SACK of the flow whose trigger (cack_psn +
+// ack_psn_offset, a signed 16-bit offset: the log names only cack_psn) may be the PSN, a dropped
+// NACK for the PSN, or the drop of the PSN itself.
 bool Engine::answer_lost_on_link(const Flow& fl, int64_t p, const Pending& pd) const {
   if (pd.point >= points.size() || !points[pd.point].info.link_side) return false;
   const uint32_t p24 = static_cast<uint32_t>(p) & wire::kPsnMask;
@@ -1190,7 +1190,9 @@ bool Engine::answer_lost_on_link(const Flow& fl, int64_t p, const Pending& pd) c
     if (!in_time(t)) continue;
     const wire::OpcodeInfo* info = wire_profile->opcode_info(op);
     if (!info) continue;
-    if (info->kind == wire::PacketKind::kMrcSack && ((p24 - psn) & wire::kPsnMask) < (1u << 23))
+    // p - cack within [-2^15, 2^15) (mod 2^24): ack_psn_offset can reach p.
+    if (info->kind == wire::PacketKind::kMrcSack &&
+        ((p24 - psn + 0x8000u) & wire::kPsnMask) < 0x10000u)
       return true;
     if (info->kind == wire::PacketKind::kMrcNack && psn == p24) return true;
   }
