@@ -65,11 +65,12 @@ rc=0
 judge "$out/suite/suite.json" runs 2 || rc=1
 
 # The mutant: the same profile, its commands by absolute path ($MRC_DUT_DIR is this copy's
-# folder), the device's engine told to run regress-cack.
+# folder) and run with the device's engine told to run regress-cack (in the command line: the
+# profile's env table may not name MRC_ variables, which belong to the runner).
 sed -e "s|\\\$MRC_DUT_DIR|$repo/conformance/mrc-perf|g" \
-  -e 's|^env = .*|env = { LIB_MRC = "", MRC_SOFT_MUTANT = "regress-cack" }|' \
+  -e 's|exec "|MRC_SOFT_MUTANT=regress-cack exec "|' \
   "$repo/conformance/mrc-perf/mrc-perf.toml" >"$out/mutant.toml"
-grep -q 'MRC_SOFT_MUTANT = "regress-cack"' "$out/mutant.toml" || {
+grep -q '^node = .MRC_SOFT_MUTANT=regress-cack exec' "$out/mutant.toml" || {
   echo "FAIL: could not make the mutant profile"
   exit 1
 }
