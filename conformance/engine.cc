@@ -1068,6 +1068,8 @@ void Engine::on_decision(const Decision& d) {
       parked.push({fl, p, d.t_ns, d.ev, bit, d.action}, d.t_ns, 4 * prof.tol.decision_lookahead_ns);
     }
     if (d.action == DecisionAction::kDrop) {
+      fl->data_drops.emplace_back(p, d.t_ns);
+      while (fl->data_drops.size() > 256) fl->data_drops.pop_front();
       if (fl->fatal_ts == kNoTime && !r->acked && on(REQ_015)) {
         Pending pd;
         pd.since = d.t_ns;
@@ -1171,6 +1173,32 @@ bool Engine::answer_port_lost(const Flow& fl, const Pending& pd) const {
   return ps.down_since[port] != 0 && ps.down_since[port] >= pd.since;
 }
 
+// A capture of the responder's link ("side": "link", the switch end of its cable) sees data before
+// the injector's relay on that cable and the responder's answers after it: a packet seen arriving
+// there that the injector then dropped never reached the responder, and an answer the injector
+// dropped is never seen. Either, logged after the packet was seen and before its answer was due,
+// excuses its missing answer: a dropped SACK of the flow whose trigger (cack_psn +
+// ack_psn_offset, a signed 16-bit offset: the log names only cack_psn) may be the PSN, a dropped
+// NACK for the PSN, or the drop of the PSN itself.
+bool Engine::answer_lost_on_link(const Flow& fl, int64_t p, const Pending& pd) const {
+  if (pd.point >= points.size() || !points[pd.point].info.link_side) return false;
+  const uint32_t p24 = static_cast<uint32_t>(p) & wire::kPsnMask;
+  auto in_time = [&](uint64_t t) { return t + kProbeDropSlackNs >= pd.since && t <= pd.deadline; };
+  for (const auto& [q, t] : fl.data_drops)
+    if (q == p && in_time(t)) return true;
+  for (const auto& [op, psn, t] : fl.ctl_drops) {
+    if (!in_time(t)) continue;
+    const wire::OpcodeInfo* info = wire_profile->opcode_info(op);
+    if (!info) continue;
+    // p - cack within [-2^15, 2^15) (mod 2^24): ack_psn_offset can reach p.
+    if (info->kind == wire::PacketKind::kMrcSack &&
+        ((p24 - psn + 0x8000u) & wire::kPsnMask) < 0x10000u)
+      return true;
+    if (info->kind == wire::PacketKind::kMrcNack && psn == p24) return true;
+  }
+  return false;
+}
+
 void Engine::sweep(uint64_t t) {
   for (auto& fp : flows) {
     Flow& fl = *fp;
@@ -1181,7 +1209,7 @@ void Engine::sweep(uint64_t t) {
       auto it = fl.ack_resp.find(p);
       if (it == fl.ack_resp.end() || it->second.deadline != deadline) continue;
       judge(RSP_009);
-      if (answer_port_lost(fl, it->second))
+      if (answer_port_lost(fl, it->second) || answer_lost_on_link(fl, p, it->second))
         excuse(RSP_009);
       else
         fail_at(RSP_009, it->second.point, it->second.frame, it->second.since,
@@ -1255,7 +1283,7 @@ Report Engine::finish(uint64_t end_ts) {
     for (auto& [p, pd] : fl.ack_resp) {
       if (pd.deadline > end) continue;
       judge(RSP_009);
-      if (answer_port_lost(fl, pd)) {
+      if (answer_port_lost(fl, pd) || answer_lost_on_link(fl, p, pd)) {
         excuse(RSP_009);
         continue;
       }

@@ -687,9 +687,17 @@ struct Flow {
   bool have_src_data = false;
   int64_t highest_src_ext = 0;  // highest new PSN seen at the requester's capture
   std::optional<int64_t> max_cack_ext;
-  std::optional<int64_t> last_src_cack_ext;  // responder-order cack (capture at responder)
-  std::optional<uint32_t> last_src_rcvd_bytes;
-  std::optional<int64_t> last_src_tack_ext;
+  // The last SACK cack, CC_STATE rcvd_bytes and transport ACK PSN in the responder's transmit
+  // order (MRC-RSP-002/007/010): across its own interfaces' captures (`src_order`), per capture
+  // point at captures of its links (`link_order`: a link keeps the order of what the port sent,
+  // two planes' links do not keep it between them).
+  struct RspOrder {
+    std::optional<int64_t> cack_ext;
+    std::optional<uint32_t> rcvd_bytes;
+    std::optional<int64_t> tack_ext;
+  };
+  RspOrder src_order;
+  std::map<uint32_t, RspOrder> link_order;
   int64_t sack_hi_ext = 0;
   bool have_sack_hi = false;
   uint64_t last_sack_arrival = 0;  // at the requester
@@ -787,6 +795,8 @@ struct Flow {
 
   // Control packets (SACK/NACK/ACK) the injector dropped: (opcode, PSN, decision time).
   std::deque<std::tuple<uint8_t, uint32_t, uint64_t>> ctl_drops;
+  // Data packets the injector dropped: (PSN, decision time) (MRC-RSP-009 at link-side captures).
+  std::deque<std::pair<int64_t, uint64_t>> data_drops;
 
   // Summary.
   uint64_t data_packets = 0, retransmissions = 0, sacks = 0, nacks = 0;
@@ -1099,6 +1109,8 @@ struct Engine {
                             uint8_t link_bit) const;
   void unpark_decisions(Flow& fl, int64_t p, Tx& tx);
   bool answer_port_lost(const Flow& fl, const Pending& pd) const;
+  bool answer_lost_on_link(const Flow& fl, int64_t p, const Pending& pd) const;
+  Flow::RspOrder& rsp_order(Flow& fl, const Obs& o);
 
   std::map<std::pair<uint32_t, Addr>, std::pair<uint16_t, uint64_t>> ts16_last;  // R22
   struct Ts16Cache {

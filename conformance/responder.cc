@@ -39,6 +39,15 @@ std::string wev_list(const PsnRec& r) {
 
 }  // namespace
 
+// R24, R28 and R31 order the responder's SACKs and transport ACKs as it transmits them. Captures
+// on its own interfaces show that order across its ports. A capture of one of its links (the
+// switch end of the cable, "side": "link") shows the order that port sent in, since the cable and
+// the injector's relay keep it, but not the order between ports: the planes' links forward on
+// their own, so packets sent on two planes can cross before their captures (issue 23).
+Flow::RspOrder& Engine::rsp_order(Flow& fl, const Obs& o) {
+  return o.own_iface ? fl.src_order : fl.link_order[o.point];
+}
+
 void Engine::on_sack(const Obs& o, Flow& fl) {
   const wire::DecodedFrame& f = *o.f;
   const wire::Seth& s = f.seth;
@@ -255,23 +264,25 @@ void Engine::on_sack(const Obs& o, Flow& fl) {
     }
   }
 
-  // Responder-order rules: only at the responder's own capture.
+  // Responder-order rules: only at the responder's capture (per capture point at its links').
   if (o.at_src) {
+    Flow::RspOrder& ord = rsp_order(fl, o);
+    const char* where = o.own_iface ? "" : " at this capture of the responder's link";
     judge(RSP_002);
-    if (fl.last_src_cack_ext && cack < *fl.last_src_cack_ext)
+    if (ord.cack_ext && cack < *ord.cack_ext)
       fail(RSP_002, o,
-           "cack_psn went back from " + psn_str(*fl.last_src_cack_ext) + " to " + psn_str(cack));
-    if (!fl.last_src_cack_ext || cack > *fl.last_src_cack_ext) fl.last_src_cack_ext = cack;
+           "cack_psn went back from " + psn_str(*ord.cack_ext) + " to " + psn_str(cack) + where);
+    if (!ord.cack_ext || cack > *ord.cack_ext) ord.cack_ext = cack;
     judge(RSP_007);
     const auto& cc = f.cc_state;
-    if (fl.last_src_rcvd_bytes) {
-      const uint32_t d = (cc.rcvd_bytes - *fl.last_src_rcvd_bytes) & 0xFFFFFF;
+    if (ord.rcvd_bytes) {
+      const uint32_t d = (cc.rcvd_bytes - *ord.rcvd_bytes) & 0xFFFFFF;
       if (d >= (1u << 23))
         fail(RSP_007, o,
-             "rcvd_bytes went back from " + std::to_string(*fl.last_src_rcvd_bytes) + " to " +
-                 std::to_string(cc.rcvd_bytes));
+             "rcvd_bytes went back from " + std::to_string(*ord.rcvd_bytes) + " to " +
+                 std::to_string(cc.rcvd_bytes) + where);
     }
-    fl.last_src_rcvd_bytes = cc.rcvd_bytes;
+    ord.rcvd_bytes = cc.rcvd_bytes;
     // Bits i with sack_offset + i > 0: the PSNs above cack the bitmap marks received.
     const int first = std::max(0, 1 - int{s.sack_offset});
     const int bits = first >= 64 ? 0 : std::popcount(s.sack_bitmap >> first);
@@ -448,12 +459,13 @@ void Engine::on_tack(const Obs& o, Flow& fl) {
     }
   }
   if (o.at_src && ack) {
+    Flow::RspOrder& ord = rsp_order(fl, o);
     judge(RSP_010);
-    if (fl.last_src_tack_ext && s < *fl.last_src_tack_ext)
+    if (ord.tack_ext && s < *ord.tack_ext)
       fail(RSP_010, o,
-           "transport ACK PSN went back from " + psn_str(*fl.last_src_tack_ext) + " to " +
-               psn_str(s));
-    if (!fl.last_src_tack_ext || s > *fl.last_src_tack_ext) fl.last_src_tack_ext = s;
+           "transport ACK PSN went back from " + psn_str(*ord.tack_ext) + " to " + psn_str(s) +
+               (o.own_iface ? "" : " at this capture of the responder's link"));
+    if (!ord.tack_ext || s > *ord.tack_ext) ord.tack_ext = s;
   }
   const bool nak = (syn & 0x60) == 0x60;
   // A NAK about a PSN never sent is stale or spoofed: a requester rightly ignores it.

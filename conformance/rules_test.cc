@@ -1841,5 +1841,121 @@ TEST(ProbeRules, AProbeDroppedAfterALinkSideCaptureIsNotUnanswered) {
   EXPECT_EQ(passed.result("MRC-PRB-002")->status, Status::kFail) << failing_summary(passed);
 }
 
+// The responder (h2) captured on both its ports, each capture marked `side` ("own": its own
+// interface; "link": the switch end of its cable).
+Trace two_port_responder(const char* side) {
+  Trace t;
+  t.points.push_back({"h1-eth0.pcapng", "h1", 1});
+  t.points.push_back({"h2-eth0.pcapng", "h2", 1});
+  t.points.push_back({"h2-eth1.pcapng", "h2", 2});
+  const std::string sd = side;
+  t.profile = fixtures::profile(
+      R"({"captures": {"h2-eth0.pcapng": {"node": "h2", "port": 1, "side": ")" + sd +
+          R"("}, "h2-eth1.pcapng": {"node": "h2", "port": 2, "side": ")" + sd + R"("}}})",
+      "{}");
+  return t;
+}
+
+// The responder answers a message with a SACK and a transport ACK on port 2, then repeats its
+// previous (lower) cack_psn, rcvd_bytes and transport ACK PSN on port 1, after which it is seen
+// (`cross`); without `cross`, the repeat follows on port 2. Port 1's own sequence never goes back.
+Trace answers_across_ports(const char* side, bool cross) {
+  Trace t = two_port_responder(side);
+  Session s(t);
+  clean_base(s);
+  s.write(1024);  // its SACK and transport ACK on port 1, cack c1
+  const uint32_t c1 = s.cack();
+  const uint32_t rb1 = static_cast<uint32_t>((s.rx_nominal + 255) / 256);
+  s.rsp_point = 2;
+  s.write(1024);  // on port 2, cack c1 + 1
+  s.rsp_point = cross ? 1 : 2;
+  s.sack(c1, 0, [&](SackPkt& k) {
+    k.cack = c1;
+    k.ack_off = 0;
+    k.entropy = s.rx_wev[c1];
+    k.bitmap = 0;
+    k.ooo = 0;
+    k.rcvd_bytes = rb1;
+  });
+  s.tack(c1);
+  s.advance(s.gap);
+  s.rsp_point = 1;
+  tail(s);
+  return t;
+}
+
+// R24, R28 and R31 order a responder's answers as it transmits them. Its own interfaces' captures
+// show that order across its ports; the captures at the switch end of its cables show it per port
+// only (two planes' links can let a later answer of one port pass an earlier one of the other).
+// So answers that cross between ports fail MRC-RSP-002, 007 and 010 at own-interface captures and
+// not at link-side ones, and going back on one port fails at both.
+TEST(ResponderRules, AnswerOrderIsPerPortAtLinkSideCaptures) {
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_rsp_order";
+  const Report link = fixtures::run_files(answers_across_ports("link", true), dir + "_link");
+  EXPECT_TRUE(fixtures::with_status(link, Status::kFail).empty()) << failing_summary(link);
+  EXPECT_TRUE(fixtures::with_status(link, Status::kWarn).empty()) << failing_summary(link);
+  EXPECT_EQ(link.result("MRC-RSP-002")->status, Status::kPass);
+  const Report own = fixtures::run_files(answers_across_ports("own", true), dir + "_own");
+  EXPECT_EQ(own.result("MRC-RSP-002")->status, Status::kFail) << failing_summary(own);
+  EXPECT_EQ(own.result("MRC-RSP-007")->status, Status::kWarn) << failing_summary(own);
+  EXPECT_EQ(own.result("MRC-RSP-010")->status, Status::kFail) << failing_summary(own);
+  const Report same = fixtures::run_files(answers_across_ports("link", false), dir + "_same");
+  EXPECT_EQ(same.result("MRC-RSP-002")->status, Status::kFail) << failing_summary(same);
+  EXPECT_EQ(same.result("MRC-RSP-007")->status, Status::kWarn) << failing_summary(same);
+  EXPECT_EQ(same.result("MRC-RSP-010")->status, Status::kFail) << failing_summary(same);
+}
+
+// A data packet with A=1 seen at the responder's capture (`side`) and never answered; the
+// injector's log then has `action` for `what`: "sack" (a SACK with cack_psn just above the
+// packet's PSN: the packet filled the hole below it), "data" (the packet itself), each 2 us after
+// the packet was seen, or "sack-late" (that SACK, after the answer was due).
+Trace unanswered_then_logged(const char* side, const char* action, const std::string& what) {
+  Trace t;
+  t.profile = fixtures::profile(
+      std::string(R"({"captures": {"h2-eth0.pcapng": {"node": "h2", "port": 1, "side": ")") + side +
+          R"("}}})",
+      "{}");
+  Session s(t);
+  clean_base(s);
+  const uint32_t p = s.next_psn;
+  uint32_t ev = 0;
+  s.write(
+      1024, false, [&](size_t, DataPkt& d, Fate&) { ev = d.wev; },
+      [](size_t, SackPkt&) { return false; }, false);
+  const uint64_t arrived = s.now - s.gap + s.one_way;
+  if (what == "data")
+    s.decision(arrived + 2 * kUs, action, p, 0xCA, ev);
+  else
+    s.decision(arrived + (what == "sack" ? 2 * kUs : 80 * kUs), action, p + 1, 0xDC, 0x9001);
+  s.advance(100 * kUs);
+  tail(s);
+  return t;
+}
+
+// The switch end of the responder's cable sees arrivals before the injector's relay and answers
+// after it: an A=1 packet seen there whose answer (or the packet itself) the injector then dropped
+// is no MRC-RSP-009 failure. At the responder's own interface, with the drop passed, or with the
+// SACK dropped only after the answer was due (T_ack_max 50 us here), the missing answer fails.
+TEST(ResponderRules, AnAnswerDroppedBeforeALinkSideCaptureIsNotMissing) {
+  const std::string dir =
+      ::testing::TempDir() + "/mrc_check_" + std::to_string(::getpid()) + "_rsp009_link";
+  struct Case {
+    const char* side;
+    const char* action;
+    const char* what;
+    bool fails;
+  };
+  for (const Case& c : {Case{"link", "drop", "sack", false}, Case{"link", "drop", "data", false},
+                        Case{"own", "drop", "sack", true}, Case{"link", "pass", "sack", true},
+                        Case{"link", "drop", "sack-late", true}}) {
+    const std::string name = std::string(c.side) + "_" + c.action + "_" + c.what;
+    const Report r =
+        fixtures::run_files(unanswered_then_logged(c.side, c.action, c.what), dir + "_" + name);
+    EXPECT_EQ(r.result("MRC-RSP-009")->status == Status::kFail, c.fails)
+        << name << ": " << failing_summary(r);
+  }
+}
+
 }  // namespace
 }  // namespace mrc::check

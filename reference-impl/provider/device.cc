@@ -253,6 +253,18 @@ softmrc_device* create_device(const AttachSpec* attach) {
     rc.endpoint = ec;
     for (const auto& p : dev->ports) rc.planes.push_back({p.iface, std::nullopt});
     rc.io = mrc::runtime::IoKind::kPacket;
+    // TEST ONLY: a mutant of the engine on the wire (reference-impl/runtime/README.md), so that
+    // a test can show the scenario suite through mrc-perf fails a DUT that breaks a rule.
+    if (const char* m = env("MRC_SOFT_MUTANT")) {
+      const std::optional<mrc::runtime::Mutant> mutant = mrc::runtime::parse_mutant(m);
+      if (!mutant) {
+        log_error(std::string("MRC_SOFT_MUTANT=") + m +
+                  ": no such mutant (mrct endpoint --list-mutants)");
+        errno = EINVAL;
+        return nullptr;
+      }
+      rc.mutant = *mutant;
+    }
     engine::Status st;
     dev->rt = mrc::runtime::Runtime::create(rc, st);
     if (!dev->rt) {

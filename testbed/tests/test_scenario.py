@@ -742,6 +742,13 @@ class CheckerVerdicts(unittest.TestCase):
                          "evidence": [{"message": "no EV probe for 23.08 ms (since t=+0.1 s), "
                                                   "limit 22.62 ms"}]}]}
 
+    def test_checker_counts_wire_retransmissions(self):
+        # A DUT that reports no retransmissions (mrc-perf) is judged on the checker's count.
+        from mrctb import run as runlib
+        flows = {"flows": [{"retransmissions": 3}, {"retransmissions": 0}, {}]}
+        self.assertEqual(runlib.checker_outcome(0, flows)["retransmissions"], 3)
+        self.assertIsNone(runlib.checker_outcome(0, self.REPORT)["retransmissions"])
+
     def test_exit_codes_map_to_verdicts(self):
         from mrctb import run as runlib
         self.assertEqual(runlib.CHECK_VERDICTS, {0: "pass", 1: "fail", 3: "inconclusive"})
