@@ -584,6 +584,11 @@ struct EvState {
     return (probe_since != 0 && probe_since <= t) ||
            (probe_ep_start != 0 && probe_ep_start <= t && t < probe_ep_end);
   }
+  // The first probe on the EV sent after t, as far as the two episodes held show (0: none).
+  uint64_t first_probe_after(uint64_t t) const {
+    if (probe_ep_start > t) return probe_ep_start;
+    return probe_since > t ? probe_since : 0;
+  }
   uint32_t sig_capture = 0;
   uint64_t sig_frame = 0;
 };

@@ -403,13 +403,24 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
       // Sooner than T after SACKs for later PSNs, the requester read the gap as a loss: an
       // untrimmed loss retires the EV all the same (PAPER section 2.1). A probe answer alone
       // shows no gap.
-      if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns)
-        ev_timeout_retire(o, fl, prev->wev,
-                          std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns))));
-      else if (gap_since_prev)
+      if (t != 0 && static_cast<double>(o.ts - prev->ts) >= min_ns) {
+        uint64_t decided = std::min(o.ts, prev->ts + static_cast<uint64_t>(std::max(0.0, min_ns)));
+        // Unless the requester probed the EV after the lost copy left and SACKs showed the gap:
+        // it read the gap as the loss and retired the EV then (it probes only EVs it holds
+        // retired), and the resend came a T later only because its congestion window held it.
+        // The reference did so under a busy loop (cwnd 4.6 kB, the one packet in flight lost
+        // too: the resend waited 11 ms, until that packet's own timeout), and a probe answer
+        // after that probe had already ended the retirement: false MRC-EV-009 in ci-fast.
+        if (gap_since_prev)
+          if (const EvState* st = fl.find_ev(prev->wev))
+            if (const uint64_t probed = st->first_probe_after(prev->ts); probed != 0)
+              decided = std::min(decided, probed);
+        ev_timeout_retire(o, fl, prev->wev, decided);
+      } else if (gap_since_prev) {
         // Decided when a SACK showed the gap, which may have come before a probe answer for the
         // EV that the resend follows: an answer after the lost copy ends that retirement.
         ev_timeout_retire(o, fl, prev->wev, prev->ts);
+      }
     }
   }
   // Obligations met by this retransmission.

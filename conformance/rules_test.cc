@@ -1755,8 +1755,10 @@ TEST(EvRules, ALaterLossOnARetiredEvDoesNotRestartItsReactionTime) {
 
 // The first packet of a `len`-byte message on `e` is lost; a probe (on `e`, or on another EV) is
 // answered; the requester resends the packet well before T = 32.8 us and then sends new data on
-// `e`. `wait_ns`: from the end of the message to the probe.
-Report lost_probed_resent(uint32_t len, bool probe_on_e, uint64_t wait_ns) {
+// `e`. `wait_ns`: from the end of the message to the probe; `resend_ns`: from the probe to the
+// resend.
+Report lost_probed_resent(uint32_t len, bool probe_on_e, uint64_t wait_ns,
+                          uint64_t resend_ns = 8 * kUs) {
   Trace t;
   Session s(t);
   clean_base(s);
@@ -1766,7 +1768,7 @@ Report lost_probed_resent(uint32_t len, bool probe_on_e, uint64_t wait_ns) {
   uint32_t probed = e;
   while (!probe_on_e && probed == e) probed = s.next_ev();
   s.probe(1, probed);  // answered 7 us later
-  s.advance(8 * kUs);
+  s.advance(resend_ns);
   retx_and_ack(s, lost, e);
   s.write(1024, false, [&](size_t, DataPkt& p, Fate&) { p.wev = e; });
   s.write(4096);
@@ -1780,6 +1782,20 @@ Report lost_probed_resent(uint32_t len, bool probe_on_e, uint64_t wait_ns) {
 TEST(EvRules, AProbeAnswerAfterTheLossEndsTheRetirementItCaused) {
   const Report r = lost_probed_resent(4096, true, 4 * kUs);  // the later PSNs' SACKs are in
   EXPECT_TRUE(fixtures::with_status(r, Status::kFail, true).empty()) << failing_summary(r);
+}
+
+// The same, but the resend comes more than T after the lost copy (its congestion window held
+// it: the reference under a busy loop, the one packet in flight lost too, resent 11 ms late).
+// The probe on `e` after the SACKs showed the gap says the requester retired `e` then, and the
+// answer ended it. A probe on another EV says nothing of the kind: the late resend is `e`'s
+// timeout, and new data on `e` after it is a violation.
+TEST(EvRules, AResendHeldPastTAfterTheEvWasProbedBackEndsNoRetirement) {
+  const Report probed_back = lost_probed_resent(4096, true, 4 * kUs, 40 * kUs);
+  EXPECT_TRUE(fixtures::with_status(probed_back, Status::kFail, true).empty())
+      << failing_summary(probed_back);
+  const Report other = lost_probed_resent(4096, false, 4 * kUs, 40 * kUs);
+  EXPECT_EQ(fixtures::with_status(other, Status::kFail, true), std::set<std::string>{"MRC-EV-009"})
+      << failing_summary(other);
 }
 
 // The only packet of a message is lost, so no later PSN is SACKed; a probe on another EV is

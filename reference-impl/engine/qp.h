@@ -241,6 +241,11 @@ class Qp {
   void after_cc(std::string_view reason);
   void demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason);
   void heard_from_peer(uint64_t now_ns);
+  // A frame the peer could answer left; silent: T/2 or more since the first such frame with no
+  // answer. A peer that has answered everything it got is not silent however long it says
+  // nothing: a tail probe's answer T/2 after the last SACK is no end of a silence.
+  void sent_to_peer(uint64_t now_ns);
+  bool peer_silent(uint64_t now_ns) const;
   const SendWqe* wqe_of_psn(uint32_t psn) const;
   void note_rtx(uint32_t psn, const TxEntry& e, uint32_t old_wev);
   // responder helpers
@@ -300,10 +305,11 @@ class Qp {
   uint64_t tx_seq_ = 0;
   Ring<uint32_t> rtx_q_;
   uint64_t tx_deadline_ = UINT64_MAX;
-  // When the peer last answered on this QP (a SACK, NACK or ACK that named what it sent),
-  // whether a first timeout is being held because it has been silent (silent_peer_grace_ns),
-  // and when it last came back from such a silence.
-  uint64_t heard_ns_ = 0;
+  // When the first frame the peer could answer (data or probe) left since it last answered on
+  // this QP (a SACK, NACK or ACK that named what it sent; UINT64_MAX: none since), whether a
+  // first timeout is being held because it has been silent (silent_peer_grace_ns), and when it
+  // last came back from such a silence.
+  uint64_t unanswered_since_ns_ = UINT64_MAX;
   uint64_t resumed_ns_ = 0;
   bool silent_hold_ = false;
   uint64_t ack_wait_deadline_ = UINT64_MAX;

@@ -393,14 +393,23 @@ TEST(Recovery, SilentPeerHoldsTheFirstTimeoutAndRetiresNoEv) {
 }
 
 TEST(Recovery, SilentPeerGraceDoesNotDelayATimeoutWhileOtherEvsDeliver) {
-  // One EV blackholed, the others answering: the timeout is path evidence and fires at T, grace
-  // or not.
+  // One EV loses every data packet, the peer keeps answering (SACKs for the other EVs, then
+  // the tail probe): the timeout is path evidence and fires at T, grace or not. The SACK gap
+  // would find the lost packets first (and retire the EV) and the timer would never be tested:
+  // here it finds no loss (a threshold above the transfer's packet count) and retires nothing,
+  // so only the timer can, and an engine that held every first timeout for the grace (100 T)
+  // would retire the EV at 101 T. Probes pass: a tail probe on that EV must not leave the peer
+  // silent at T, which would make the hold right.
   const uint64_t T = 1024ull << 4;
   QpParams qp = fast_timeout();
   qp.ev = make_ev_profile(8, 0, 1);
-  qp.tune = [T](EndpointConfig& c) { c.silent_peer_grace_ns = 100 * T; };
+  qp.tune = [T](EndpointConfig& c) {
+    c.silent_peer_grace_ns = 100 * T;
+    c.sack_gap_threshold = 1000;  // x planes, clamped to 64 > the 16 packets sent
+    c.retire_ev_on_sack_gap = false;
+  };
   Pair p(2, 4, qp);
-  Transfer t(p, 64 * 4096, 7);
+  Transfer t(p, 16 * 4096, 7);
   uint32_t victim = 0;
   bool have_victim = false;
   p.hook = [&](Frame& f) {
@@ -411,22 +420,25 @@ TEST(Recovery, SilentPeerGraceDoesNotDelayATimeoutWhileOtherEvsDeliver) {
       victim = w;
       have_victim = true;
     }
-    return have_victim && w == victim ? Verdict::kDrop : Verdict::kDeliver;
+    return have_victim && w == victim && d.op->kind == PacketKind::kMrcData ? Verdict::kDrop
+                                                                            : Verdict::kDeliver;
   };
-  t.post(p, 1, 0, 64 * 4096);
+  t.post(p, 1, 0, 16 * 4096);
   ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
   EXPECT_TRUE(t.exact());
   const std::optional<Event> bad = find_event(p.a, EventKind::kEvState, "to", "ASSUMED_BAD");
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->find("wev")->u, victim);
+  EXPECT_EQ(bad->find("reason")->s, "timeout");
   const std::vector<Sent> sent = data_sent(p);
   ASSERT_FALSE(sent.empty());
-  EXPECT_LT(bad->t_ns - sent.front().t_ns, 2 * T);
+  // The first packet (on the victim) times out at T exactly: the peer answered the others.
+  EXPECT_EQ(bad->t_ns - sent.front().t_ns, T);
   QpStats st;
   ASSERT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
-  // At most one hold, at the tail: a tail probe sent on the blackholed EV goes unanswered, and
-  // with nothing else in flight the peer is then silent.
-  EXPECT_LE(st.silent_peer_holds, 1u);
+  EXPECT_GT(st.rtx_timeout, 0u);
+  EXPECT_EQ(st.rtx_sack_gap, 0u);
+  EXPECT_EQ(st.silent_peer_holds, 0u);
 }
 
 TEST(Recovery, SilentPeerGraceDelaysOnlyTheFirstRetryWhenEveryPathIsDown) {

@@ -154,6 +154,7 @@ bool Qp::build_probe(uint32_t ev_idx, uint16_t probe_id, bool tail, uint64_t now
   s.peth.ts16 = Endpoint::Impl::ts16(now_ns);
   s.peth.ftype = 1;
   ++st_.probes_sent;
+  sent_to_peer(now_ns);
   if (ep.logging()) {
     Event e = ep.event(EventKind::kProbe, qpn_);
     e.u("wev", ev.wev)
@@ -283,6 +284,7 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
     bytes_in_flight_ += e->nominal;
     ++rec.packets_sent;
     note_rtx(psn, *e, old_wev);
+    sent_to_peer(now_ns);
     arm_tail_probe(now_ns);
     return built;
   }
@@ -330,6 +332,7 @@ bool Qp::next_tx(uint64_t now_ns, TxPacket& out) {
     ++seg_seq_;
     seg_pkt_ = 0;
   }
+  sent_to_peer(now_ns);
   arm_tail_probe(now_ns);
   return built;
 }
@@ -382,14 +385,22 @@ void Qp::demote_ev(uint16_t ev, uint64_t now_ns, std::string_view reason) {
   if (evs_.demote(ev, now_ns, reason)) probe_check_ns_ = std::min(probe_check_ns_, now_ns);
 }
 
+void Qp::sent_to_peer(uint64_t now_ns) {
+  if (unanswered_since_ns_ == UINT64_MAX) unanswered_since_ns_ = now_ns;
+}
+
+bool Qp::peer_silent(uint64_t now_ns) const {
+  return unanswered_since_ns_ != UINT64_MAX && now_ns >= unanswered_since_ns_ &&
+         now_ns - unanswered_since_ns_ >= timer_ns(0) / 2;
+}
+
 void Qp::heard_from_peer(uint64_t now_ns) {
   // The end of a silence of T/2 or more, whether the peer was not scheduled or this process was
   // (then the timer runs only after the rings are read, and finds the first answers of a peer
   // that is still working through what it missed): packets sent before it get one T from now,
   // the silence is not counted against them.
-  if (ep_->cfg.silent_peer_grace_ns > 0 && now_ns - heard_ns_ >= timer_ns(0) / 2)
-    resumed_ns_ = now_ns;
-  heard_ns_ = now_ns;
+  if (ep_->cfg.silent_peer_grace_ns > 0 && peer_silent(now_ns)) resumed_ns_ = now_ns;
+  unanswered_since_ns_ = UINT64_MAX;
   if (silent_hold_) {
     silent_hold_ = false;
     tx_deadline_ = std::min(tx_deadline_, now_ns);  // re-judge the held packets
@@ -890,14 +901,15 @@ void Qp::requester_timer(uint64_t now_ns) {
       if (!(e.flags & TxEntry::kLive) || (e.flags & TxEntry::kSacked)) continue;
       if (!(e.flags & (TxEntry::kInFlight | TxEntry::kRtxQueued))) continue;
       if (e.deadline_ns <= now_ns) {
-        // A first timeout while the peer has said nothing on the QP for T/2 or more is held
-        // while the silence lasts, up to silent_peer_grace_ns (engine.h says why). T/2 is the
-        // tail-probe time: a live peer has answered the tail probe by now, so a tail loss on a
-        // working peer still times out at T.
+        // A first timeout while the peer has left what it could answer unanswered for T/2 or
+        // more (peer_silent) is held while the silence lasts, up to silent_peer_grace_ns
+        // (engine.h says why). T/2 is the tail-probe time: a live peer has answered the tail
+        // probe by now, so a tail loss on a working peer still times out at T. (Measured from
+        // its last answer instead, the tail probe's own answer read as the end of a silence
+        // and the timeout of a tail lost on one EV waited T + grace.)
         const uint64_t grace = ep_->cfg.silent_peer_grace_ns;
         if (grace > 0 && e.retries == 0) {
-          const uint64_t half_t = timer_ns(0) / 2;
-          if (now_ns - heard_ns_ >= half_t && now_ns < e.deadline_ns + grace) {
+          if (peer_silent(now_ns) && now_ns < e.deadline_ns + grace) {
             if (!silent_hold_) ++st_.silent_peer_holds;
             silent_hold_ = true;
             next = std::min(next, e.deadline_ns + grace);

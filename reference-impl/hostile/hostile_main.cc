@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,8 +158,30 @@ int learn(const std::string& iface, const std::string& out_path, double timeout_
   return 0;
 }
 
+// The IPv6 hop limit of an Ethernet + IPv6 frame (no VLAN: what Crafter builds). Outside the
+// ICRC (a variant field) and the UDP checksum, so the frame stays valid: the benchmark gives
+// its frames a hop limit of their own to tell them from the transfer's at the router.
+void set_hop_limit(std::vector<std::byte>& f, int hop_limit) {
+  constexpr size_t kEtherType = 12, kHopLimit = 14 + 7;
+  if (hop_limit < 0 || f.size() <= kHopLimit || f[kEtherType] != std::byte{0x86} ||
+      f[kEtherType + 1] != std::byte{0xDD})
+    return;
+  f[kHopLimit] = static_cast<std::byte>(hop_limit);
+}
+
+struct CpuTimes {
+  double user_s = 0, sys_s = 0;
+};
+
+CpuTimes cpu_times() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto s = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+  return {s(ru.ru_utime), s(ru.ru_stime)};
+}
+
 int flood(const std::string& iface, const std::string& learned_path, const std::string& mac_s,
-          Kind kind, double rate, double seconds, uint64_t count, int cpu) {
+          Kind kind, double rate, double seconds, uint64_t count, int cpu, int hop_limit) {
   std::ifstream f(learned_path);
   json j = json::parse(f, nullptr, false);
   Learned l;
@@ -226,6 +249,7 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
   std::vector<std::vector<std::byte>> pool(pool_size);
   for (size_t i = 0; i < pool_size; ++i) {
     pool[i] = c.craft(kind, i);
+    set_hop_limit(pool[i], hop_limit);
     if (pool[i].empty()) {
       std::fprintf(stderr, "mrc_hostile: cannot build frame %zu of kind %s\n", i,
                    std::string(kind_name(kind)).c_str());
@@ -246,6 +270,7 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
   to.sll_halen = 6;
   std::memcpy(to.sll_addr, dst.data(), 6);
   uint64_t sent = 0, errors = 0, craft_failed = 0, syscalls = 0;
+  const CpuTimes cpu0 = cpu_times();
   const uint64_t t0 = now_ns();
   const double ns_per_frame = 1e9 / rate;
   while (sent + errors + craft_failed < total) {
@@ -277,6 +302,7 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
       const std::vector<std::byte>* fr;
       if (follow) {
         live[m] = c.craft(kind, k + b);
+        set_hop_limit(live[m], hop_limit);
         fr = &live[m];
       } else {
         fr = &pool[(k + b) % pool_size];
@@ -309,6 +335,7 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
     }
   }
   const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+  const CpuTimes cpu1 = cpu_times();
   close(fd);
   json out = {{"kind", kind_name(kind)},
               {"sent", sent},
@@ -321,6 +348,10 @@ int flood(const std::string& iface, const std::string& learned_path, const std::
               {"pool", pool_size},
               {"pool_build_s", static_cast<double>(t0 - build0) / 1e9},
               {"cpu", cpu},
+              // The generator's CPU while it flooded: user (pacing, batches) and system (the
+              // sends, and whatever softirq work the kernel charges to this thread).
+              {"cpu_user_s", cpu1.user_s - cpu0.user_s},
+              {"cpu_sys_s", cpu1.sys_s - cpu0.sys_s},
               {"responder_qpn", c.responder_qpn()},
               {"requester_qpn", c.requester_qpn()}};
   std::printf("%s\n", out.dump().c_str());
@@ -336,6 +367,7 @@ int hostile_main(int argc, char** argv) {
   double timeout_s = 10, rate = 10'000, seconds = 1;
   uint64_t count = 0;
   int cpu = -1;
+  int hop_limit = -1;
   CLI::App* l = app.add_subcommand("learn", "read the tap until a RETH data packet and a SACK");
   l->add_option("--iface", iface, "tap interface")->required();
   l->add_option("--out", out, "where to write what was learnt (JSON)")->required();
@@ -354,6 +386,10 @@ int hostile_main(int argc, char** argv) {
   fl->add_option("--count", count, "frames (instead of rate x seconds)");
   fl->add_option("--cpu", cpu, "pin the generator (and the kernel work it runs inline) to this CPU")
       ->check(CLI::Range(0, CPU_SETSIZE - 1));
+  fl->add_option("--hop-limit", hop_limit,
+                 "IPv6 hop limit of every frame (default: as learnt), so that a tc filter can "
+                 "tell them from the transfer's")
+      ->check(CLI::Range(1, 255));
   CLI11_PARSE(app, argc, argv);
   if (l->parsed()) return learn(iface, out, timeout_s);
   const std::optional<Kind> kind = parse_kind(kind_s);
@@ -361,7 +397,7 @@ int hostile_main(int argc, char** argv) {
     std::fprintf(stderr, "mrc_hostile: --kind %s: one of %s\n", kind_s.c_str(), kinds.c_str());
     return 2;
   }
-  return flood(iface, learned, mac, *kind, rate, seconds, count, cpu);
+  return flood(iface, learned, mac, *kind, rate, seconds, count, cpu, hop_limit);
 }
 
 }  // namespace mrc::hostile
