@@ -245,6 +245,21 @@ softmrc_device* create_device(const AttachSpec* attach) {
   ec.probe_interval_ns = 1'000'000;
   ec.ep_request_timeout_ns = 50'000'000;
   ec.sack_gap_threshold = 32;
+  // A device on a shared host (namespaces, CI runners) is regularly not scheduled for tens of
+  // ms; without a grace the peer's silence reads as path failure and retires EVs. Same default as
+  // `mrct endpoint --silent-peer-grace-ms` (engine.h silent_peer_grace_ns says why R44 allows it).
+  ec.silent_peer_grace_ns = 100'000'000;
+  if (const char* g = env("MRC_SOFT_SILENT_PEER_GRACE_MS")) {
+    char* end = nullptr;
+    const double ms = std::strtod(g, &end);
+    if (end == g || *end != '\0' || !(ms >= 0) || ms > 1e6) {
+      log_error(std::string("MRC_SOFT_SILENT_PEER_GRACE_MS=") + g +
+                ": a number of ms in 0..1000000");
+      errno = EINVAL;
+      return nullptr;
+    }
+    ec.silent_peer_grace_ns = static_cast<uint64_t>(ms * 1e6);
+  }
   ec.caps = device_caps();
   engine::Endpoint* ep = nullptr;
   softmrc_device* raw = dev.get();
