@@ -4,6 +4,9 @@
 // path, never retire the QP down to its floor, and keep the bottleneck queue bounded. Before the
 // fixes it resent 1,678 packets for 86 losses (1,641 on SACK-gap evidence from reordering),
 // retired EVs 99 times and had 11 of 12 EVs ASSUMED_BAD at once at 5.9 ms, before the flap.
+// Seeds 1 to 8: with seed 4 the engine then still resent 88 packets for 59 losses and retired
+// all four active EVs of plane 2, where nothing was lost, in one SACK 0.7 ms into the flap
+// (SACK-gap evidence counted across planes; it now counts on the hole's own plane only).
 #include "gui/fixture.h"
 
 #include <gtest/gtest.h>
@@ -24,12 +27,19 @@ struct Retirement {
   uint32_t wev = 0;
 };
 
-TEST(Fixture, IssueSeventeenConfigurationResendsOncePerLossAndRetiresOnlyTheFailedPath) {
+class FixtureSeed : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(FixtureSeed, IssueSeventeenConfigurationResendsOncePerLossAndRetiresOnlyTheFailedPath) {
   char tmpl[] = "/tmp/mrc-fixture-test-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  struct RemoveDir {  // also when an assertion returns early
+    std::string path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } remove_dir{dir};
   FixtureConfig cfg;
   cfg.out_dir = dir;
+  cfg.seed = GetParam();
   cfg.path_mtu = 1024;
   cfg.message_bytes = 1 << 20;
   cfg.messages = 200;
@@ -84,9 +94,12 @@ TEST(Fixture, IssueSeventeenConfigurationResendsOncePerLossAndRetiresOnlyTheFail
   // a window above the path's capacity down even though no queue on the way marks ECN.
   const double queue_us = static_cast<double>(r.max_queue_bytes) * 8 / 25e3;
   EXPECT_LE(queue_us, 52.0) << r.max_queue_bytes << " bytes";
-
-  std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Seeds, FixtureSeed, ::testing::Range<uint64_t>(1, 9),
+                         [](const ::testing::TestParamInfo<uint64_t>& p) {
+                           return "seed" + std::to_string(p.param);
+                         });
 
 }  // namespace
 }  // namespace mrc::view::fixture

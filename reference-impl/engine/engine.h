@@ -92,8 +92,8 @@ struct EndpointConfig {
   // SACK generation (MRP0 C.4, UET ACK_Gen_Trigger / ACK_Gen_Min_Pkt_Add).
   uint32_t ack_gen_trigger_bytes = 16384;
   uint32_t ack_gen_min_pkt_add_bytes = 1024;
-  // Loss evidence: a PSN missing below >= this many SACKed PSNs sent after it, per plane in use
-  // (at most 64 in all), is lost.
+  // Loss evidence: a PSN missing below >= this many SACKed PSNs sent after it on its own plane
+  // (at most 64) is lost.
   uint32_t sack_gap_threshold = 3;
   // An EV whose packet was lost without a trim (SACK gap evidence) is retired at once (paper:
   // "lost packet => EV swapped for a backup"); false retires EVs only on timeout / M=ALWAYS_SKIP.

@@ -397,4 +397,36 @@ std::string incast_cm(uint32_t nodes, uint32_t senders, uint32_t dst, uint64_t b
   return o.str();
 }
 
+std::string all_to_all_cm(uint32_t nodes, uint64_t bytes) {
+  std::ostringstream o;
+  o << "Nodes " << nodes << "\nConnections " << uint64_t{nodes} * (nodes - 1) << "\n";
+  uint64_t id = 0;
+  // Round k: every node sends to the node k after it, so each round is a permutation and no
+  // receiver is the target of every sender's first flow.
+  for (uint32_t k = 1; k < nodes; ++k) {
+    for (uint32_t n = 0; n < nodes; ++n) {
+      o << n << "->" << (n + k) % nodes << " id " << ++id << " start 0 size " << bytes << "\n";
+    }
+  }
+  return o.str();
+}
+
+std::string ring_cm(uint32_t nodes, uint64_t bytes, uint32_t steps, uint64_t step_ps,
+                    uint64_t seed) {
+  sim::Rng rng(sim::derive_seed(seed, "ring", nodes));
+  std::vector<uint32_t> ring(nodes);
+  std::iota(ring.begin(), ring.end(), 0u);
+  shuffle(ring, rng);
+  std::ostringstream o;
+  o << "Nodes " << nodes << "\nConnections " << uint64_t{nodes} * steps << "\n";
+  uint64_t id = 0;
+  for (uint32_t s = 0; s < steps; ++s) {
+    for (uint32_t n = 0; n < nodes; ++n) {
+      o << ring[n] << "->" << ring[(n + 1) % nodes] << " id " << ++id << " start " << s * step_ps
+        << " size " << bytes << "\n";
+    }
+  }
+  return o.str();
+}
+
 }  // namespace mrc::simrun

@@ -9,6 +9,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$SIM" gen permutation --nodes 8 --size 65536 --seed 2 -o "$dir/perm.cm"
 [ "$(head -1 "$dir/perm.cm")" = "Nodes 8" ] || fail "gen: first line"
+"$SIM" gen all-to-all --nodes 4 --size 100 -o "$dir/a2a.cm"
+[ "$(sed -n 2p "$dir/a2a.cm")" = "Connections 12" ] || fail "gen all-to-all: $(sed -n 2p "$dir/a2a.cm")"
+"$SIM" gen ring --nodes 8 --size 100 --steps 2 --step-us 10 -o "$dir/ring.cm"
+[ "$(grep -c ' start 10000000 ' "$dir/ring.cm")" = 8 ] || fail "gen ring: second step"
+set +e
+"$SIM" gen ring --nodes 8 --steps 0 -o "$dir/bad-ring.cm" 2>/dev/null; rc=$?
+set -e
+[ $rc -eq 2 ] && [ ! -e "$dir/bad-ring.cm" ] || fail "gen ring --steps 0: exit $rc"
 cat > "$dir/t.topo" <<'T'
 hosts 8
 planes 2

@@ -92,14 +92,20 @@ int sim_main(int argc, char** argv) {
   std::string kind, gen_out;
   uint32_t nodes = 0, conns = 0, senders = 8, dst = 0;
   uint64_t bytes = 2'000'000, gen_seed = 1;
-  gen_cmd->add_option("kind", kind, "permutation | incast")
+  uint32_t steps = 1;
+  uint64_t step_us = 100;
+  gen_cmd->add_option("kind", kind, "permutation | incast | all-to-all | ring")
       ->required()
-      ->check(CLI::IsMember({"permutation", "incast"}));
+      ->check(CLI::IsMember({"permutation", "incast", "all-to-all", "ring"}));
   gen_cmd->add_option("--nodes", nodes, "nodes")->required();
   gen_cmd->add_option("--conns", conns, "permutation: connections (default: every node)");
   gen_cmd->add_option("--senders", senders, "incast: senders")->capture_default_str();
   gen_cmd->add_option("--dst", dst, "incast: the receiving node")->capture_default_str();
-  gen_cmd->add_option("--size", bytes, "bytes per flow")->capture_default_str();
+  gen_cmd->add_option("--steps", steps, "ring: all-reduce steps (2 x (nodes - 1) for a whole one)")
+      ->capture_default_str();
+  gen_cmd->add_option("--step-us", step_us, "ring: time between the starts of two steps (us)")
+      ->capture_default_str();
+  gen_cmd->add_option("--size", bytes, "bytes per flow (ring: per chunk)")->capture_default_str();
   gen_cmd->add_option("--seed", gen_seed, "shuffle seed")->capture_default_str();
   gen_cmd->add_option("-o,--output", gen_out, "output file")->required();
 
@@ -123,6 +129,20 @@ int sim_main(int argc, char** argv) {
     std::string text;
     if (kind == "permutation") {
       text = permutation_cm(nodes, conns == 0 ? nodes : conns, bytes, gen_seed);
+    } else if (kind == "all-to-all") {
+      if (uint64_t{nodes} * (nodes - 1) > (uint64_t{1} << 20)) {
+        std::cerr << "mrct sim gen: all-to-all of " << nodes
+                  << " nodes is more than 2^20 flows; use --nodes <= 1024\n";
+        return kUsage;
+      }
+      text = all_to_all_cm(nodes, bytes);
+    } else if (kind == "ring") {
+      if (steps == 0 || uint64_t{steps} * nodes > (uint64_t{1} << 20) || step_us > 1'000'000) {
+        std::cerr << "mrct sim gen: ring needs 1 <= --steps, --steps x --nodes <= 2^20 and "
+                     "--step-us <= 1000000\n";
+        return kUsage;
+      }
+      text = ring_cm(nodes, bytes, steps, step_us * 1'000'000, gen_seed);
     } else {
       if (dst >= nodes || senders == 0 || senders >= nodes) {
         std::cerr << "mrct sim gen: incast needs --dst < --nodes and 1 <= --senders < --nodes\n";

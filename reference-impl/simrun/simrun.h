@@ -89,6 +89,14 @@ bool load_cm(const std::string& path, Workload& out, std::string* error);
 std::string permutation_cm(uint32_t nodes, uint32_t conns, uint64_t bytes, uint64_t seed);
 std::string incast_cm(uint32_t nodes, uint32_t senders, uint32_t dst, uint64_t bytes,
                       uint64_t seed);
+// All-to-all: every node sends `bytes` to every other node, all at time 0 (N x (N - 1) flows).
+std::string all_to_all_cm(uint32_t nodes, uint64_t bytes);
+// Ring all-reduce steps: the nodes in a ring drawn from the seed (neighbours are then mostly on
+// different leaves, as a scheduler's placement would have them); in each of `steps` steps,
+// `step_ps` apart, every node sends one chunk of `bytes` to the next. htsim's format has no
+// start-after-completion without triggers (refused), so steps are timed.
+std::string ring_cm(uint32_t nodes, uint64_t bytes, uint32_t steps, uint64_t step_ps,
+                    uint64_t seed);
 
 struct RunConfig {
   uint64_t seed = 1;
