@@ -1444,7 +1444,8 @@ class _Run:
             if self.opts.mutant and self.result.get("mutant_rule"):
                 rid = self.result["mutant_rule"]
                 st = _rule_status(statuses, rid)
-                self.result["mutant_caught"] = st == "fail"
+                # A rule of warning severity (MRC-PRB-007) reports its violations as "warn".
+                self.result["mutant_caught"] = st in ("fail", "warn")
                 self.result["mutant_rule_status"] = st
         if any(e.timed_out for e in servers):
             add("servers exit", "every server exits after its client", "a server had to be "
@@ -1462,7 +1463,7 @@ class _Run:
                 # the checker caught the rule the mutant breaks.
                 self.result.update(verdict="fail", reason=(
                     f"mutant {self.opts.mutant}: {rid} "
-                    + ("failed (caught)" if caught else
+                    + (f"{self.result.get('mutant_rule_status')}ed (caught)" if caught else
                        f"is {self.result.get('mutant_rule_status') or 'absent'} (NOT caught)")))
         elif "fail" in statuses:
             self.result.update(verdict="fail", reason="; ".join(

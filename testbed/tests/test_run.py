@@ -118,6 +118,33 @@ class Run(unittest.TestCase):
                 self.assertIn("goodput.svg", f.read())
             self.assert_clean(res)
 
+    @unittest.skipUnless(MRCT is not None and MRCT.has("check"), "needs the checker")
+    def test_sparse_reverse_probe_mutant_warns_prb007(self):
+        # MRC-PRB-007 (reverse EV probes) can fail on a real run: with the server's EV probes
+        # thinned to one per port every 100 ms, the checker warns about the gaps (a rule of
+        # warning severity: "warn" is caught), each with the interval the viewer shades.
+        with _util.TempDir() as d:
+            out = os.path.join(d, "out")
+            proc = cli("run", os.path.join(SCENARIOS, "baseline-srv6.toml"), "--out", out,
+                       "--mutant", "sparse-reverse-probe", "--seed", "7")
+            res = result(out)
+            self.assertEqual(res["mutant_rule"], "MRC-PRB-007", res)
+            self.assertEqual(res["mutant_role"], "server")
+            self.assertEqual(res["mutant_rule_status"], "warn", res.get("reason"))
+            self.assertTrue(res["mutant_caught"])
+            self.assertEqual(res["verdict"], "fail")
+            self.assertIn("warned (caught)", res["reason"])
+            self.assertEqual(proc.returncode, 1)
+            with open(os.path.join(out, "manifest.json")) as f:
+                report = os.path.join(out, json.load(f)["report"])
+            with open(report) as f:
+                rule = next(r for r in json.load(f)["rules"] if r["id"] == "MRC-PRB-007")
+            self.assertGreater(rule["count"], 0)
+            ev = rule["evidence"][0]
+            self.assertIn(ev["port"], (1, 2))
+            self.assertGreater(ev["ts_ns"] - ev["from_ns"], 10_000_000)
+            self.assert_clean(res)
+
     def test_fault_schedule_time_and_event_triggers(self):
         body = """
 [[fault]]

@@ -177,7 +177,7 @@ class Library(unittest.TestCase):
         self.assertEqual(listed, {
             "wrong-icrc", "read-opcode", "rtx-without-bit", "wrong-ev-echo", "regress-cack",
             "exceed-mpr", "exceed-wimm", "skip-trim-nack", "ignore-ecn", "reuse-retired-ev",
-            "control-dscp-data", "wrong-port"})
+            "control-dscp-data", "wrong-port", "sparse-reverse-probe"})
 
     def test_defaults(self):
         sc = load_text(MINIMAL)
