@@ -750,7 +750,7 @@ class ViewGuiTest : public QObject {
     std::ofstream(dir.toStdString() + "/paths.json")
         << R"({"schema": "mrctb-paths/1", "pairs": [{"src": "h1", "dst": "h2", "evs": [)"
            R"({"ev": 1, "plane": 0, "port": 1, "t1": 1, "outer_da": "fcbb:0:100:201:101:302::",)"
-           R"( "usids": ["0100", "0201", "0101", "0302"], "hops": ["p0t0s0", "h2"]}]}]})";
+           R"( "usids": ["0100", "0201", "0101", "0302"], "hops": ["p1t0s0", "h2"]}]}]})";
     std::ofstream(dir.toStdString() + "/manifest.json")
         << R"({"schema": "mrctb-manifest/1", "view_capture": "h1.pcap", "paths": "paths.json"})";
     ViewModel m;

@@ -107,8 +107,15 @@ class Run(unittest.TestCase):
                          "endpoints/h1-client.stdout", "endpoints/h2-server.events.jsonl"):
                 self.assertTrue(os.path.exists(os.path.join(out, name)), name)
             caps = os.listdir(os.path.join(out, "captures"))
-            self.assertEqual(sorted(caps), ["h1-h1-p0.pcap", "h1-h1-p1.pcap", "h2-h2-p0.pcap",
-                                            "h2-h2-p1.pcap"])
+            self.assertEqual(sorted(caps), ["h1-h1-p1.pcap", "h1-h1-p2.pcap", "h2-h2-p1.pcap",
+                                            "h2-h2-p2.pcap"])
+            # One plane numbering (issue 18): a capture's name says the port the manifest (and
+            # so the checker's report) gives it.
+            with open(os.path.join(out, "manifest.json")) as f:
+                listed = [c for c in json.load(f)["captures"] if c["path"].startswith("captures/")]
+            self.assertEqual(len(listed), 4)
+            for c in listed:
+                self.assertTrue(c["path"].endswith(f"-p{c['port']}.pcap"), c)
             svg = ET.parse(os.path.join(out, "goodput.svg")).getroot()
             lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
             self.assertEqual(len(lines), 4)  # 4 SRv6 paths: 2 planes x 2 T1s
@@ -150,7 +157,7 @@ class Run(unittest.TestCase):
 [[fault]]
 name = "flap"
 action = "flap"
-target = "p1t0s0:p1t1s1"
+target = "p2t0s0:p2t1s1"
 at_ms = 20
 for_ms = 40
 repeat = 2
@@ -159,14 +166,14 @@ period_ms = 100
 [[fault]]
 name = "after-flap"
 action = "link_down"
-target = "p0t0s0:p0t1s1"
+target = "p1t0s0:p1t1s1"
 after = { fault = "flap", edge = "end" }
 delay_ms = 10
 
 [[fault]]
 name = "after-bytes"
 action = "link_up"
-target = "p0t0s0:p0t1s1"
+target = "p1t0s0:p1t1s1"
 after = { data_bytes = "12M" }
 
 [expect]
@@ -220,7 +227,7 @@ stop_ms = 60
 [[fault]]
 name = "after-drops"
 action = "flap"
-target = "p1t0s0:p1t1s0"
+target = "p2t0s0:p2t1s0"
 after = { injector = "drop", count = 5 }
 for_ms = 20
 
