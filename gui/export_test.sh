@@ -34,12 +34,12 @@ lanes=$(grep -c "EV 0x" "$dir/list")
 # other flag, it finds the capture and the event logs and says what it loaded and what is missing.
 run="$dir/scenario"
 mkdir -p "$run/captures" "$run/endpoints"
-cp "$dir/run/a.pcap" "$run/captures/h1-h1-p0.pcap"
+cp "$dir/run/a.pcap" "$run/captures/h1-h1-p1.pcap"
 for f in "$dir"/run/*events*.jsonl; do cp "$f" "$run/endpoints/"; done
 cp "$dir/run/decisions.jsonl" "$run/"
 echo '{"verdict": "pass"}' >"$run/result.json"
 "$VIEW" --list "$run" >"$dir/runlist" 2>"$dir/err" || fail "--list RUN_DIR: $(cat "$dir/err")"
-grep -q "^loaded capture: captures/h1-h1-p0.pcap" "$dir/runlist" || fail "RUN_DIR: capture: $(cat "$dir/runlist")"
+grep -q "^loaded capture: captures/h1-h1-p1.pcap" "$dir/runlist" || fail "RUN_DIR: capture: $(cat "$dir/runlist")"
 grep -q "^loaded event logs: endpoints/" "$dir/runlist" || fail "RUN_DIR: event logs: $(head -5 "$dir/runlist")"
 grep -q "^missing checker report" "$dir/runlist" || fail "RUN_DIR: missing report not named"
 grep -q "^#0 fd00::1 -> fd00::2 QP 0x100 (a)" "$dir/runlist" || fail "RUN_DIR: no flow line"

@@ -13,6 +13,7 @@
 #include <QTextBrowser>
 #include <QTreeWidget>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -237,6 +238,103 @@ class ViewGuiTest : public QObject {
     QCOMPARE(
         count_color(focused, QRect(ep1.left() - 100, ep1.top(), 60, ep1.height()), kFocusEdge, 30),
         0);
+  }
+
+  // Issue 18, acceptance: a real run's MRC-PRB-007 evidence is visible as the gap between EV
+  // probes. gui/testdata/prb007-run is cut from a `mrct run` of baseline-srv6 with the
+  // sparse-reverse-probe mutant (gui/testdata/README.md): the requester's capture around the
+  // report's first gap, every control frame and one data frame in 50, and the checker's report
+  // of that run. Opening the directory must find the warning, shade its interval on the
+  // plane's endpoint lane and bound it with the responder's EV probes before and after.
+  void real_runs_reverse_probe_gap_is_drawn_between_ev_probes() {
+    ViewModel m;
+    LoadOptions o;
+    o.run_dir = MRC_SOURCE_DIR "/gui/testdata/prb007-run";
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const auto& vs = m.violations();
+    const auto it = std::find_if(vs.begin(), vs.end(),
+                                 [](const Violation& v) { return v.id == "MRC-PRB-007"; });
+    QVERIFY2(it != vs.end(), "no MRC-PRB-007 in the run's report");
+    QCOMPARE(it->status, std::string("warn"));
+    QVERIFY(!it->evidence.empty());
+    const Evidence& ev = it->evidence[0];
+    QVERIFY2(ev.from_ns.has_value(), "the evidence gives no interval (from_ns)");
+    QVERIFY(ev.plane >= 1);
+    const EvidenceFocus fo = m.evidence_focus(*it, 0);
+    QCOMPARE(fo.intervals.size(), size_t{1});
+    QCOMPARE(fo.intervals[0].first, *ev.from_ns);
+    QCOMPARE(fo.intervals[0].second, ev.ts_ns);
+    QVERIFY(fo.flow != kNone);
+    const Flow& f = m.flows()[fo.flow];
+    const uint32_t ep = f.endpoint_lane(ev.plane);
+    QVERIFY2(ep != kNone, "no endpoint lane on the evidence's plane");
+    QVERIFY(std::find(fo.lanes.begin(), fo.lanes.end(), ep) != fo.lanes.end());
+
+    // The gap's bounds: two EV probe requests of the responder on that lane, the one nearest
+    // the gap's start and the next, after its end, with no responder request between them.
+    std::vector<uint32_t> probes;
+    for (uint32_t i : fo.frames)
+      if (m.frames()[i].lane == ep) probes.push_back(i);
+    QCOMPARE(probes.size(), size_t{2});
+    const FrameInfo& a = m.frames()[probes[0]];
+    const FrameInfo& b = m.frames()[probes[1]];
+    for (uint32_t i : probes) {
+      QVERIFY((m.frames()[i].flags & kFlagFromResponder) != 0);
+      QVERIFY((m.frames()[i].flags & kFlagEndpointResponse) == 0);
+      QVERIFY2(m.describe(i).find("EV probe request") != std::string::npos, m.describe(i).c_str());
+    }
+    QVERIFY(b.ts_ns > ev.ts_ns);
+    QVERIFY2(b.ts_ns - a.ts_ns > 10'000'000, "the probes do not bound a gap over the 10 ms limit");
+    for (uint32_t i : f.lanes[ep].frames) {
+      const FrameInfo& c = m.frames()[i];
+      if (c.ts_ns > a.ts_ns && c.ts_ns < b.ts_ns)
+        QVERIFY((c.flags & kFlagFromResponder) == 0 || (c.flags & kFlagEndpointResponse) != 0);
+    }
+
+    // Drawn: the interval tinted red on the endpoint lane, not before the first probe; the
+    // two probes' marks on the lane.
+    ViewState s = initial_state(m);
+    s.flow = fo.flow;
+    const uint64_t span = b.ts_ns - a.ts_ns;
+    s.t0 = a.ts_ns - span / 4;
+    s.t1 = b.ts_ns + span / 4;
+    s.highlighted = fo.frames;
+    s.focus_lanes = fo.lanes;
+    s.focus_intervals = fo.intervals;
+    const auto render = [&](const ViewState& st, TimelineLayout& L) {
+      QImage img(1400, 700, QImage::Format_ARGB32_Premultiplied);
+      QPainter p(&img);
+      paint_timeline(p, m, st, img.rect(), &L);
+      return img;
+    };
+    TimelineLayout L;
+    const QImage img = render(s, L);
+    QRect row;
+    for (const auto& r : L.rows)
+      if (r.lane == ep) row = QRect(L.plot.left(), r.y, L.plot.width(), r.h);
+    QVERIFY2(!row.isEmpty(), "the endpoint lane has no row");
+    const int y = row.center().y() + 3;
+    const int x_in = int(x_of(s, L.plot, (fo.intervals[0].first + fo.intervals[0].second) / 2));
+    const int x_out = int(x_of(s, L.plot, a.ts_ns)) - 12;
+    QVERIFY(x_out > L.plot.left());
+    const QRgb in = img.pixel(x_in, y);
+    const QRgb out = img.pixel(x_out, y);
+    QVERIFY2(qRed(in) > qGreen(in) + 15, "the gap is not shaded");
+    QVERIFY2(qRed(out) <= qGreen(out) + 5, "shading before the gap");
+    for (const FrameInfo* fr : {&a, &b}) {
+      const int x = int(x_of(s, L.plot, fr->ts_ns));
+      QVERIFY2(count_color(img, QRect(x - 4, row.top(), 9, row.height()),
+                           kind_color(MarkKind::kEndpointOp), 40) > 0,
+               "an EV probe bounding the gap is not drawn on the endpoint lane");
+    }
+    // The same view without the violation selected has no shading there.
+    ViewState plain = s;
+    plain.focus_intervals.clear();
+    plain.focus_lanes.clear();
+    plain.highlighted.clear();
+    const QImage none = render(plain, L);
+    QVERIFY(qRed(none.pixel(x_in, y)) <= qGreen(none.pixel(x_in, y)) + 5);
   }
 
   // Issue 18, problem 4: the legend wraps instead of cutting off the EV state colour key.
@@ -652,7 +750,7 @@ class ViewGuiTest : public QObject {
     std::ofstream(dir.toStdString() + "/paths.json")
         << R"({"schema": "mrctb-paths/1", "pairs": [{"src": "h1", "dst": "h2", "evs": [)"
            R"({"ev": 1, "plane": 0, "port": 1, "t1": 1, "outer_da": "fcbb:0:100:201:101:302::",)"
-           R"( "usids": ["0100", "0201", "0101", "0302"], "hops": ["p0t0s0", "h2"]}]}]})";
+           R"( "usids": ["0100", "0201", "0101", "0302"], "hops": ["p1t0s0", "h2"]}]}]})";
     std::ofstream(dir.toStdString() + "/manifest.json")
         << R"({"schema": "mrctb-manifest/1", "view_capture": "h1.pcap", "paths": "paths.json"})";
     ViewModel m;

@@ -311,7 +311,7 @@ class ViewModelTest : public QObject {
     namespace fs = std::filesystem;
     const fs::path dir = tmp_.filePath("scenario-run").toStdString();
     for (const char* sub : {"captures", "endpoints", "check"}) fs::create_directories(dir / sub);
-    fs::copy_file(run_.capture, dir / "captures" / "h1-h1-p0.pcap");
+    fs::copy_file(run_.capture, dir / "captures" / "h1-h1-p1.pcap");
     fs::copy_file(run_.events, dir / "endpoints" / "h1-client.events.jsonl");
     std::ofstream(dir / "endpoints" / "h1-client.stdout") << "done\n";
     fs::copy_file(run_.decisions, dir / "decisions.jsonl");
@@ -323,7 +323,7 @@ class ViewModelTest : public QObject {
     {
       ViewModel m;
       LoadOptions o;
-      o.capture = (dir / "captures" / "h1-h1-p0.pcap").string();
+      o.capture = (dir / "captures" / "h1-h1-p1.pcap").string();
       std::string err;
       QVERIFY2(m.load(o, err), err.c_str());
       QCOMPARE(m.options().report, (dir / "check" / "report.json").string());
@@ -337,7 +337,7 @@ class ViewModelTest : public QObject {
       o.run_dir = dir.string();
       std::string err;
       QVERIFY2(m.load(o, err), err.c_str());
-      QCOMPARE(m.capture_path(), (dir / "captures" / "h1-h1-p0.pcap").string());
+      QCOMPARE(m.capture_path(), (dir / "captures" / "h1-h1-p1.pcap").string());
       QCOMPARE(m.options().event_logs,
                std::vector<std::string>{(dir / "endpoints" / "h1-client.events.jsonl").string()});
       QCOMPARE(m.options().decision_logs,
@@ -355,10 +355,10 @@ class ViewModelTest : public QObject {
     std::ofstream(dir / "paths.json")
         << R"({"schema": "mrctb-paths/1", "pairs": [{"src": "h1", "dst": "h2", "evs": [)"
            R"({"ev": 0, "plane": 1, "port": 2, "t1": 1, "outer_da": "fcbb:0:1100::",)"
-           R"( "usids": ["1100", "1201"], "hops": ["p1t0s0", "h2"]}]}]})";
+           R"( "usids": ["1100", "1201"], "hops": ["p2t0s0", "h2"]}]}]})";
     std::ofstream(dir / "manifest.json")
         << R"({"schema": "mrctb-manifest/1", "view_capture": "view/h1.pcap",)"
-           R"( "captures": [{"path": "captures/h1-h1-p0.pcap", "role": "requester"}],)"
+           R"( "captures": [{"path": "captures/h1-h1-p1.pcap", "role": "requester"}],)"
            R"( "event_logs": ["endpoints/h1-client.events.jsonl", "endpoints/h2-server.events.jsonl"],)"
            R"( "decision_logs": ["decisions.jsonl"], "report": "check/report.json",)"
            R"( "paths": "paths.json"})";

@@ -66,6 +66,10 @@ constexpr MutantInfo kTable[] = {
      "SACKs, NACKs and transport ACKs leave with DSCP TRIMMABLE", "", true},
     {Mutant::kTsEchoOff, "ts-echo-off", "MRC-CC-002",
      "SACK / NACK ts_echo 0x8000 ticks (4.2 ms) off (RTT and delay read wrong)", "", true},
+    {Mutant::kSparseReverseProbe, "sparse-reverse-probe", "MRC-PRB-007",
+     "the responder's EV probes toward its requester: at most one per port every 100 ms, the "
+     "rest dropped (the limit is 10 ms, or 4 x the probe round trip)",
+     "data for longer than 100 ms", true},
     {Mutant::kIgnoreUnexpEvent, "ignore-unexp-event", "MRC-REQ-012",
      "the requester reads NACK UNEXP_EVENT as NO_RESOURCE and retransmits instead of stopping",
      "NACK UNEXP_EVENT (script)"},
@@ -398,6 +402,22 @@ bool Mutator::on_tx(engine::TxPacket& pkt, std::vector<engine::TxPacket>& extra)
         reencode(pkt, s);
       }
       return true;
+    case Mutant::kSparseReverseProbe: {
+      // The server is only a responder, so every EV probe it sends is a reverse one (the
+      // requester's probes of retired EVs are on the client). The engine sees the dropped
+      // requests time out, as on a path that loses them.
+      if (kind != wire::PacketKind::kMrcEndpointRequest ||
+          f.erth.op != static_cast<uint8_t>(wire::EndpointOp::kEvProbe))
+        return true;
+      const uint64_t now = tx_stamp_ns_.value_or(now_ns_());
+      auto [it, first] = probe_sent_ns_.try_emplace(pkt.port, now);
+      if (first || now >= it->second + kSparseProbeGapNs) {
+        it->second = now;
+        return true;
+      }
+      ++dropped_;
+      return false;
+    }
     default:
       return true;
   }

@@ -108,6 +108,9 @@ enum class Mutant : uint8_t {
   kAckWrongSyndrome,     // transport ACKs carry syndrome 0x00, NAKs 0x1F (MRC-RSP-010)
   kCtrlDscpData,         // SACK/NACK/transport ACK leave with DSCP TRIMMABLE (MRC-RSP-011)
   kTsEchoOff,            // SACK/NACK ts_echo 0x8000 ticks off (MRC-CC-002's delay input)
+  kSparseReverseProbe,   // the responder sends at most one EV probe per port every
+                         // kSparseProbeGapNs, so reverse EVs go unprobed for longer than
+                         // MRC-PRB-007's limit between the probes that do leave
   kIgnoreUnexpEvent,     // requester: received NACK UNEXP_EVENT read as NO_RESOURCE, so the
                          // QP retries instead of stopping (MRC-REQ-012)
   kIgnoreSackM,          // requester: received SACKs have M cleared, so SKIP_ONCE and
@@ -157,6 +160,12 @@ class Mutator {
   static constexpr uint32_t kEcnPinGap = 4;  // packets left to the engine between two pins
   static constexpr uint64_t kEcnPinReactionNs = 110'000;
   static constexpr uint64_t kEcnPinMaxNs = 2'000'000;
+  // kSparseReverseProbe: the gap between the EV probes that leave. The checker's limit is
+  // max(t_reverse_probe_ns = 10 ms, 4 x the longest EV probe round trip), and that round trip
+  // reached 6.7 ms on a loaded 2-core VM (limit 27 ms, so a 25 ms gap was caught only where the
+  // scheduler stretched it): 100 ms breaks MRC-PRB-007 on every gap unless a probe takes 25 ms
+  // to come back, and leaves probes on both sides of each gap (the viewer shows the gap).
+  static constexpr uint64_t kSparseProbeGapNs = 100'000'000;
   // The clock kIgnoreEcn measures those times with when the runtime gives no stamps (tests).
   void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }
   // The stamps the runtime's captures give the frames of the current transmit burst and the
@@ -211,6 +220,8 @@ class Mutator {
   uint32_t unpinned_ = kEcnPinGap;  // new data packets the engine placed since the last pin
   std::function<uint64_t()> now_ns_;
   std::optional<uint64_t> tx_stamp_ns_, rx_stamp_ns_;
+  // kSparseReverseProbe: port -> when its last EV probe left.
+  std::unordered_map<uint8_t, uint64_t> probe_sent_ns_;
   std::vector<std::byte> scratch_;
 };
 

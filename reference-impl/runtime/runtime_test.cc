@@ -354,6 +354,40 @@ TEST(Mutant, SkipTrimNackDropsOnlyTrimNacks) {
   EXPECT_EQ(m.frames_dropped(), 2u);
 }
 
+// MRC-PRB-007's mutant: per port, one EV probe leaves per kSparseProbeGapNs and the others are
+// dropped; port-status updates, endpoint responses, SACKs and data are left alone.
+TEST(Mutant, SparseReverseProbeKeepsOneEvProbePerPortAndGap) {
+  Mutator m(Mutant::kSparseReverseProbe, wire::EvFormat::kStev, wire::mrp0(), 2);
+  EXPECT_TRUE(mutant_info(Mutant::kSparseReverseProbe).responder);
+  uint64_t now = 1'000'000;
+  m.set_clock([&now] { return now; });
+  std::vector<engine::TxPacket> extra;
+  const auto probe = [&](uint8_t port) {
+    engine::TxPacket p = tx(sample("stev/ENDPOINT_REQUEST/ev-probe"), port);
+    return m.on_tx(p, extra);
+  };
+  EXPECT_TRUE(probe(1));
+  EXPECT_TRUE(probe(2));  // each port has its own gap
+  now += 1'000'000;
+  EXPECT_FALSE(probe(1));
+  EXPECT_FALSE(probe(2));
+  now += Mutator::kSparseProbeGapNs - 1'000'001;
+  EXPECT_FALSE(probe(1));
+  now += 1;
+  EXPECT_TRUE(probe(1));
+  EXPECT_FALSE(probe(1));
+  for (const char* keep : {"stev/ENDPOINT_REQUEST/port-status", "stev/ENDPOINT_RESPONSE",
+                           "stev/SACK", "stev/WRITE_MIDDLE"}) {
+    const std::vector<std::byte> f = sample(keep);
+    engine::TxPacket p = tx(f);
+    EXPECT_TRUE(m.on_tx(p, extra)) << keep;
+    EXPECT_EQ(p.frame, f) << keep;
+  }
+  EXPECT_TRUE(extra.empty());
+  EXPECT_EQ(m.frames_dropped(), 4u);
+  EXPECT_EQ(m.frames_changed(), 0u);
+}
+
 // A data frame like `name` carrying `wev` in `format`, optionally from another outer source
 // address and on another outer DA (SRv6: another port and path).
 std::vector<std::byte> data_on(const std::string& name, wire::EvFormat format, uint32_t wev,

@@ -2,7 +2,7 @@
 
     from mrctb import plan, fabric
     with fabric.Fabric(plan.clos(2, 2, 2, 2), mode="srv6") as fab:
-        fab.ping("h1", "fd00:101:4::2", dev="h1-p1")
+        fab.ping("h1", "fd00:101:4::2", dev="h1-p2")
 
 Every node (hosts and routers) is a Mininet host (an unnamed network namespace with a shell);
 links are plain veth pairs (mininet.link.Link); there are no switches, no OVS and no controller.

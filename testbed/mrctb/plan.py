@@ -5,7 +5,10 @@ one Plan object, so the JSON the endpoint reads and the routes the kernel holds 
 apart. The numbering rules are documented in testbed/README.md ("Locator and address plan").
 
 Conventions:
-  * planes are 0-based (NIC port number = plane + 1, as MRC's per-EV `port` is 1-based);
+  * a plane's index `plane` is 0-based (the uSID plane nibble, addresses, routing tables);
+    its number, the NIC port number, is plane + 1 (MRC's per-EV `port` is 1-based), and every
+    name carries the number: h1-p1 is h1's NIC port 1, p1t0s0 a T0 switch of plane 1, so
+    capture files (node-ifname.pcap) read as the checker's and viewer's ports do;
   * hosts are 1-based (h1, h2, ...), switches 0-based within their tier and plane;
   * a uSID is 16 bits: plane (4) | role (4) | index (8); role 1 = T0/edge router,
     2 = T1/core router, 3 = host decapsulation (uDT6). A uSID is therefore never 0x0000,
@@ -215,7 +218,7 @@ class Plan:
         subnet = ipaddress.IPv6Network((base | (number << 80), 64))
         name = f"{a_node}:{b_node}"
         if a_node in self.hosts and b_node in self.hosts:
-            name += f"@p{plane}"  # back-to-back hosts share one cable per plane
+            name += f"@p{plane + 1}"  # back-to-back hosts share one cable per plane
         if name in self._links_by_name:
             raise PlanError(f"second link between {a_node} and {b_node}")
 
@@ -304,9 +307,9 @@ class Plan:
         return [port.ifname for link in self.links for port in link.ends()]
 
     def t1_router(self, plane: int, t1: int) -> Router:
-        name = f"p{plane}t1s{t1}"
+        name = f"p{plane + 1}t1s{t1}"
         if name not in self.routers:
-            raise PlanError(f"shape {self.shape!r} has no T1 switch {t1} on plane {plane}")
+            raise PlanError(f"shape {self.shape!r} has no T1 switch {t1} on plane {plane + 1}")
         return self.routers[name]
 
     def node_key(self, name: str) -> tuple[int, int]:
@@ -619,18 +622,19 @@ def clos(planes: int, t0: int, t1: int, hosts_per_t0: int, **kw) -> Plan:
     for i in range(1, t0 * hosts_per_t0 + 1):
         plan.add_host(i, group=(i - 1) // hosts_per_t0)
     for p in range(planes):
+        n = p + 1  # the plane's number, in every name
         for j in range(t0):
-            plan.add_router(f"p{p}t0s{j}", p, "t0", ROLE_T0, j)
+            plan.add_router(f"p{n}t0s{j}", p, "t0", ROLE_T0, j)
         for k in range(t1):
-            plan.add_router(f"p{p}t1s{k}", p, "t1", ROLE_T1, k)
+            plan.add_router(f"p{n}t1s{k}", p, "t1", ROLE_T1, k)
         # access links first so that host h's link number on every plane is h
         for host in plan.hosts.values():
             j, d = divmod(host.number - 1, hosts_per_t0)
-            plan.connect(p, f"p{p}t0s{j}", f"p{p}t0s{j}-d{d}", host.name, f"{host.name}-p{p}")
+            plan.connect(p, f"p{n}t0s{j}", f"p{n}t0s{j}-d{d}", host.name, f"{host.name}-p{n}")
         for j in range(t0):
             for k in range(t1):
-                plan.connect(p, f"p{p}t0s{j}", f"p{p}t0s{j}-u{k}",
-                             f"p{p}t1s{k}", f"p{p}t1s{k}-d{j}")
+                plan.connect(p, f"p{n}t0s{j}", f"p{n}t0s{j}-u{k}",
+                             f"p{n}t1s{k}", f"p{n}t1s{k}-d{j}")
     plan.validate()
     return plan
 
@@ -642,7 +646,8 @@ def back_to_back(planes: int = 1, **kw) -> Plan:
     plan.add_host(1)
     plan.add_host(2)
     for p in range(planes):
-        plan.connect(p, "h1", f"h1-p{p}", "h2", f"h2-p{p}")
+        n = p + 1  # the plane's number, in every name
+        plan.connect(p, "h1", f"h1-p{n}", "h2", f"h2-p{n}")
     plan.validate()
     return plan
 
@@ -651,10 +656,11 @@ def _star(plan: Plan, hosts: int) -> None:
     for i in range(1, hosts + 1):
         plan.add_host(i)
     for p in range(plan.planes):
-        plan.add_router(f"p{p}r0", p, "r", ROLE_T0, 0)
+        n = p + 1  # the plane's number, in every name
+        plan.add_router(f"p{n}r0", p, "r", ROLE_T0, 0)
         for host in plan.hosts.values():
-            plan.connect(p, f"p{p}r0", f"p{p}r0-d{host.number - 1}", host.name,
-                         f"{host.name}-p{p}")
+            plan.connect(p, f"p{n}r0", f"p{n}r0-d{host.number - 1}", host.name,
+                         f"{host.name}-p{n}")
 
 
 def single_router(planes: int = 1, hosts: int = 2, **kw) -> Plan:
@@ -692,13 +698,14 @@ def dumbbell(planes: int = 1, left: int = 2, right: int = 2, **kw) -> Plan:
     for i in range(1, left + right + 1):
         plan.add_host(i, group=0 if i <= left else 1)
     for p in range(planes):
-        plan.add_router(f"p{p}r0", p, "r", ROLE_T0, 0)
-        plan.add_router(f"p{p}r1", p, "r", ROLE_T0, 1)
+        n = p + 1  # the plane's number, in every name
+        plan.add_router(f"p{n}r0", p, "r", ROLE_T0, 0)
+        plan.add_router(f"p{n}r1", p, "r", ROLE_T0, 1)
         for host in plan.hosts.values():
             side = host.group
             d = host.number - 1 if side == 0 else host.number - 1 - left
-            plan.connect(p, f"p{p}r{side}", f"p{p}r{side}-d{d}", host.name, f"{host.name}-p{p}")
-        plan.connect(p, f"p{p}r0", f"p{p}r0-u0", f"p{p}r1", f"p{p}r1-u0")
+            plan.connect(p, f"p{n}r{side}", f"p{n}r{side}-d{d}", host.name, f"{host.name}-p{n}")
+        plan.connect(p, f"p{n}r0", f"p{n}r0-u0", f"p{n}r1", f"p{n}r1-u0")
     plan.roles = {"left": [f"h{i}" for i in range(1, left + 1)],
                   "right": [f"h{i}" for i in range(left + 1, left + right + 1)]}
     plan.validate()

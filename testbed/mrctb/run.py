@@ -355,8 +355,9 @@ class Scheduler:
         if f.action in ("node_down", "node_up"):
             return {f.target} | {p.peer.node for p in plan.ports_of(f.target)}
         if f.action in ("plane_down", "plane_up"):
-            return {lk.a.node for lk in plan.links if lk.plane == f.target} | \
-                {lk.b.node for lk in plan.links if lk.plane == f.target}
+            idx = f.target - 1  # the scenario names plane numbers, 1-based
+            return {lk.a.node for lk in plan.links if lk.plane == idx} | \
+                {lk.b.node for lk in plan.links if lk.plane == idx}
         link = plan.link(f.target)
         return {link.a.node, link.b.node}
 
@@ -380,13 +381,13 @@ class Scheduler:
         if f.action in ("plane_down", "plane_up"):
             # The plane's switches are gone: every host port of the plane loses carrier (the
             # switch ends go down), which is what a NIC sees and reports as port status.
-            n = 0
+            n, idx = 0, f.target - 1  # the scenario names plane numbers, 1-based
             for host in plan.hosts.values():
-                port = host.ports[f.target]
+                port = host.ports[idx]
                 fab.set_link(port.link, up=not down, end=port.peer.node)
                 n += 1
             for link in plan.links:
-                if (link.plane == f.target and link.a.node in plan.routers
+                if (link.plane == idx and link.a.node in plan.routers
                         and link.b.node in plan.routers):
                     fab.set_link(link.name, up=not down)
                     n += 1
@@ -1447,7 +1448,8 @@ class _Run:
             if self.opts.mutant and self.result.get("mutant_rule"):
                 rid = self.result["mutant_rule"]
                 st = _rule_status(statuses, rid)
-                self.result["mutant_caught"] = st == "fail"
+                # A rule of warning severity (MRC-PRB-007) reports its violations as "warn".
+                self.result["mutant_caught"] = st in ("fail", "warn")
                 self.result["mutant_rule_status"] = st
         if any(e.timed_out for e in servers):
             add("servers exit", "every server exits after its client", "a server had to be "
@@ -1465,7 +1467,7 @@ class _Run:
                 # the checker caught the rule the mutant breaks.
                 self.result.update(verdict="fail", reason=(
                     f"mutant {self.opts.mutant}: {rid} "
-                    + ("failed (caught)" if caught else
+                    + (f"{self.result.get('mutant_rule_status')}ed (caught)" if caught else
                        f"is {self.result.get('mutant_rule_status') or 'absent'} (NOT caught)")))
         elif "fail" in statuses:
             self.result.update(verdict="fail", reason="; ".join(

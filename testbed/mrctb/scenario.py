@@ -774,7 +774,7 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         links = ctx.strs(t, k, "links", [])
         if not links:
             ctx.fail(k + ("links",), "required: the links to impair (\"nodeA:nodeB\", an "
-                     "interface, \"host:h2\", \"node:p0t1s0\", \"plane:1\" or \"all\")")
+                     "interface, \"host:h2\", \"node:p1t1s0\", \"plane:2\" or \"all\")")
         for sel in links:
             try:
                 select_links(plan, sel)
@@ -815,9 +815,9 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
             ctx.fail(k + ("action",), f"required: one of {', '.join(FAULT_ACTIONS)}")
         f = Fault(name, action, None, Trigger(), line=ctx.line(k))
         if action in ("plane_down", "plane_up"):
-            f.target = ctx.int_(t, k, "target", None, 0, topo.planes - 1)
+            f.target = ctx.int_(t, k, "target", None, 1, topo.planes)
             if f.target is None:
-                ctx.fail(k + ("target",), "required: the plane number")
+                ctx.fail(k + ("target",), "required: the plane number (1..planes)")
         elif action == "rule_remove":
             f.target = ctx.str_(t, k, "target", "")
             if f.target not in names and f.target not in _rule_add_names(fl):
@@ -1117,7 +1117,7 @@ def _check_trigger_cycles(ctx: _Ctx, faults: list) -> None:
 # ------------------------------------------------------------------------------------------------
 def select_links(plan: planlib.Plan, selector: str) -> list[planlib.Link]:
     """Links named by a selector: "a:b" / an interface, "host:h2" (its access links),
-    "node:p0t1s0" (every link of a node), "plane:1", "plane:1:core" (T0-T1 links of a plane),
+    "node:p1t1s0" (every link of a node), "plane:2", "plane:2:core" (T0-T1 links of a plane),
     "all"."""
     kind, _, arg = selector.partition(":")
     if selector == "all":
@@ -1131,9 +1131,10 @@ def select_links(plan: planlib.Plan, selector: str) -> list[planlib.Link]:
         return [plan.link(p.link) for p in plan.ports_of(arg)]
     if kind == "plane":
         num, _, part = arg.partition(":")
-        if not num.isdigit() or int(num) >= plan.planes:
-            raise planlib.PlanError(f"{selector!r}: plane must be 0..{plan.planes - 1}")
-        links = [lk for lk in plan.links if lk.plane == int(num)]
+        # Plane numbers as the names and reports give them: 1..planes (index + 1).
+        if not num.isdigit() or not 1 <= int(num) <= plan.planes:
+            raise planlib.PlanError(f"{selector!r}: plane must be 1..{plan.planes}")
+        links = [lk for lk in plan.links if lk.plane == int(num) - 1]
         if part == "core":
             links = [lk for lk in links if lk.a.node in plan.routers and lk.b.node in plan.routers]
         elif part == "access":

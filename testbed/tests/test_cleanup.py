@@ -51,7 +51,7 @@ class CleanupTest(unittest.TestCase):
             with fabric.Fabric(p, "srv6", workdir=d) as fab:
                 namespaces = fab.namespaces()
                 self.assertEqual(len(namespaces), len(p.nodes()))
-                cap = fab.capture("p0t1s0-d1")
+                cap = fab.capture("p1t1s0-d1")
                 state = procs.state_path(os.getpid())
                 self.assertTrue(os.path.exists(state))
             self.assertEqual(fab.cleanup_report["leftovers"], {"pids": [], "root_interfaces": []})
@@ -66,7 +66,7 @@ class CleanupTest(unittest.TestCase):
         with _util.TempDir() as d:
             with fabric.Fabric(p, "srv6", workdir=d, delete_links=True) as fab:
                 namespaces = fab.namespaces()
-                self.assertTrue(fab.ping("h1", "fd00:101:2::2", dev="h1-p1"))
+                self.assertTrue(fab.ping("h1", "fd00:101:2::2", dev="h1-p2"))
         self.assertEqual(fab.cleanup_report["leftovers"], {"pids": [], "root_interfaces": []})
         self.assert_nothing_left(namespaces, p)
 
@@ -76,10 +76,10 @@ class CleanupTest(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, "boom"):
                 with fabric.Fabric(p, "ecmp", workdir=d) as fab:
                     namespaces = fab.namespaces()
-                    fab.capture("h1-p1")
+                    fab.capture("h1-p2")
                     tracked = fab.popen("h2", ["sleep", "1000"])
                     # Started behind the fabric's back, in its own session: must go too.
-                    stray = subprocess.Popen(["mnexec", "-da", str(fab.pid("p1r0")), "sleep",
+                    stray = subprocess.Popen(["mnexec", "-da", str(fab.pid("p2r0")), "sleep",
                                               "1001"], stdin=subprocess.DEVNULL,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     raise RuntimeError("boom")
@@ -93,14 +93,14 @@ class CleanupTest(unittest.TestCase):
 
         def broken(plan, mode):
             configs = real(plan, mode)
-            configs["p0r0"].batch.append("link set dev no-such-port up")
+            configs["p1r0"].batch.append("link set dev no-such-port up")
             return configs
 
         p = planlib.single_router(1)
         with _util.TempDir() as d:
             fab = fabric.Fabric(p, "srv6", workdir=d)
             with mock.patch.object(config, "all_configs", broken):
-                with self.assertRaisesRegex(fabric.FabricError, "p0r0: rc=1"):
+                with self.assertRaisesRegex(fabric.FabricError, "p1r0: rc=1"):
                     fab.start()
         self.assertEqual(fab.cleanup_report["leftovers"], {"pids": [], "root_interfaces": []})
         self.assert_nothing_left(fab.namespaces(), p)

@@ -114,13 +114,13 @@ class ClosEcmpTest(FabricCase):
         self.assert_ping_matrix("gid")
 
     def test_sysctls_applied(self):
-        out = self.fab.sh("p0t0s0", "sysctl -n net.ipv6.fib_multipath_hash_policy "
+        out = self.fab.sh("p1t0s0", "sysctl -n net.ipv6.fib_multipath_hash_policy "
                           "net.ipv6.fib_multipath_hash_fields net.ipv6.conf.all.forwarding "
-                          "net.ipv6.conf.p0t0s0-u1.keep_addr_on_down")
+                          "net.ipv6.conf.p1t0s0-u1.keep_addr_on_down")
         self.assertEqual(out.split(), ["3", "63", "1", "1"])
         out = self.fab.sh("h1", "sysctl -n net.ipv6.conf.all.forwarding; "
-                          "ethtool -k h1-p1 | grep '^tx-checksumming'; "
-                          "ip -6 neigh show dev h1-p0")
+                          "ethtool -k h1-p2 | grep '^tx-checksumming'; "
+                          "ip -6 neigh show dev h1-p1")
         self.assertIn("0\ntx-checksumming: off", out)
         self.assertIn("PERMANENT", out)
 
@@ -129,13 +129,13 @@ class ClosEcmpTest(FabricCase):
         from captures filtered on the test's port (counters would include MLD and ICMP)."""
         self.fab.sh("h1", f"sysctl -q -w net.ipv6.auto_flowlabels={auto_flowlabels}")
         self._port = getattr(self, "_port", 20000) + 1
-        caps = [self.fab.capture(f"p0t0s0-u{k}", bpf_filter=f"udp dst port {self._port}",
+        caps = [self.fab.capture(f"p1t0s0-u{k}", bpf_filter=f"udp dst port {self._port}",
                                  path=os.path.join(self.workdir, f"spread{self._port}-{k}.pcap"))
                 for k in (0, 1)]
         try:
             proc = self.fab.traffic("h1", ["send-udp", "--dst", "fd00:a::3", "--dport",
                                            str(self._port), "--src", "fd00:a::1",
-                                           "--dev", "h1-p0"] + args)
+                                           "--dev", "h1-p1"] + args)
             out, err = proc.communicate(timeout=30)
             self.assertEqual(proc.returncode, 0, err)
             time.sleep(0.1)
@@ -176,7 +176,7 @@ class ClosSrv6Test(FabricCase):
         self.assert_ping_matrix("gid")
 
     def test_router_has_usid_end_route(self):
-        routes = self.fab.sh("p1t1s1", "ip -6 route show fcbb:0:1201::/48")
+        routes = self.fab.sh("p2t1s1", "ip -6 route show fcbb:0:1201::/48")
         self.assertIn("seg6local action End flavors next-csid lblen 32 nflen 16", routes)
 
     def test_every_ev_path_including_hairpins_delivers(self):
@@ -185,14 +185,14 @@ class ClosSrv6Test(FabricCase):
 
     def test_kernel_encap_shifts_one_usid_per_hop(self):
         path = self.plan.srv6_path("h1", "h4", plane=1, t1=1)
-        points = ["h1-p1", "p1t0s0-u1", "p1t1s1-d1", "p1t0s1-d1", "h4-p1"]
+        points = ["h1-p2", "p2t0s0-u1", "p2t1s1-d1", "p2t0s1-d1", "h4-p2"]
         caps = [self.fab.capture(i) for i in points]
         rx = _util.start_receiver(self.fab, "h4", 4792, 1, 5.0, bind="fd00:a::4")
         self.fab.add_srv6_route("h1", "h4", plane=1, t1=1)
         try:
             proc = self.fab.traffic("h1", ["send-udp", "--dst", "fd00:a::4", "--dport", "4792",
                                            "--src", "fd00:a::1", "--sport", "4999",
-                                           "--dev", "h1-p1", "--flowlabels", "0x12345",
+                                           "--dev", "h1-p2", "--flowlabels", "0x12345",
                                            "--payload", "encap-red"])
             proc.communicate(timeout=10)
             datagrams, err = _util.collect(rx)
@@ -229,13 +229,13 @@ class ClosSrv6Test(FabricCase):
         # A plane-0 uSID path bound to the plane-1 port has no route: planes do not mix.
         path = self.plan.srv6_path("h2", "h3", plane=0, t1=0)
         spec = _util.ev_specs(self.plan, "h2", "h3", [dict(path.to_dict(), ev=0)], dport=4793)[0]
-        spec["dev"] = "h2-p1"
+        spec["dev"] = "h2-p2"
         errors = []
         self.assertEqual(_util.send_srv6(self.fab, "h2", [spec], errors), 0)
         self.assertEqual([e["error"] for e in errors], ["Network is unreachable"])
 
     def test_unknown_usid_is_dropped_by_the_router(self):
-        # T0 p0t0s1 is not next to h1: p0t0s0 has no route for its uSID as the *first* hop
+        # T0 p1t0s1 is not next to h1: p1t0s0 has no route for its uSID as the *first* hop
         # after its own, so the packet dies there, not at the destination.
         bogus = str(self.plan.container([0x0100, 0x0105, 0x0303]))
         rx = _util.start_receiver(self.fab, "h3", 4794, 1, 1.0)
@@ -256,26 +256,26 @@ class ClosFlapTest(FabricCase):
         return len(_util.collect(rx)[0])
 
     def test_flap_t0_t1_link(self):
-        link = "p0t0s0:p0t1s0"
+        link = "p1t0s0:p1t1s0"
         self.assertEqual(self._deliveries(0, 5000), 1)
         self.fab.link_down(link)
         state = self.fab.link_state(link)
         self.assertEqual({s["admin_up"] for s in state.values()}, {False})
         # keep_addr_on_down: the addresses stay while the link is down
-        self.assertEqual(state["p0t0s0-u0"]["addrs"], ["fd00:100:5::1"])
+        self.assertEqual(state["p1t0s0-u0"]["addrs"], ["fd00:100:5::1"])
         self.assertEqual(self._deliveries(0, 5001), 0)
         self.assertEqual(self._deliveries(1, 5002), 1)
         self.fab.link_up(link)
         state = self.fab.link_state(link)
         self.assertEqual({s["carrier"] for s in state.values()}, {True})
-        self.assertIn("PERMANENT", self.fab.sh("p0t0s0", "ip -6 neigh show dev p0t0s0-u0"))
+        self.assertIn("PERMANENT", self.fab.sh("p1t0s0", "ip -6 neigh show dev p1t0s0-u0"))
         self.assertIn("via fd00:100:5::2",
-                      self.fab.sh("p0t0s0", "ip -6 route show fcbb:0:200::/48"))
+                      self.fab.sh("p1t0s0", "ip -6 route show fcbb:0:200::/48"))
         self.assertEqual(self._deliveries(0, 5003), 1)
 
     def test_access_link_down_keeps_the_router_usid(self):
         # The T0's End route must survive any one of its ports going down.
-        self.fab.link_down("h1-p0")
+        self.fab.link_down("h1-p1")
         try:
             path = self.plan.srv6_path("h2", "h3", 0, 0)
             rx = _util.start_receiver(self.fab, "h3", 5010, 1, 1.0)
@@ -283,26 +283,26 @@ class ClosFlapTest(FabricCase):
                                                            [dict(path.to_dict(), ev=0)], 5010))
             self.assertEqual(len(_util.collect(rx)[0]), 1)
         finally:
-            self.fab.link_up("h1-p0")
-        self.assertTrue(self.fab.ping("h1", "fd00:100:3::2", dev="h1-p0"))
+            self.fab.link_up("h1-p1")
+        self.assertTrue(self.fab.ping("h1", "fd00:100:3::2", dev="h1-p1"))
 
     def test_flap_helper_timing(self):
-        record = self.fab.flap("p0t0s1-u1", 0.3)
-        self.assertEqual(record["link"], "p0t0s1:p0t1s1")
+        record = self.fab.flap("p1t0s1-u1", 0.3)
+        self.assertEqual(record["link"], "p1t0s1:p1t1s1")
         self.assertGreaterEqual(record["down_s"], 0.29)
         self.assertLess(record["down_s"], 1.0)
-        self.assertEqual({s["carrier"] for s in self.fab.link_state("p0t0s1:p0t1s1").values()},
+        self.assertEqual({s["carrier"] for s in self.fab.link_state("p1t0s1:p1t1s1").values()},
                          {True})
 
     def test_flap_one_end(self):
-        self.fab.link_down("h2-p0", end="h2")
-        state = self.fab.link_state("h2-p0")
-        self.assertFalse(state["h2-p0"]["admin_up"])
-        self.assertTrue(state["p0t0s0-d1"]["admin_up"])
-        self.assertFalse(state["p0t0s0-d1"]["carrier"])
-        self.fab.link_up("h2-p0", end="h2")
+        self.fab.link_down("h2-p1", end="h2")
+        state = self.fab.link_state("h2-p1")
+        self.assertFalse(state["h2-p1"]["admin_up"])
+        self.assertTrue(state["p1t0s0-d1"]["admin_up"])
+        self.assertFalse(state["p1t0s0-d1"]["carrier"])
+        self.fab.link_up("h2-p1", end="h2")
         with self.assertRaises(fabric.FabricError):
-            self.fab.link_down("h2-p0", end="h3")
+            self.fab.link_down("h2-p1", end="h3")
 
 
 @requires_root
@@ -331,8 +331,8 @@ class CaptureTest(unittest.TestCase):
     def test_capture_on_router_port_with_ns_timestamps(self):
         p = planlib.single_router(1)
         with _util.TempDir() as d, fabric.Fabric(p, "ecmp", workdir=d) as fab:
-            cap = fab.capture("p0r0-d1")
-            self.assertEqual(cap.path, os.path.join(d, "p0r0-p0r0-d1.pcap"))
+            cap = fab.capture("p1r0-d1")
+            self.assertEqual(cap.path, os.path.join(d, "p1r0-p1r0-d1.pcap"))
             self.assertTrue(fab.ping("h1", "fd00:a::2", count=3, timeout_s=1))
             res = cap.stop()
             self.assertEqual(res.captured, len(pcap.packets(cap.path)))

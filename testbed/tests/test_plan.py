@@ -182,15 +182,41 @@ class ClosPlanTest(unittest.TestCase):
         self.assertEqual(len(names), len(set(names)))
         for h in self.p.hosts.values():
             for plane, port in h.ports.items():
-                self.assertEqual(port.ifname, f"{h.name}-p{plane}")
+                self.assertEqual(port.ifname, f"{h.name}-p{plane + 1}")
         big = planlib.clos(16, 16, 16, 15)
         self.assertTrue(all(len(n) <= 15 for n in big.ifnames()))
+
+    def test_names_carry_the_plane_number_reports_give(self):
+        # Issue 18, deliverable 6: one plane numbering. Every node, interface and link name (and
+        # so every capture file, node-ifname.pcap) says pN for the plane whose NIC port the
+        # checker report and viewer call N (= index + 1); names with the 0-based index
+        # (h1-p0, p0t0s0) said "plane 0" for port 1.
+        import re
+        shapes = [planlib.clos(2, 2, 2, 1), planlib.back_to_back(2),
+                  planlib.single_router(2, 3), planlib.incast(2, 2), planlib.dumbbell(2, 1, 1)]
+        for plan in shapes:
+            for link in plan.links:
+                number = link.plane + 1
+                for port in link.ends():
+                    m = re.fullmatch(r"(h\d+-p(\d+))|p(\d+)(t[01]s\d+|r\d+)-[du]\d+",
+                                     port.ifname)
+                    self.assertIsNotNone(m, port.ifname)
+                    self.assertEqual(int(m[2] or m[3]), number, f"{plan.shape}: {port.ifname}")
+                for node in (link.a.node, link.b.node):
+                    if node in plan.routers:
+                        self.assertEqual(int(re.match(r"p(\d+)", node)[1]), number, node)
+                if "@p" in link.name:
+                    self.assertTrue(link.name.endswith(f"@p{number}"), link.name)
+        # The plan's JSON says port = plane number for each host port, as its name does.
+        for host in self.p.to_json()["hosts"]:
+            for port in host["ports"]:
+                self.assertTrue(port["ifname"].endswith(f"-p{port['port']}"), port)
 
     def test_usids_per_switch_per_plane(self):
         usids = [r.usid for r in self.p.routers.values()]
         self.assertEqual(len(usids), len(set(usids)))
-        self.assertEqual(self.p.router("p1t0s1").usid, 0x1101)
-        self.assertEqual(self.p.router("p0t1s1").usid, 0x0201)
+        self.assertEqual(self.p.router("p2t0s1").usid, 0x1101)
+        self.assertEqual(self.p.router("p1t1s1").usid, 0x0201)
         for router in self.p.routers.values():
             self.assertEqual(planlib.decode_usid(router.usid)[0], router.plane)
         self.assertEqual(self.p.decap_usid("h4", 1), 0x1304)
@@ -198,15 +224,15 @@ class ClosPlanTest(unittest.TestCase):
     def test_outer_da_cross_t0(self):
         path = self.p.srv6_path("h1", "h4", plane=1, t1=1)
         self.assertEqual(str(path.outer_da), "fcbb:0:1100:1201:1101:1304::")
-        self.assertEqual(path.hops, ["p1t0s0", "p1t1s1", "p1t0s1", "h4"])
-        self.assertEqual(path.egress, "h1-p1")
+        self.assertEqual(path.hops, ["p2t0s0", "p2t1s1", "p2t0s1", "h4"])
+        self.assertEqual(path.egress, "h1-p2")
         self.assertEqual(str(path.outer_src), str(self.p.host("h1").ports[1].addr))
         self.assertEqual(self.p.srv6_da("h4", "h1", 0, 0), "fcbb:0:101:200:100:301::")
 
     def test_outer_da_same_t0(self):
         self.assertEqual(self.p.srv6_da("h1", "h2", 0), "fcbb:0:100:302::")
         hairpin = self.p.srv6_path("h1", "h2", 0, t1=1)
-        self.assertEqual(hairpin.hops, ["p0t0s0", "p0t1s1", "p0t0s0", "h2"])
+        self.assertEqual(hairpin.hops, ["p1t0s0", "p1t1s1", "p1t0s0", "h2"])
         self.assertEqual(str(hairpin.outer_da), "fcbb:0:100:201:100:302::")
 
     def test_path_errors(self):
@@ -296,10 +322,10 @@ class ClosPlanTest(unittest.TestCase):
         self.assertEqual(len(js["routers"]), 8)
         self.assertEqual(len(js["links"]), 16)
         self.assertEqual(js["plane_locators"], ["fcbb::/36", "fcbb:0:1000::/36"])
-        r = next(x for x in js["routers"] if x["name"] == "p1t1s0")
+        r = next(x for x in js["routers"] if x["name"] == "p2t1s0")
         self.assertEqual(r["usid"], "1200")
         self.assertEqual(r["usid_prefix"], "fcbb:0:1200::/48")
-        self.assertEqual([port["ifname"] for port in r["ports"]], ["p1t1s0-d0", "p1t1s0-d1"])
+        self.assertEqual([port["ifname"] for port in r["ports"]], ["p2t1s0-d0", "p2t1s0-d1"])
 
     def test_bad_shapes(self):
         with self.assertRaisesRegex(PlanError, "planes = 0"):
@@ -318,11 +344,11 @@ class ClosPlanTest(unittest.TestCase):
             planlib.clos(1, 1, 1, 1, mtu=100)
 
     def test_link_lookup(self):
-        link = self.p.link("p0t0s0:p0t1s1")
-        self.assertIs(self.p.link("p0t1s1:p0t0s0"), link)
-        self.assertIs(self.p.link("p0t0s0-u1"), link)
-        self.assertIs(self.p.link("p0t1s1-d0"), link)
-        self.assertIs(self.p.link("h1-p1"), self.p.link("p1t0s0:h1"))
+        link = self.p.link("p1t0s0:p1t1s1")
+        self.assertIs(self.p.link("p1t1s1:p1t0s0"), link)
+        self.assertIs(self.p.link("p1t0s0-u1"), link)
+        self.assertIs(self.p.link("p1t1s1-d0"), link)
+        self.assertIs(self.p.link("h1-p2"), self.p.link("p2t0s0:h1"))
         with self.assertRaisesRegex(PlanError, "no link 'x:y'"):
             self.p.link("x:y")
 
@@ -334,21 +360,21 @@ class SmallShapesTest(unittest.TestCase):
         path = p.srv6_path("h2", "h1", 1)
         self.assertEqual(path.usids, [0x1301])
         self.assertEqual(path.hops, ["h1"])
-        self.assertIs(p.link("h2:h1@p1"), p.link("h1-p1"))
+        self.assertIs(p.link("h2:h1@p2"), p.link("h1-p2"))
         fib = Fib(p, "srv6")
-        self.assertEqual(fib.srv6("h2", path.outer_da), [([], "h1", "h2-p1", "decap")])
+        self.assertEqual(fib.srv6("h2", path.outer_da), [([], "h1", "h2-p2", "decap")])
 
     def test_single_router(self):
         p = planlib.single_router(2)
-        self.assertEqual(sorted(p.routers), ["p0r0", "p1r0"])
+        self.assertEqual(sorted(p.routers), ["p1r0", "p2r0"])
         self.assertEqual(p.srv6_da("h1", "h2", 1), "fcbb:0:1100:1302::")
 
     def test_dumbbell(self):
         p = planlib.dumbbell(2, left=2, right=3)
         self.assertEqual(p.roles["right"], ["h3", "h4", "h5"])
-        self.assertEqual(p.srv6_path("h1", "h5", 0).hops, ["p0r0", "p0r1", "h5"])
-        self.assertEqual(p.srv6_path("h4", "h5", 0).hops, ["p0r1", "h5"])
-        self.assertEqual(p.link("p0r0-u0").name, "p0r0:p0r1")
+        self.assertEqual(p.srv6_path("h1", "h5", 0).hops, ["p1r0", "p1r1", "h5"])
+        self.assertEqual(p.srv6_path("h4", "h5", 0).hops, ["p1r1", "h5"])
+        self.assertEqual(p.link("p1r0-u0").name, "p1r0:p1r1")
 
     def test_incast(self):
         p = planlib.incast(3, senders=5)
@@ -374,26 +400,26 @@ class ConfigTest(unittest.TestCase):
         self.p = planlib.clos(2, 2, 2, 2)
 
     def test_router_srv6(self):
-        cfg = config.node_config(self.p, "p1t1s0", "srv6")
+        cfg = config.node_config(self.p, "p2t1s0", "srv6")
         script = cfg.script()
         self.assertIn("route add fcbb:0:1200::/48 encap seg6local action End flavors next-csid "
                       "lblen 32 nflen 16 dev sid0", script)
         self.assertEqual(cfg.sysctls["net.ipv6.conf.all.forwarding"], "1")
-        self.assertEqual(cfg.sysctls["net.ipv6.conf.p1t1s0-d1.seg6_enabled"], "1")
+        self.assertEqual(cfg.sysctls["net.ipv6.conf.p2t1s0-d1.seg6_enabled"], "1")
         self.assertEqual(cfg.sysctls["net.ipv6.conf.all.seg6_enabled"], "1")
-        self.assertEqual(cfg.sysctls["net.ipv6.conf.p1t1s0-d1.keep_addr_on_down"], "1")
+        self.assertEqual(cfg.sysctls["net.ipv6.conf.p2t1s0-d1.keep_addr_on_down"], "1")
         self.assertEqual(cfg.ethtool_tx_off, [])
         self.assertEqual(script.count("nud permanent"), 2)
         # T1 -> T0 uSIDs: one downlink each
-        self.assertIn("route add fcbb:0:1101::/48 via fd00:101:7::1 dev p1t1s0-d1 onlink", script)
+        self.assertIn("route add fcbb:0:1101::/48 via fd00:101:7::1 dev p2t1s0-d1 onlink", script)
 
     def test_router_ecmp(self):
-        script = config.node_config(self.p, "p0t0s0", "ecmp").script()
+        script = config.node_config(self.p, "p1t0s0", "ecmp").script()
         self.assertNotIn("seg6", script)
         self.assertIn("net.ipv6.fib_multipath_hash_policy=3", script)
         self.assertIn("net.ipv6.fib_multipath_hash_fields=0x3f", script)
-        self.assertIn("route add fd00:a::4/128 nexthop via fd00:100:5::2 dev p0t0s0-u0 "
-                      "nexthop via fd00:100:6::2 dev p0t0s0-u1", script.replace(" onlink", ""))
+        self.assertIn("route add fd00:a::4/128 nexthop via fd00:100:5::2 dev p1t0s0-u0 "
+                      "nexthop via fd00:100:6::2 dev p1t0s0-u1", script.replace(" onlink", ""))
 
     def test_host_srv6(self):
         cfg = config.node_config(self.p, "h4", "srv6")
@@ -401,19 +427,19 @@ class ConfigTest(unittest.TestCase):
         self.assertIn("route add fcbb:0:1304::/48 encap seg6local action End.DT6 table local "
                       "dev sid0", script)
         self.assertIn("addr add fd00:a::4/128 dev lo nodad", script)
-        self.assertIn("rule add oif h4-p1 lookup 101 pref 1101", script)
+        self.assertIn("rule add oif h4-p2 lookup 101 pref 1101", script)
         self.assertIn("rule add from fd00:101:4::2 lookup 101 pref 1001", script)
         self.assertEqual(cfg.sysctls["net.ipv6.conf.all.forwarding"], "0")
         self.assertEqual(cfg.sysctls["net.ipv6.seg6_flowlabel"], "0")
-        self.assertEqual(cfg.ethtool_tx_off, ["h4-p0", "h4-p1"])
-        self.assertIn("ethtool -K h4-p1 tx off", script)
-        self.assertIn("link set dev h4-p0 mtu 9000 up", script)
+        self.assertEqual(cfg.ethtool_tx_off, ["h4-p1", "h4-p2"])
+        self.assertIn("ethtool -K h4-p2 tx off", script)
+        self.assertIn("link set dev h4-p1 mtu 9000 up", script)
 
     def test_host_ecmp_has_no_seg6(self):
         cfg = config.node_config(self.p, "h1", "ecmp")
         self.assertNotIn("seg6", cfg.script())
-        self.assertIn("route add fd00:a::/64 nexthop via fd00:100:1::1 dev h1-p0 nexthop via "
-                      "fd00:101:1::1 dev h1-p1", cfg.script().replace(" onlink", ""))
+        self.assertIn("route add fd00:a::/64 nexthop via fd00:100:1::1 dev h1-p1 nexthop via "
+                      "fd00:101:1::1 dev h1-p2", cfg.script().replace(" onlink", ""))
 
     def test_every_node_has_a_script(self):
         configs = config.all_configs(planlib.clos(8, 4, 2, 8), "srv6")

@@ -107,8 +107,15 @@ class Run(unittest.TestCase):
                          "endpoints/h1-client.stdout", "endpoints/h2-server.events.jsonl"):
                 self.assertTrue(os.path.exists(os.path.join(out, name)), name)
             caps = os.listdir(os.path.join(out, "captures"))
-            self.assertEqual(sorted(caps), ["h1-h1-p0.pcap", "h1-h1-p1.pcap", "h2-h2-p0.pcap",
-                                            "h2-h2-p1.pcap"])
+            self.assertEqual(sorted(caps), ["h1-h1-p1.pcap", "h1-h1-p2.pcap", "h2-h2-p1.pcap",
+                                            "h2-h2-p2.pcap"])
+            # One plane numbering (issue 18): a capture's name says the port the manifest (and
+            # so the checker's report) gives it.
+            with open(os.path.join(out, "manifest.json")) as f:
+                listed = [c for c in json.load(f)["captures"] if c["path"].startswith("captures/")]
+            self.assertEqual(len(listed), 4)
+            for c in listed:
+                self.assertTrue(c["path"].endswith(f"-p{c['port']}.pcap"), c)
             svg = ET.parse(os.path.join(out, "goodput.svg")).getroot()
             lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
             self.assertEqual(len(lines), 4)  # 4 SRv6 paths: 2 planes x 2 T1s
@@ -118,12 +125,39 @@ class Run(unittest.TestCase):
                 self.assertIn("goodput.svg", f.read())
             self.assert_clean(res)
 
+    @unittest.skipUnless(MRCT is not None and MRCT.has("check"), "needs the checker")
+    def test_sparse_reverse_probe_mutant_warns_prb007(self):
+        # MRC-PRB-007 (reverse EV probes) can fail on a real run: with the server's EV probes
+        # thinned to one per port every 100 ms, the checker warns about the gaps (a rule of
+        # warning severity: "warn" is caught), each with the interval the viewer shades.
+        with _util.TempDir() as d:
+            out = os.path.join(d, "out")
+            proc = cli("run", os.path.join(SCENARIOS, "baseline-srv6.toml"), "--out", out,
+                       "--mutant", "sparse-reverse-probe", "--seed", "7")
+            res = result(out)
+            self.assertEqual(res["mutant_rule"], "MRC-PRB-007", res)
+            self.assertEqual(res["mutant_role"], "server")
+            self.assertEqual(res["mutant_rule_status"], "warn", res.get("reason"))
+            self.assertTrue(res["mutant_caught"])
+            self.assertEqual(res["verdict"], "fail")
+            self.assertIn("warned (caught)", res["reason"])
+            self.assertEqual(proc.returncode, 1)
+            with open(os.path.join(out, "manifest.json")) as f:
+                report = os.path.join(out, json.load(f)["report"])
+            with open(report) as f:
+                rule = next(r for r in json.load(f)["rules"] if r["id"] == "MRC-PRB-007")
+            self.assertGreater(rule["count"], 0)
+            ev = rule["evidence"][0]
+            self.assertIn(ev["port"], (1, 2))
+            self.assertGreater(ev["ts_ns"] - ev["from_ns"], 10_000_000)
+            self.assert_clean(res)
+
     def test_fault_schedule_time_and_event_triggers(self):
         body = """
 [[fault]]
 name = "flap"
 action = "flap"
-target = "p1t0s0:p1t1s1"
+target = "p2t0s0:p2t1s1"
 at_ms = 20
 for_ms = 40
 repeat = 2
@@ -132,14 +166,14 @@ period_ms = 100
 [[fault]]
 name = "after-flap"
 action = "link_down"
-target = "p0t0s0:p0t1s1"
+target = "p1t0s0:p1t1s1"
 after = { fault = "flap", edge = "end" }
 delay_ms = 10
 
 [[fault]]
 name = "after-bytes"
 action = "link_up"
-target = "p0t0s0:p0t1s1"
+target = "p1t0s0:p1t1s1"
 after = { data_bytes = "12M" }
 
 [expect]
@@ -193,7 +227,7 @@ stop_ms = 60
 [[fault]]
 name = "after-drops"
 action = "flap"
-target = "p1t0s0:p1t1s0"
+target = "p2t0s0:p2t1s0"
 after = { injector = "drop", count = 5 }
 for_ms = 20
 

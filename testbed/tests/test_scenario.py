@@ -177,7 +177,7 @@ class Library(unittest.TestCase):
         self.assertEqual(listed, {
             "wrong-icrc", "read-opcode", "rtx-without-bit", "wrong-ev-echo", "regress-cack",
             "exceed-mpr", "exceed-wimm", "skip-trim-nack", "ignore-ecn", "reuse-retired-ev",
-            "control-dscp-data", "wrong-port"})
+            "control-dscp-data", "wrong-port", "sparse-reverse-probe"})
 
     def test_defaults(self):
         sc = load_text(MINIMAL)
@@ -230,31 +230,33 @@ class Errors(unittest.TestCase):
          "impair[0].p", "probability"),
         (MINIMAL + "[[impair]]\nlinks = [\"all\"]\ntype = \"explode\"\n", 9, "impair[0].type",
          "not one of"),
-        (MINIMAL + "[[impair]]\nlinks = [\"plane:5\"]\ntype = \"loss\"\np = 0.1\n", 8,
-         "impair[0].links", "plane must be 0..1"),
+        (MINIMAL + "[[impair]]\nlinks = [\"plane:6\"]\ntype = \"loss\"\np = 0.1\n", 8,
+         "impair[0].links", "plane must be 1..2"),
         (MINIMAL + "[[impair]]\nlinks = [\"all\"]\ntype = \"loss\"\np = 0.1\n"
          "start_ms = 50\nstop_ms = 10\n", 12, "impair[0].stop_ms", "after start_ms"),
-        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p0t0s0:p0t1s0\"\nat_ms = 5\n", 7,
+        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p1t0s0:p1t1s0\"\nat_ms = 5\n", 7,
          "fault[0].for_ms", "required for a flap"),
-        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n", 7,
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n", 7,
          "fault[0].at_ms", "at_ms"),
-        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n"
          "at_ms = 1\nafter = \"x\"\n", 11, "fault[0].after", "not both"),
-        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n"
          "after = \"ghost\"\n", 10, "fault[0].after", "no fault named 'ghost'"),
-        (MINIMAL + "[[fault]]\nname = \"a\"\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+        (MINIMAL + "[[fault]]\nname = \"a\"\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n"
          "after = \"b\"\n[[fault]]\nname = \"b\"\naction = \"link_up\"\n"
-         "target = \"p0t0s0:p0t1s0\"\nafter = \"a\"\n", 11, "fault[0].after", "cycle"),
-        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+         "target = \"p1t0s0:p1t1s0\"\nafter = \"a\"\n", 11, "fault[0].after", "cycle"),
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n"
          "after = { data_bytes = \"1M\", edge = \"end\" }\n", 10, "fault[0].after.edge",
          "only with fault"),
-        (MINIMAL + "[[fault]]\naction = \"node_down\"\ntarget = \"p7t1s0\"\nat_ms = 1\n", 9,
+        (MINIMAL + "[[fault]]\naction = \"node_down\"\ntarget = \"p8t1s0\"\nat_ms = 1\n", 9,
          "fault[0].target", "no node"),
-        (MINIMAL + "[[fault]]\naction = \"plane_down\"\ntarget = 2\nat_ms = 1\n", 9,
-         "fault[0].target", "0..1"),
-        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p0t0s0:p0t1s0\"\nat_ms = 1\n"
+        (MINIMAL + "[[fault]]\naction = \"plane_down\"\ntarget = 0\nat_ms = 1\n", 9,
+         "fault[0].target", "1..2"),
+        (MINIMAL + "[[fault]]\naction = \"plane_down\"\ntarget = 3\nat_ms = 1\n", 9,
+         "fault[0].target", "1..2"),
+        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p1t0s0:p1t1s0\"\nat_ms = 1\n"
          "for_ms = 50\nrepeat = 3\nperiod_ms = 20\n", 13, "fault[0].period_ms", "exceed for_ms"),
-        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p0t0s0:p0t1s0\"\nat_ms = 1\n"
+        (MINIMAL + "[[fault]]\naction = \"flap\"\ntarget = \"p1t0s0:p1t1s0\"\nat_ms = 1\n"
          "for_ms = 5\nend = \"h9\"\n", 12, "fault[0].end", "expected both"),
         (MINIMAL + "[[fault]]\naction = \"rule_remove\"\ntarget = \"nothing\"\nat_ms = 1\n", 9,
          "fault[0].target", "names no"),
@@ -296,7 +298,7 @@ class Errors(unittest.TestCase):
          "impair[0].delay_us", "finite number"),
         (MINIMAL + "[[impair]]\nlinks = [\"all\"]\ntype = \"loss\"\np = nan\n", 10,
          "impair[0].p", "probability"),
-        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p0t0s0:p0t1s0\"\n"
+        (MINIMAL + "[[fault]]\naction = \"link_down\"\ntarget = \"p1t0s0:p1t1s0\"\n"
          "at_ms = inf\n", 10, "fault[0].at_ms", "finite"),
         (MINIMAL + "[expect]\nmax_stall_ms = nan\n", 8, "expect.max_stall_ms", "finite"),
         (MINIMAL + "[expect]\ntolerances = { reaction_ns = inf }\n", 8,
@@ -338,15 +340,15 @@ class Selectors(unittest.TestCase):
     def test_select_links(self):
         plan = planlib.clos(planes=2, t0=2, t1=2, hosts_per_t0=1)
         names = lambda sel: sorted(lk.name for lk in sclib.select_links(plan, sel))  # noqa
-        self.assertEqual(names("host:h2"), ["p0t0s1:h2", "p1t0s1:h2"])
-        self.assertEqual(len(names("node:p0t1s0")), 2)
-        self.assertEqual(len(names("plane:1")), 6)
-        self.assertEqual(len(names("plane:1:core")), 4)
-        self.assertEqual(len(names("plane:0:access")), 2)
+        self.assertEqual(names("host:h2"), ["p1t0s1:h2", "p2t0s1:h2"])
+        self.assertEqual(len(names("node:p1t1s0")), 2)
+        self.assertEqual(len(names("plane:2")), 6)
+        self.assertEqual(len(names("plane:2:core")), 4)
+        self.assertEqual(len(names("plane:1:access")), 2)
         self.assertEqual(len(names("all")), 12)
-        self.assertEqual(names("p0t1s0:p0t0s0"), ["p0t0s0:p0t1s0"])
-        self.assertEqual(names("h1-p1"), ["p1t0s0:h1"])
-        for bad in ("plane:9", "node:zz", "host:h9", "plane:0:middle", "x:y"):
+        self.assertEqual(names("p1t1s0:p1t0s0"), ["p1t0s0:p1t1s0"])
+        self.assertEqual(names("h1-p2"), ["p2t0s0:h1"])
+        for bad in ("plane:10", "node:zz", "host:h9", "plane:1:middle", "x:y"):
             with self.assertRaises(planlib.PlanError, msg=bad):
                 sclib.select_links(plan, bad)
 
@@ -559,9 +561,9 @@ class Dut(unittest.TestCase):
             self.assertIn(f"`{name}`", doc.replace(", `", "`, `"), name)
 
     def _env(self, role, **extra):
-        env = {"MRC_ROLE": role, "MRC_NODE": "h1", "MRC_IFACES": "h1-p0,h1-p1",
+        env = {"MRC_ROLE": role, "MRC_NODE": "h1", "MRC_IFACES": "h1-p1,h1-p2",
                "MRC_PLANES": "2",
-               "MRC_NEXT_HOPS": "h1-p0=02:00:00:01:00:01,h1-p1=02:01:00:01:00:01",
+               "MRC_NEXT_HOPS": "h1-p1=02:00:00:01:00:01,h1-p2=02:01:00:01:00:01",
                "MRC_GID": "fd00:a::1", "MRC_CTL_ADDR": "10.77.0.1", "MRC_CTL_PORT": "18515",
                "MRC_PEER_CTL_ADDR": "10.77.0.2", "MRC_EV_FORMAT": "stev", "MRC_IO": "packet",
                "MRC_TIMEOUT": "14", "MRC_RETRY": "7:7", "MRC_MPR": "8", "MRC_WIMM": "128",
