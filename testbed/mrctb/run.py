@@ -44,6 +44,7 @@ import tomllib
 
 from . import dut as dutlib
 from . import fabric as fabriclib
+from . import physical
 from . import plan as planlib
 from . import procs
 from . import report as reportlib
@@ -875,6 +876,7 @@ class _Run:
             self.log(f"unsupported: {reason}")
             return
         plan = sc.topology.make_plan()
+        self._check_physical(plan)
         pairs = sc.pairs(plan)
         hosts_used: dict[str, int] = {}
         for c, s in pairs:
@@ -929,6 +931,20 @@ class _Run:
                 self.log(f"cleanup left something behind: {fab.cleanup_report}")
             self.result["timings"]["teardown_s"] = round(fab.timings.get("stop_s", 0), 3)
         self._judge()
+
+    def _check_physical(self, plan) -> None:
+        """[hosts.<name>] iface/ifaces (physical.py): bad mappings are usage errors naming the
+        scenario key; good ones are not run yet (the DUT program on the DUT machine, and its
+        control-network address, are not wired into mrct run)."""
+        if not self.sc.physical:
+            return
+        bad = physical.problems(self.sc.physical, plan)
+        if bad:
+            raise UsageError("; ".join(f"{self.sc.path}: {sclib.format_key(k)}: {msg}"
+                                       for k, msg in bad))
+        raise UsageError(f"{self.sc.path}: hosts: physical interfaces as hosts are checked and "
+                         "can be cabled (mrctb.physical), but mrct run does not run such a "
+                         "scenario yet: it cannot start the DUT program on the DUT machine")
 
     def _reference_run(self) -> None:
         sc, opts = self.sc, self.opts
