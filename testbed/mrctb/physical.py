@@ -35,6 +35,10 @@ class Mapping:
     plane: int
     iface: str
     key: tuple  # the scenario key it came from, for messages: ("hosts", "h2", "iface")
+    # The DUT machine is this network namespace of the tester (a stand-in, or a DUT NIC in the
+    # tester cabled back to it): mrct run configures it as the host and runs the host's
+    # endpoints in it. "" = another machine, which mrct run cannot drive yet.
+    netns: str = ""
 
 
 @dataclasses.dataclass
@@ -60,7 +64,7 @@ def parse(ctx, doc: dict, plan: planlib.Plan) -> list[Mapping]:
             ctx.fail(k, f"no host {host!r} in this topology (hosts: {', '.join(plan.hosts)})")
         if not isinstance(t, dict):
             ctx.fail(k, "must be a table: iface = \"enp1s0\" or ifaces = [...]")
-        ctx.known(t, k, ("iface", "ifaces"))
+        ctx.known(t, k, ("iface", "ifaces", "netns"))
         planes = len(plan.ports_of(host))
         if "iface" in t and "ifaces" in t:
             ctx.fail(k + ("ifaces",), "give iface (every plane) or ifaces (one per plane), "
@@ -86,7 +90,22 @@ def parse(ctx, doc: dict, plan: planlib.Plan) -> list[Mapping]:
                          f"{seen[name][2]}")
             seen[name] = (key, host, plane)
             out.append(Mapping(host, plane, name, key))
+        netns = ctx.str_(t, k, "netns", "")
+        if netns:
+            if not all(names) or not names:
+                ctx.fail(k + ("netns",), f"the DUT namespace needs every port of {host} on a "
+                         "tester interface (no \"\" in ifaces)")
+            if "/" in netns or netns in (".", ".."):
+                ctx.fail(k + ("netns",), f"{netns!r} is not a namespace name")
+            for m in out:
+                if m.host == host:
+                    m.netns = netns
     return out
+
+
+def netns_of(mappings: list[Mapping]) -> dict[str, str]:
+    """{host: DUT namespace} of the hosts run in a namespace of the tester."""
+    return {m.host: m.netns for m in mappings if m.netns}
 
 
 def _ip_json(args: list[str]) -> list:
@@ -109,6 +128,10 @@ def problems(mappings: list[Mapping], plan: planlib.Plan, ip=None,
     routes = ip(["route", "show", "table", "all"]) + ip(["-6", "route", "show", "table", "all"])
     for m in mappings:
         where = f"{m.iface} (for {m.host} plane {m.plane})"
+        if m.netns and not exists(os.path.join("/run/netns", m.netns)):
+            out.append((m.key[:2] + ("netns",), f"{m.netns}: no such network namespace "
+                        "(ip netns list)"))
+            continue
         if not exists(os.path.join(SYS_NET, m.iface)):
             out.append((m.key, f"{where}: no such interface on this machine"))
             continue
@@ -232,3 +255,47 @@ def host_script(plan: planlib.Plan, mode: str, host: str) -> str:
     for port in plan.ports_of(host):
         lines.append(f"ip link set dev {port.ifname} address {port.mac} mtu {plan.mtu} up")
     return "\n".join(lines) + "\n" + configlib.node_config(plan, host, mode).script()
+
+
+# ------------------------------------------------------------------------------------------------
+# A DUT machine that is a namespace of the tester (Mapping.netns)
+# ------------------------------------------------------------------------------------------------
+def configure_netns(plan: planlib.Plan, mode: str, host: str, netns: str) -> None:
+    """Runs host_script() in the namespace (it adds: give a namespace not configured yet)."""
+    p = subprocess.run(["ip", "netns", "exec", netns, "sh", "-s"],
+                       input=host_script(plan, mode, host).encode(), capture_output=True,
+                       check=False)
+    if p.returncode != 0:
+        raise RuntimeError(f"configuring namespace {netns} as {host}: "
+                           f"{(p.stderr or p.stdout).decode(errors='replace').strip()}")
+
+
+def add_control_port(fab, host: str, netns: str, index: int) -> str:
+    """The host's port on the control network (splice.add_control_network) in its DUT
+    namespace. Returns its address."""
+    from . import splice
+    hif, cif = splice.ctl_ifname(host), f"c{index}"
+    fab.run(splice.CTL_NODE, ["ip", "link", "add", cif, "type", "veth", "peer", "name", hif,
+                              "netns", netns])
+    addr = splice.ctl_addr(fab.plan, host)
+    for cmd in (["sysctl", "-q", "-w", f"net.ipv6.conf.{hif}.disable_ipv6=1"],
+                ["ip", "addr", "add", f"{addr}/{splice.CTL_NET.prefixlen}", "dev", hif],
+                ["ip", "link", "set", "dev", hif, "up"]):
+        subprocess.run(["ip", "netns", "exec", netns] + cmd, check=True, capture_output=True)
+    fab.run(splice.CTL_NODE, ["ip", "link", "set", "dev", cif, "master", splice.CTL_BRIDGE,
+                              "up"])
+    return addr
+
+
+def popen(fab, netns: str, args: list[str], **kwargs) -> subprocess.Popen:
+    """Starts a process in the DUT namespace; the fabric kills it at teardown if it still runs
+    (as it does the processes of its own nodes)."""
+    proc = subprocess.Popen(["ip", "netns", "exec", netns] + list(args), **kwargs)
+    fab._procs.append(proc)  # Fabric.popen's list: stop() kills and reaps what is left
+    return proc
+
+
+def remove_control_port(host: str, netns: str) -> None:
+    from . import splice
+    subprocess.run(["ip", "netns", "exec", netns, "ip", "link", "del", splice.ctl_ifname(host)],
+                   capture_output=True, check=False)

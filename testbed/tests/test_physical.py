@@ -8,12 +8,23 @@ DUT namespace is configured by host_script(), and h1 reaches h2 across the emula
 the cable; at teardown the interface is back under its own name and MTU.
 """
 
+import json
 import os
 import subprocess
 import unittest
 
 import _util
-from mrctb import physical, plan as planlib, scenario as sclib
+from mrctb import physical, plan as planlib, scenario as sclib, tools
+
+
+def _mrct():
+    try:
+        return tools.find(None, ("endpoint",))
+    except tools.ToolError:
+        return None
+
+
+MRCT = _mrct() if os.geteuid() == 0 else None
 
 BASE = """
 [scenario]
@@ -175,6 +186,91 @@ class StandInCable(unittest.TestCase):
         finally:
             subprocess.run(["ip", "link", "del", tester_if], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+RUN = """
+[scenario]
+name = "physical-h2"
+[topology]
+shape = "single_router"
+planes = 2
+hosts = 2
+[hosts.h2]
+ifaces = ["{t0}", "{t1}"]
+netns = "{ns}"
+[traffic]
+pairs = [["h1", "h2"]]
+size = "64K"
+messages = 200
+[capture]
+points = ["endpoints", "wire"]
+"""
+
+
+@_util.requires_root
+@unittest.skipIf(MRCT is None, "no mrct binary with the endpoint subcommand")
+class RunWithStandIn(unittest.TestCase):
+    """mrct run with h2 on two tester interfaces (veth cables) and its endpoint in a namespace
+    standing in for the DUT machine: the transfer, captures and checker verdict as usual."""
+
+    def test_run(self):
+        pid = os.getpid()
+        ns = f"mrcdutr{pid}"
+        testers = [f"mrcr{pid}p{i}" for i in range(2)]
+        plan = planlib.single_router(2, 2)
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        try:
+            for t, port in zip(testers, plan.ports_of("h2")):
+                subprocess.run(["ip", "link", "add", t, "type", "veth", "peer", "name",
+                                port.ifname, "netns", ns], check=True)
+            with _util.TempDir() as d:
+                path = os.path.join(d, "physical-h2.toml")
+                with open(path, "w") as f:
+                    f.write(RUN.format(t0=testers[0], t1=testers[1], ns=ns))
+                out = os.path.join(d, "out")
+                proc = subprocess.run([_util.PYTHON, "-m", "mrctb", "run", path, "--out", out],
+                                      cwd=_util.TESTBED_DIR, capture_output=True, text=True,
+                                      timeout=300, env=_util.traffic_env())
+                with open(os.path.join(out, "result.json")) as f:
+                    res = json.load(f)
+                exp = {e["name"]: e["status"] for e in res["expectations"]}
+                self.assertEqual(exp.get("transfer completes"), "pass", proc.stdout[-3000:])
+                self.assertEqual(exp.get("data verified"), "pass", res["expectations"])
+                self.assertEqual(res["checker"].get("status"), "ran", res["checker"])
+                self.assertEqual(res["verdict"], "pass", (res["verdict"], res.get("checker")))
+                self.assertEqual(proc.returncode, 0)
+                self.assertEqual(res.get("cleanup", {}).get("leftovers"),
+                                 {"pids": [], "root_interfaces": []})
+                with open(os.path.join(out, "wiring.json")) as f:
+                    wiring = json.load(f)
+                self.assertEqual([p["tester_iface"] for p in wiring["ports"]], testers)
+                self.assertTrue(os.path.exists(os.path.join(out, "h2-config.sh")))
+                # The wire captures of h2 were taken on the tester interfaces (under the router
+                # ports' names) and hold its traffic.
+                caps = os.listdir(os.path.join(out, "captures"))
+                for port in plan.ports_of("h2"):
+                    name = f"{port.peer.node}-{port.peer.ifname}.pcap"
+                    self.assertIn(name, caps)
+                    self.assertGreater(os.path.getsize(os.path.join(out, "captures", name)),
+                                       10000)
+            for t in testers:  # back in the root namespace under their own names
+                self.assertTrue(os.path.exists(os.path.join("/sys/class/net", t)), t)
+        finally:
+            for t in testers:
+                subprocess.run(["ip", "link", "del", t], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def test_missing_interface_is_exit_2_naming_the_key(self):
+        with _util.TempDir() as d:
+            path = os.path.join(d, "bad.toml")
+            with open(path, "w") as f:
+                f.write(RUN.format(t0="mrcnosuch0", t1="mrcnosuch1", ns="mrcnosuchns"))
+            proc = subprocess.run([_util.PYTHON, "-m", "mrctb", "run", path, "--out",
+                                   os.path.join(d, "out")], cwd=_util.TESTBED_DIR,
+                                  capture_output=True, text=True, timeout=120,
+                                  env=_util.traffic_env())
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn("hosts.h2.netns: mrcnosuchns: no such network namespace", proc.stderr)
 
 
 if __name__ == "__main__":
