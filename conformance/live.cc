@@ -53,6 +53,7 @@ constexpr uint32_t kBlockBytes = 1u << 20;  // holds the largest frame (64 KiB G
 constexpr uint32_t kFrameBytes = 2048;      // TPACKET_V3 packs frames; only a divisor matters
 constexpr uint32_t kBlockTimeoutMs = 4;     // a block not full is handed over after this
 constexpr size_t kMaxHeldFrames = size_t{1} << 20;
+constexpr uint64_t kDetectionLagNs = 1'000'000'000;
 
 // One interface's socket and ring.
 struct Ring {
@@ -250,7 +251,10 @@ class Keeper {
         ++i;
       }
     }
-    uint64_t lower = now > keep_ns_ ? now - keep_ns_ : 0;
+    // Some rules find a violation a while after its frame (an obligation that ran out): the
+    // frames are held kDetectionLagNs longer than the window itself.
+    const uint64_t hold = keep_ns_ + kDetectionLagNs;
+    uint64_t lower = now > hold ? now - hold : 0;
     for (const Clip& c : open_) lower = std::min(lower, c.from);
     while (!frames_.empty() && (frames_.front().f.ts < lower || bytes_ > max_bytes_)) {
       if (frames_.front().f.ts >= lower) ++over_budget_;
