@@ -131,7 +131,8 @@ live() {
 }
 
 compare() {  # compare NAME EXPECTED_RC EXPECTED_FAILING_RULES
-  local name=$1 want_rc=$2 want_fail=$3 o=$dir/$name
+  local name=$1 want_rc=$2 want_fail=$3
+  local o=$dir/$name
   /usr/bin/python3 - "$o" "$want_rc" "$want_fail" <<'PY' || fail=1
 import json, sys
 o, want_rc, want_fail = sys.argv[1], int(sys.argv[2]), sys.argv[3]
