@@ -203,7 +203,7 @@ pairs = [["h1", "h2"]]
 size = "64K"
 messages = 200
 [capture]
-points = ["endpoints", "wire"]
+points = ["wire"]
 """
 
 
