@@ -401,6 +401,9 @@ class Checker {
   using ViolationFn =
       std::function<void(std::string_view rule_id, uint32_t point, uint64_t frame, uint64_t ts_ns)>;
   void on_violation(ViolationFn fn);
+  // false: Report::annotations stays empty (they feed --annotate; a long live run would fill
+  // them up to their cap of 100,000 for nothing).
+  void keep_annotations(bool keep);
 
  private:
   struct Impl;

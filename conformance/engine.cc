@@ -543,7 +543,7 @@ void Engine::fail_at(RuleIdx r, uint32_t point, uint64_t frame_no, uint64_t ts, 
   st.violations++;
   st.checked = std::max(st.checked, st.violations);
   const auto& info = rule_catalogue()[r];
-  if (frame_no != 0 && annotations.size() < 100000)
+  if (annotate && frame_no != 0 && annotations.size() < 100000)
     annotations.push_back({point, frame_no, std::string(info.id) + ": " + msg});
   if (st.evidence.size() < max_evidence)
     st.evidence.push_back({frame_no ? point : UINT32_MAX, frame_no, ts, std::move(msg)});
@@ -1664,6 +1664,11 @@ Report Checker::finish(uint64_t end_ts_ns) {
 Report Checker::interim() {
   if (impl_->pipe) impl_->pipe->drain();
   return impl_->e.interim();
+}
+
+void Checker::keep_annotations(bool keep) {
+  if (impl_->pipe) impl_->pipe->drain();
+  impl_->e.annotate = keep;
 }
 
 void Checker::on_violation(ViolationFn fn) {

@@ -1111,6 +1111,7 @@ struct Engine {
   std::deque<uint64_t> corrupt_times;  // injector corrupt decisions
 
   std::vector<Annotation> annotations;
+  bool annotate = true;  // false: no annotations (mrct check --live has no --annotate)
   uint64_t frames = 0, packets = 0, first_ts = kNoTime, last_ts = 0, now = 0;
   uint64_t decisions = 0;
   uint64_t next_sweep = 0;

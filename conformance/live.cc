@@ -398,6 +398,7 @@ int run_live(const LiveOptions& opts, std::ostream& out, std::ostream& err) {
   }
 
   Checker ck(prof, opts.check.rules, opts.check.max_evidence, 1);
+  ck.keep_annotations(false);  // no --annotate live: the list would only grow
   for (const auto& c : opts.ifaces) {
     PointInfo pi;
     pi.path = c.path;
