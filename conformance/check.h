@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -392,6 +393,17 @@ class Checker {
   void on_decision(const Decision& d);
   // Ends the trace at `end_ts_ns` (0: the last frame time), judges pending obligations.
   Report finish(uint64_t end_ts_ns = 0);
+  // The verdicts so far, the trace going on: rules judged so far, obligations still open left
+  // open (neither failed nor forgotten). Frames may follow; finish() still ends the trace.
+  Report interim();
+  // Called on every violation as it is found (before finish() returns for those it finds), on
+  // the thread that judges: with jobs > 1 not the caller's. `frame` 0: not tied to a frame.
+  using ViolationFn =
+      std::function<void(std::string_view rule_id, uint32_t point, uint64_t frame, uint64_t ts_ns)>;
+  void on_violation(ViolationFn fn);
+  // false: Report::annotations stays empty (they feed --annotate; a long live run would fill
+  // them up to their cap of 100,000 for nothing).
+  void keep_annotations(bool keep);
 
  private:
   struct Impl;
@@ -443,6 +455,36 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error);
 // The whole `mrct check`: judge, write the requested reports, print the human summary.
 // Returns the exit code: 0 conforming, 1 not conforming, 2 usage or input error, 3 inconclusive.
 int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err);
+
+// ---------------------------------------------------------------------------------------------
+// Live input (mrct check --live): frames as they arrive on interfaces (mirror ports, taps), read
+// from AF_PACKET TPACKET_V3 rings, judged by the same Checker as files.
+// ---------------------------------------------------------------------------------------------
+struct LiveOptions {
+  // The report options (profile, wire profile, tolerance preset, rules, report paths); its
+  // `captures` are ignored. The JSON, JUnit and Markdown reports are written at the end, and the
+  // JSON report also after each interval with the verdict so far.
+  CheckOptions check;
+  // Interfaces, each optionally IFACE@NODE[:PORT] as for capture files; one capture point each.
+  std::vector<CaptureInput> ifaces;
+  double interval_s = 10;  // a verdict so far every interval (0: none)
+  double duration_s = 0;   // stop after this long (0: at SIGINT or SIGTERM)
+  // Around each violation, the frames of `keep_s` seconds before and after it (all interfaces,
+  // merged on time) go to `keep_dir`/<rule id>-<n>.pcapng, the violating frame commented; 0: none.
+  // At most `keep_files` files (one per rule while its window is open) and `keep_mib` MiB held.
+  double keep_s = 0;
+  std::string keep_dir = ".";
+  size_t keep_files = 100;
+  size_t keep_mib = 256;
+  size_t ring_mib = 64;  // kernel ring per interface
+  // Frames are judged in time order once `reorder_ms` old, so that the interfaces' frames merge
+  // as the files' do.
+  double reorder_ms = 20;
+};
+
+// The whole `mrct check --live`: returns the exit code as run_check() does (2 also when an
+// interface cannot be opened: missing, down, no permission).
+int run_live(const LiveOptions& opts, std::ostream& out, std::ostream& err);
 
 // ---------------------------------------------------------------------------------------------
 // Wire-variant detection (mrct detect): the open choices a capture's MRC traffic speaks.

@@ -543,10 +543,11 @@ void Engine::fail_at(RuleIdx r, uint32_t point, uint64_t frame_no, uint64_t ts, 
   st.violations++;
   st.checked = std::max(st.checked, st.violations);
   const auto& info = rule_catalogue()[r];
-  if (frame_no != 0 && annotations.size() < 100000)
+  if (annotate && frame_no != 0 && annotations.size() < 100000)
     annotations.push_back({point, frame_no, std::string(info.id) + ": " + msg});
   if (st.evidence.size() < max_evidence)
     st.evidence.push_back({frame_no ? point : UINT32_MAX, frame_no, ts, std::move(msg)});
+  if (on_violation) on_violation(r, point, frame_no, ts);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1234,6 +1235,58 @@ void Engine::sweep(uint64_t t) {
   }
 }
 
+Report Engine::interim() const {
+  Report rep;
+  auto cat = rule_catalogue();
+  for (size_t i = 0; i < kRuleCount; ++i) {
+    RuleResult rr;
+    rr.rule = &cat[i];
+    const RuleState& st = rules[i];
+    rr.checked = st.checked;
+    rr.violations = st.violations;
+    rr.excused = st.excused;
+    rr.evidence = st.evidence;
+    if (!cat[i].implemented) {
+      rr.status = Status::kNotRun;
+      rr.reason = "catalogued only: no evaluator yet";
+    } else if (!sel.selected(cat[i].id)) {
+      rr.status = Status::kNotRun;
+      rr.reason = "deselected";
+    } else if (st.violations > 0) {
+      rr.status = cat[i].severity == Severity::kError ? Status::kFail : Status::kWarn;
+    } else if (st.checked == 0) {
+      rr.status = Status::kNotApplicable;
+      rr.reason = st.na_reason.empty() ? "nothing in the trace to judge" : st.na_reason;
+    } else {
+      rr.status = Status::kPass;
+    }
+    rep.results.push_back(std::move(rr));
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    CaptureSummary cs;
+    cs.path = points[i].info.path;
+    cs.node = points[i].node >= 0
+                  ? (node_name[static_cast<size_t>(points[i].node)].empty()
+                         ? format_addr(node_addr[static_cast<size_t>(points[i].node)])
+                         : node_name[static_cast<size_t>(points[i].node)])
+                  : "";
+    cs.attribution = points[i].info.attribution;
+    cs.frames = points[i].frames;
+    cs.roce_frames = points[i].roce;
+    cs.mrc_frames = points[i].mrc;
+    cs.decode_errors = points[i].decode_errors;
+    rep.captures.push_back(std::move(cs));
+  }
+  rep.frames = frames;
+  rep.packets = packets;
+  rep.first_ts_ns = first_ts == kNoTime ? 0 : first_ts;
+  rep.last_ts_ns = last_ts;
+  rep.mrc_frames = mrc_frames;
+  rep.no_mrc = mrc_frames == 0;
+  rep.decisions = decisions;
+  return rep;
+}
+
 Report Engine::finish(uint64_t end_ts) {
   const uint64_t end = end_ts ? end_ts : last_ts;
   sweep(end);
@@ -1297,47 +1350,7 @@ Report Engine::finish(uint64_t end_ts) {
     rev_finish(fl);
   }
 
-  Report rep;
-  auto cat = rule_catalogue();
-  for (size_t i = 0; i < kRuleCount; ++i) {
-    RuleResult rr;
-    rr.rule = &cat[i];
-    RuleState& st = rules[i];
-    rr.checked = st.checked;
-    rr.violations = st.violations;
-    rr.excused = st.excused;
-    rr.evidence = std::move(st.evidence);
-    if (!cat[i].implemented) {
-      rr.status = Status::kNotRun;
-      rr.reason = "catalogued only: no evaluator yet";
-    } else if (!sel.selected(cat[i].id)) {
-      rr.status = Status::kNotRun;
-      rr.reason = "deselected";
-    } else if (st.violations > 0) {
-      rr.status = cat[i].severity == Severity::kError ? Status::kFail : Status::kWarn;
-    } else if (st.checked == 0) {
-      rr.status = Status::kNotApplicable;
-      rr.reason = st.na_reason.empty() ? "nothing in the trace to judge" : st.na_reason;
-    } else {
-      rr.status = Status::kPass;
-    }
-    rep.results.push_back(std::move(rr));
-  }
-  for (size_t i = 0; i < points.size(); ++i) {
-    CaptureSummary cs;
-    cs.path = points[i].info.path;
-    cs.node = points[i].node >= 0
-                  ? (node_name[static_cast<size_t>(points[i].node)].empty()
-                         ? format_addr(node_addr[static_cast<size_t>(points[i].node)])
-                         : node_name[static_cast<size_t>(points[i].node)])
-                  : "";
-    cs.attribution = points[i].info.attribution;
-    cs.frames = points[i].frames;
-    cs.roce_frames = points[i].roce;
-    cs.mrc_frames = points[i].mrc;
-    cs.decode_errors = points[i].decode_errors;
-    rep.captures.push_back(std::move(cs));
-  }
+  Report rep = interim();
   for (auto& fp : flows) {
     const Flow& fl = *fp;
     if (!fl.configured && fl.data_packets == 0 && fl.sacks == 0 && fl.nacks == 0) continue;
@@ -1674,6 +1687,28 @@ Report Checker::finish(uint64_t end_ts_ns) {
     impl_->pipe.reset();
   }
   return impl_->e.finish(end_ts_ns);
+}
+
+Report Checker::interim() {
+  if (impl_->pipe) impl_->pipe->drain();
+  return impl_->e.interim();
+}
+
+void Checker::keep_annotations(bool keep) {
+  if (impl_->pipe) impl_->pipe->drain();
+  impl_->e.annotate = keep;
+}
+
+void Checker::on_violation(ViolationFn fn) {
+  if (impl_->pipe) impl_->pipe->drain();  // the judging thread reads the hook
+  if (!fn) {
+    impl_->e.on_violation = nullptr;
+    return;
+  }
+  impl_->e.on_violation = [fn = std::move(fn)](detail::RuleIdx r, uint32_t point, uint64_t frame,
+                                               uint64_t ts) {
+    fn(rule_catalogue()[r].id, point, frame, ts);
+  };
 }
 
 }  // namespace mrc::check

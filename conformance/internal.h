@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -1127,6 +1128,7 @@ struct Engine {
   std::deque<uint64_t> corrupt_times;  // injector corrupt decisions
 
   std::vector<Annotation> annotations;
+  bool annotate = true;  // false: no annotations (mrct check --live has no --annotate)
   uint64_t frames = 0, packets = 0, first_ts = kNoTime, last_ts = 0, now = 0;
   uint64_t decisions = 0;
   uint64_t next_sweep = 0;
@@ -1171,6 +1173,12 @@ struct Engine {
   void on_decision(const Decision& d);
   void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);
+  // The results so far, without ending the trace: obligations still open are neither failed nor
+  // forgotten, and the engine goes on (mrct check --live's periodic verdict).
+  Report interim() const;
+  // Called on every violation, on the thread that judges (mrct check --live keeps a capture
+  // around each one).
+  std::function<void(RuleIdx, uint32_t point, uint64_t frame, uint64_t ts)> on_violation;
   int node_of(const Addr& a);
   int known_node(const std::optional<Addr>& a) const;
   uint64_t frame_key(const Obs& o, const wire::DecodedFrame& f) const;
@@ -1293,6 +1301,21 @@ std::string hex(uint64_t v, int width = 0);
 // and the full JSON parser (the reference; tests compare them).
 bool parse_decision_fast(std::string_view line, Decision& out);
 bool parse_decision_json(std::string_view line, Decision& out, std::string& error);
+
+// The DUT profile of a check (trace.cc): the profile file, the wire profile (given or detected
+// from the captures) and the tolerance preset; and the notes the report gets about them.
+struct ProfileOrigin {
+  std::string wire;                     // Report::wire_profile_origin
+  std::vector<std::string> wire_notes;  // what mrct detect inferred
+  std::string derivation;               // --tolerances auto
+};
+bool prepare_profile(const CheckOptions& opts, DutProfile& prof, ProfileOrigin& origin,
+                     std::string& error);
+void add_profile_notes(const CheckOptions& opts, const DutProfile& prof,
+                       const ProfileOrigin& origin, Report& report);
+// Writes a report atomically (path.tmp, then rename; "-" = `out`); false after a message on `err`.
+bool write_report_to(const std::string& path, std::ostream& out, std::ostream& err,
+                     void (*fn)(const Report&, std::ostream&), const Report& r);
 
 // Reads a capture's first frames and guesses the node it was taken on (see trace.cc).
 std::optional<Addr> guess_capture_node(const std::string& path, const DutProfile& prof,

@@ -206,17 +206,16 @@ bool open_sources(const CheckOptions& opts, const DutProfile& prof, std::vector<
 
 }  // namespace
 
-bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
-  error.clear();
-  DutProfile prof;
+namespace detail {
+
+bool prepare_profile(const CheckOptions& opts, DutProfile& prof, ProfileOrigin& origin,
+                     std::string& error) {
+  std::string& wire_origin = origin.wire;
+  std::vector<std::string>& wire_notes = origin.wire_notes;
+  std::string& derivation = origin.derivation;
   if (!opts.profile_path.empty() && !load_profile(opts.profile_path, prof, error)) return false;
-  if (opts.captures.empty()) {
-    error = "no capture files given";
-    return false;
-  }
   // The wire profile: given, detected from the captures, or the DUT profile's (MRP0 fields).
-  std::string wire_origin = opts.profile_path.empty() ? "default" : "DUT profile";
-  std::vector<std::string> wire_notes;
+  wire_origin = opts.profile_path.empty() ? "default" : "DUT profile";
   if (opts.wire_profile == "auto") {
     std::vector<std::string> paths;
     for (const auto& c : opts.captures) {
@@ -249,7 +248,6 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
     wire_origin = "--profile-variant " + opts.wire_profile;
   }
   Tolerances preset = preset_tolerances(opts.tolerances);
-  std::string derivation;
   if (opts.tolerances == TolerancePreset::kAuto) {
     for (const auto& c : opts.captures)
       if (!detail::regular_file(c.path)) {
@@ -267,6 +265,44 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
       error = "unknown rule or prefix '" + id + "' (see mrct rules)";
       return false;
     }
+  return true;
+}
+
+void add_profile_notes(const CheckOptions& opts, const DutProfile& prof,
+                       const ProfileOrigin& origin, Report& report) {
+  const std::string& wire_origin = origin.wire;
+  const std::vector<std::string>& wire_notes = origin.wire_notes;
+  report.wire_profile = prof.wire_params().name;
+  report.wire_profile_origin = wire_origin;
+  if (!opts.wire_profile.empty()) {
+    const wire::WireParams wp = prof.wire_params();
+    std::string ports;
+    for (uint16_t port : wp.udp_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
+    report.notes.insert(
+        report.notes.begin(),
+        "wire profile " + wp.name + " (" + wire_origin + "): UDP " + ports + ", " +
+            (wp.ev_stripe == wire::EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport"));
+    report.notes.insert(report.notes.begin() + 1, wire_notes.begin(), wire_notes.end());
+  }
+  report.decision_logs = opts.decision_logs;
+  report.fail_on_warn = opts.fail_on_warn;
+  report.tolerances.preset = std::string(tolerance_preset_name(opts.tolerances));
+  report.tolerances.values = prof.tol;
+  report.tolerances.from_profile = prof.tolerances_set;
+  report.tolerances.derivation = origin.derivation;
+}
+
+}  // namespace detail
+
+bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
+  error.clear();
+  DutProfile prof;
+  if (opts.captures.empty()) {
+    error = "no capture files given";
+    return false;
+  }
+  detail::ProfileOrigin origin;
+  if (!detail::prepare_profile(opts, prof, origin, error)) return false;
   const uint64_t lookahead = prof.tol.decision_lookahead_ns;
   // The pipelined checker keeps each frame's bytes until it has judged them: a mapped file's
   // records stay valid while its reader is open, a pipe's chunk does not.
@@ -371,18 +407,6 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   if (!read_decisions(UINT64_MAX)) return false;
   apply_decisions(UINT64_MAX);
   report = ck.finish(last_ts);
-  report.wire_profile = prof.wire_params().name;
-  report.wire_profile_origin = wire_origin;
-  if (!opts.wire_profile.empty()) {
-    const wire::WireParams wp = prof.wire_params();
-    std::string ports;
-    for (uint16_t port : wp.udp_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
-    report.notes.insert(
-        report.notes.begin(),
-        "wire profile " + wp.name + " (" + wire_origin + "): UDP " + ports + ", " +
-            (wp.ev_stripe == wire::EvStripe::kLowInSport ? "low_in_sport" : "high_in_sport"));
-    report.notes.insert(report.notes.begin() + 1, wire_notes.begin(), wire_notes.end());
-  }
   for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {
     report.captures[i].pcapng = src[i].rd->is_pcapng();
     report.captures[i].error = read_errors[i];
@@ -397,12 +421,7 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
           "responder's own capture are not judged from it (name it "
           "<node>-<iface>.pcap with the node in the profile, or pass path@node)");
   }
-  report.decision_logs = opts.decision_logs;
-  report.fail_on_warn = opts.fail_on_warn;
-  report.tolerances.preset = std::string(tolerance_preset_name(opts.tolerances));
-  report.tolerances.values = prof.tol;
-  report.tolerances.from_profile = prof.tolerances_set;
-  report.tolerances.derivation = derivation;
+  detail::add_profile_notes(opts, prof, origin, report);
   return true;
 }
 
@@ -464,10 +483,10 @@ bool write_annotated(const CheckOptions& opts, const Report& r, const std::strin
   return true;
 }
 
-namespace {
+namespace detail {
 
-bool write_to(const std::string& path, std::ostream& out, std::ostream& err,
-              void (*fn)(const Report&, std::ostream&), const Report& r) {
+bool write_report_to(const std::string& path, std::ostream& out, std::ostream& err,
+                     void (*fn)(const Report&, std::ostream&), const Report& r) {
   if (path == "-") {
     fn(r, out);
     return true;
@@ -493,7 +512,7 @@ bool write_to(const std::string& path, std::ostream& out, std::ostream& err,
   return true;
 }
 
-}  // namespace
+}  // namespace detail
 
 int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   Report r;
@@ -511,9 +530,12 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
     err << "mrct check: " << error << "\n";
     return kExitUsage;
   }
-  if (!opts.json_out.empty() && !write_to(opts.json_out, out, err, write_json, r)) return 2;
-  if (!opts.junit_out.empty() && !write_to(opts.junit_out, out, err, write_junit, r)) return 2;
-  if (!opts.markdown_out.empty() && !write_to(opts.markdown_out, out, err, write_markdown, r))
+  if (!opts.json_out.empty() && !detail::write_report_to(opts.json_out, out, err, write_json, r))
+    return 2;
+  if (!opts.junit_out.empty() && !detail::write_report_to(opts.junit_out, out, err, write_junit, r))
+    return 2;
+  if (!opts.markdown_out.empty() &&
+      !detail::write_report_to(opts.markdown_out, out, err, write_markdown, r))
     return 2;
   if (!opts.annotated_out.empty()) {
     std::string e;

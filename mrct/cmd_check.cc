@@ -18,12 +18,43 @@ Run add_check(CLI::App& app) {
     std::vector<std::string> captures;
     std::string tolerances = "software";
     mrc::check::CheckOptions opts;
+    std::vector<std::string> live;
+    mrc::check::LiveOptions live_opts;
   };
   auto a = std::make_shared<Args>();
   app.add_option("captures", a->captures,
                  "capture files, each optionally tagged PATH@NODE[:PORT] with its capture point; "
-                 "/dev/stdin reads a pipe as it comes (tcpdump -w - | mrct check /dev/stdin@a)")
-      ->required();
+                 "/dev/stdin reads a pipe as it comes (tcpdump -w - | mrct check /dev/stdin@a)");
+  auto* live = app.add_option("--live", a->live,
+                              "judge frames as they arrive on these interfaces (mirror ports, "
+                              "taps; IFACE[@NODE[:PORT]], comma-separated or repeated), in bounded "
+                              "memory, until SIGINT/SIGTERM or --duration-s; needs root or "
+                              "CAP_NET_RAW")
+                   ->delimiter(',');
+  app.add_option("--interval-s", a->live_opts.interval_s,
+                 "--live: print the verdict so far (and rewrite --json) this often; 0: never")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--duration-s", a->live_opts.duration_s,
+                 "--live: stop after this long and give the final verdict; 0: at SIGINT/SIGTERM")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-s", a->live_opts.keep_s,
+                 "--live: around each violation, write the frames of this many seconds before "
+                 "and after it to KEEP_DIR/<rule>-<n>.pcapng (the violating frame commented); "
+                 "0: none")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-dir", a->live_opts.keep_dir, "--live: where --keep-s writes (default .)");
+  app.add_option("--keep-files", a->live_opts.keep_files,
+                 "--live: at most this many captures around violations (default 100)");
+  app.add_option("--keep-mib", a->live_opts.keep_mib,
+                 "--live: at most this many MiB of frames held for them (default 256)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--ring-mib", a->live_opts.ring_mib,
+                 "--live: kernel ring per interface, MiB (default 64)")
+      ->check(CLI::Range(size_t{2}, size_t{4096}));
+  app.add_option("--reorder-ms", a->live_opts.reorder_ms,
+                 "--live: hold frames this long to judge the interfaces' frames in time order "
+                 "(default 20)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--profile", a->opts.profile_path,
                  "DUT profile (JSON): QPs, capabilities, limits");
   app.add_option("--profile-variant", a->opts.wire_profile,
@@ -58,7 +89,24 @@ Run add_check(CLI::App& app) {
       "or something the run asked for had nothing to judge (an --only rule or family, a QP "
       "listed in the profile). A capture with no MRC frame is INCONCLUSIVE even when framing "
       "rules failed on it.");
-  return [a] {
+  return [a, live] {
+    if (*live) {
+      if (!a->captures.empty()) {
+        std::cerr << "mrct check: --live reads interfaces, not capture files: drop "
+                  << a->captures.front() << "\n";
+        return kExitUsage;
+      }
+      a->live_opts.ifaces.clear();
+      for (const std::string& c : a->live)
+        a->live_opts.ifaces.push_back(mrc::check::parse_capture_arg(c));
+      a->live_opts.check = a->opts;
+      a->live_opts.check.tolerances = *mrc::check::parse_tolerance_preset(a->tolerances);
+      return mrc::check::run_live(a->live_opts, std::cout, std::cerr);
+    }
+    if (a->captures.empty()) {
+      std::cerr << "mrct check: give capture files, or --live IFACE\n";
+      return kExitUsage;
+    }
     a->opts.captures.clear();
     for (const std::string& c : a->captures)
       a->opts.captures.push_back(mrc::check::parse_capture_arg(c));

@@ -44,6 +44,7 @@ import tomllib
 
 from . import dut as dutlib
 from . import fabric as fabriclib
+from . import physical
 from . import plan as planlib
 from . import procs
 from . import report as reportlib
@@ -160,9 +161,18 @@ class Monitor:
     """Bytes received on the responders' plane ports: the traffic start (t0), progress, and
     data_bytes triggers."""
 
-    def __init__(self, fab: fabriclib.Fabric, servers: list[str]):
+    def __init__(self, fab: fabriclib.Fabric, servers: list[str], cabled: frozenset = frozenset()):
         self.fab = fab
-        self.points = [(fab.pid(h), [p.ifname for p in fab.plan.ports_of(h)]) for h in servers]
+        # (pid, interfaces, column of netdev()): a host's own ports, rx; a port on a physical
+        # interface (`cabled`, physical.py) is counted at the router's end of the cable, tx.
+        self.points = []
+        for h in servers:
+            ports = fab.plan.ports_of(h)
+            self.points.append((fab.pid(h), [p.ifname for p in ports if p.ifname not in cabled],
+                                0))
+            for p in ports:
+                if p.ifname in cabled:
+                    self.points.append((fab.pid(p.peer.node), [p.peer.ifname], 2))
         self.base = self._total()
         self.bytes = 0
         self.t0_ns: int | None = None
@@ -174,9 +184,9 @@ class Monitor:
 
     def _total(self) -> int:
         total = 0
-        for pid, ifs in self.points:
+        for pid, ifs, col in self.points:
             dev = netdev(pid)
-            total += sum(dev[i][0] for i in ifs if i in dev)
+            total += sum(dev[i][col] for i in ifs if i in dev)
         return total
 
     def poll(self, now_ns: int) -> None:
@@ -719,6 +729,7 @@ class _Run:
         self.endpoints: list[Endpoint] = []
         self.injector: Injector | None = None
         self.monitor: Monitor | None = None
+        self.attached: list = []  # physical.Attached: tester interfaces in the fabric
         self.scheduler: Scheduler | None = None
         self.cleanup: dict | None = None
         self.mrct: tools.Mrct | None = None
@@ -876,6 +887,7 @@ class _Run:
             self.log(f"unsupported: {reason}")
             return
         plan = sc.topology.make_plan()
+        self._check_physical(plan)
         pairs = sc.pairs(plan)
         hosts_used: dict[str, int] = {}
         for c, s in pairs:
@@ -918,6 +930,7 @@ class _Run:
             finally:
                 # Also on Ctrl-C / SIGTERM (the fabric turns them into exceptions) and errors:
                 # nothing of the run survives it.
+                self._detach_physical(fab)
                 try:
                     fab.stop()
                 except fabriclib.CleanupError as err:
@@ -930,6 +943,51 @@ class _Run:
                 self.log(f"cleanup left something behind: {fab.cleanup_report}")
             self.result["timings"]["teardown_s"] = round(fab.timings.get("stop_s", 0), 3)
         self._judge()
+
+    def _detach_physical(self, fab) -> None:
+        """Ends the DUT namespaces' processes, gives the tester interfaces back and removes the
+        namespaces' control ports (the fabric's teardown does the rest)."""
+        if not self.sc.physical:
+            return
+        for ep in self.endpoints + list(self.node_procs.values()):
+            proc = getattr(ep, "proc", None)
+            if ep.node in physical.netns_of(self.sc.physical) and proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for err in physical.detach(fab, self.attached):
+            self.log(f"cleanup: {err}")
+        self.attached = []
+        for host, ns in physical.netns_of(self.sc.physical).items():
+            physical.remove_control_port(host, ns)
+
+    def _cabled(self, plan) -> frozenset:
+        """The host ports on physical interfaces (their names in the plan)."""
+        return frozenset(plan.ports_of(m.host)[m.plane].ifname for m in self.sc.physical)
+
+    def _check_physical(self, plan) -> None:
+        """[hosts.<name>] (physical.py): bad mappings are usage errors naming the scenario key.
+        A host whose DUT machine is a namespace of the tester (netns) runs; one on another
+        machine does not yet (mrct run cannot start the DUT program there)."""
+        sc = self.sc
+        if not sc.physical:
+            return
+        bad = physical.problems(sc.physical, plan)
+        if bad:
+            raise UsageError("; ".join(f"{sc.path}: {sclib.format_key(k)}: {msg}"
+                                       for k, msg in bad))
+        remote = sorted({m.host for m in sc.physical if not m.netns})
+        if remote:
+            raise UsageError(f"{sc.path}: hosts.{remote[0]}: a DUT machine other than a "
+                             "namespace of the tester (netns = ...) is not run by mrct run yet: "
+                             "it cannot start the DUT program there")
+        cabled = {plan.ports_of(m.host)[m.plane].link for m in sc.physical}
+        sels = list(sc.passthrough) + [x for imp in sc.impairs for x in imp.links]
+        sels += [x for f in sc.faults if f.rule for x in f.rule["links"]]
+        for sel in sels:
+            hit = sorted(cabled & {lk.name for lk in sclib.select_links(plan, sel)})
+            if hit:
+                raise UsageError(f"{sc.path}: hosts: link {hit[0]} is a real cable here; the "
+                                 "injector cannot relay it (impair the router's other links)")
 
     def _reference_run(self) -> None:
         sc, opts = self.sc, self.opts
@@ -959,7 +1017,22 @@ class _Run:
     def _in_fabric(self, fab, plan, pairs, uses_injector, t_build) -> None:
         sc, opts = self.sc, self.opts
         endpoint_hosts = sorted({h for p in pairs for h in p}, key=lambda h: plan.host(h).number)
-        ctl = splice.add_control_network(fab, endpoint_hosts)
+        duts = physical.netns_of(sc.physical)
+        if sc.physical:
+            self.attached = physical.attach(fab, sc.physical)
+            with open(os.path.join(self.out, "wiring.json"), "w") as f:
+                json.dump(physical.wiring(plan, sc.topology.routing, sc.physical), f, indent=2)
+            for host, ns in sorted(duts.items()):
+                with open(os.path.join(self.out, f"{host}-config.sh"), "w") as f:
+                    f.write(physical.host_script(plan, sc.topology.routing, host))
+                physical.configure_netns(plan, sc.topology.routing, host, ns)
+                self.log(f"{host}: ports on tester interface(s) "
+                         f"{', '.join(m.iface for m in sc.physical if m.host == host)}, "
+                         f"DUT machine = namespace {ns}")
+        ctl = splice.add_control_network(fab, [h for h in endpoint_hosts if h not in duts])
+        for host in endpoint_hosts:
+            if host in duts:
+                ctl[host] = physical.add_control_port(fab, host, duts[host], len(ctl))
         files = fab.write_plan(self.out)
         relays = []
         if uses_injector:
@@ -1083,7 +1156,7 @@ class _Run:
         if self.node_mode:
             # Every node listens before it connects out (connects retry until the peer listens).
             nodes = list(self.node_procs.values())
-            self.monitor = Monitor(fab, server_nodes)
+            self.monitor = Monitor(fab, server_nodes, self._cabled(plan))
             self.scheduler = Scheduler(sc, fab, self.injector, self.log, self._record_fault)
             t_clients = time.monotonic()
             for ep in nodes:
@@ -1092,7 +1165,7 @@ class _Run:
             for ep in servers:
                 self._start(fab, ep)
             time.sleep(0.05)
-            self.monitor = Monitor(fab, server_nodes)
+            self.monitor = Monitor(fab, server_nodes, self._cabled(plan))
             self.scheduler = Scheduler(sc, fab, self.injector, self.log, self._record_fault)
             t_clients = time.monotonic()
             for ep in clients:
@@ -1184,9 +1257,14 @@ class _Run:
         out = open(ep.stdout_path, "wb")
         err = open(ep.stderr_path, "wb")
         try:
-            ep.proc = fab.popen(ep.node, ep.argv, env=env, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL,
-                                cwd=ep.env["MRC_OUT"])
+            dut_ns = physical.netns_of(self.sc.physical).get(ep.node)
+            if dut_ns:
+                ep.proc = physical.popen(fab, dut_ns, ep.argv, env=env, stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, cwd=ep.env["MRC_OUT"])
+            else:
+                ep.proc = fab.popen(ep.node, ep.argv, env=env, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL,
+                                    cwd=ep.env["MRC_OUT"])
         finally:
             out.close()
             err.close()

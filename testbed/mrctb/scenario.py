@@ -20,6 +20,7 @@ import re
 import tomllib
 from typing import Any
 
+from . import physical
 from . import plan as planlib
 
 SCHEMA_VERSION = 1
@@ -405,6 +406,8 @@ class Scenario:
     capture: Capture = dataclasses.field(default_factory=Capture)
     expect: Expect = dataclasses.field(default_factory=Expect)
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
+    # [hosts.<name>] iface/ifaces: physical.Mapping per host port on a tester interface.
+    physical: list = dataclasses.field(default_factory=list)
     # Links that get a relay with no rule: the fault-free reference of a scenario keeps the
     # relays of the impaired links, so that the relay's own cost is in both runs.
     passthrough: list = dataclasses.field(default_factory=list)
@@ -585,7 +588,8 @@ def format_size(n: int) -> str:
     return str(n)
 
 
-TOP_KEYS = ("scenario", "topology", "profiles", "traffic", "impair", "fault", "capture", "expect")
+TOP_KEYS = ("scenario", "topology", "hosts", "profiles", "traffic", "impair", "fault", "capture",
+            "expect")
 
 
 def load(path: str, overrides: dict | None = None) -> Scenario:
@@ -662,6 +666,8 @@ def loads(text: str, path: str = "<string>", overrides: dict | None = None) -> S
         plan = topo.make_plan()
     except planlib.PlanError as err:
         ctx.fail(k, str(err))
+    # [hosts.<name>]: hosts (or plane ports) cabled to physical interfaces (physical.py)
+    sc.physical = physical.parse(ctx, doc, plan)
 
     # [profiles]
     t = ctx.table(doc, (), "profiles")
