@@ -187,20 +187,37 @@ void ViewModel::Impl::apply_event_log(const std::string& path) {
                     r.kind == "nack_rx"))
         wevs.insert(static_cast<uint32_t>(*r.wev));
     }
-    if (wevs.empty()) continue;  // nothing ties it to a lane (e.g. a pure responder)
     uint32_t best = kNone;
-    size_t best_score = 0;
-    bool any_qp_match = false;
-    for (const Flow& f : flows) any_qp_match |= f.requester_qpn && *f.requester_qpn == key.second;
-    for (uint32_t fi = 0; fi < flows.size(); ++fi) {
-      const Flow& f = flows[fi];
-      if (any_qp_match && !(f.requester_qpn && *f.requester_qpn == key.second)) continue;
-      size_t score = 0;
-      for (const Lane& l : f.lanes)
-        if (!l.control && wevs.count(l.wev)) ++score;
-      if (score > best_score) {
-        best_score = score;
-        best = fi;
+    if (wevs.empty()) {
+      // A fault-free run's requester logs no EV event at all, only QP states, completions and
+      // cwnd samples; bytes in flight say it sends, and its QPN is the DestQP of the feedback it
+      // receives. Tie it by that alone, and only when one flow has that QPN (every host of a
+      // scenario may use the same QPN); a pure responder (nothing in flight) ties to nothing.
+      bool sends = false;
+      for (size_t i : idx)
+        sends |= recs[i].kind == "cwnd" && recs[i].bytes_in_flight && *recs[i].bytes_in_flight > 0;
+      if (!sends) continue;
+      size_t matches = 0;
+      for (uint32_t fi = 0; fi < flows.size(); ++fi)
+        if (flows[fi].requester_qpn && *flows[fi].requester_qpn == key.second) {
+          best = fi;
+          ++matches;
+        }
+      if (matches != 1) continue;
+    } else {
+      size_t best_score = 0;
+      bool any_qp_match = false;
+      for (const Flow& f : flows) any_qp_match |= f.requester_qpn && *f.requester_qpn == key.second;
+      for (uint32_t fi = 0; fi < flows.size(); ++fi) {
+        const Flow& f = flows[fi];
+        if (any_qp_match && !(f.requester_qpn && *f.requester_qpn == key.second)) continue;
+        size_t score = 0;
+        for (const Lane& l : f.lanes)
+          if (!l.control && wevs.count(l.wev)) ++score;
+        if (score > best_score) {
+          best_score = score;
+          best = fi;
+        }
       }
     }
     if (best == kNone) {

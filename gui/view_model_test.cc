@@ -288,6 +288,31 @@ class ViewModelTest : public QObject {
     QVERIFY(m.frames()[r.frame["d4"]].flags & kFlagDelivered);  // nothing says it was lost
   }
 
+  void a_fault_free_requester_log_still_gives_cwnd() {
+    // A clean run's requester logs no EV event: its cwnd samples must still reach its flow
+    // (the viewer said "no event log for this QP" on every fault-free run), and a responder's
+    // log (nothing in flight) must not be taken for the requester's.
+    const std::string dir = tmp_.filePath("cleanlog").toStdString();
+    SyntheticRun r = write_synthetic_run(dir, false);
+    const std::string log = dir + "/clean.events.jsonl";
+    std::ofstream(log) << "{\"t_ns\":1,\"node\":\"a\",\"kind\":\"qp_state\",\"qpn\":34,"
+                          "\"from\":\"RTR\",\"to\":\"RTS\",\"reason\":\"modify_qp\"}\n"
+                          "{\"t_ns\":2,\"node\":\"a\",\"kind\":\"cwnd\",\"qpn\":34,"
+                          "\"cwnd\":40000,\"bytes_in_flight\":6144,\"reason\":\"sample\"}\n"
+                          "{\"t_ns\":3,\"node\":\"b\",\"kind\":\"cwnd\",\"qpn\":34,"
+                          "\"cwnd\":50000,\"bytes_in_flight\":0,\"reason\":\"sample\"}\n";
+    ViewModel m;
+    LoadOptions o;
+    o.capture = r.capture;
+    o.event_logs = {log};
+    std::string err;
+    QVERIFY2(m.load(o, err), err.c_str());
+    const Flow& f = main_flow_of(m);
+    QCOMPARE(f.cwnd.size(), size_t{1});
+    QCOMPARE(f.cwnd[0].value, 40000.0);
+    QCOMPARE(f.requester_node, std::string("a"));
+  }
+
   void artifacts_are_recognised_by_content_not_name() {
     namespace fs = std::filesystem;
     const fs::path dir = tmp_.filePath("odd").toStdString();
