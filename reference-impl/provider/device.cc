@@ -127,55 +127,40 @@ void stop_at_exit() {
     if (d->rt) d->rt->stop();
 }
 
-softmrc_device* create_device(const AttachSpec* attach) {
-  auto dev = std::make_unique<softmrc_device>();
-  const char* io = attach ? nullptr : env("MRC_SOFT_IO");
+// The software device's ports, GID tables and node GID, from MRC_SOFT_IO, MRC_SOFT_IFACES and
+// MRC_SOFT_GID (README.md "What a user sees"). false with errno set on bad input.
+bool ports_from_env(softmrc_device& dev) {
+  const char* io = env("MRC_SOFT_IO");
   if (io != nullptr && std::string_view(io) != "loopback" && std::string_view(io) != "packet") {
     log_error(std::string("MRC_SOFT_IO=") + io + ": packet (default) or loopback");
     errno = EINVAL;
-    return nullptr;
+    return false;
   }
-  dev->io = !(io != nullptr && std::string_view(io) == "loopback");
+  dev.io = !(io != nullptr && std::string_view(io) == "loopback");
   std::vector<std::string> ifaces;
-  if (attach) {
-    // Attached to an rdma-core device: its ports, GID tables and node GID as it reports them.
-    dev->name = attach->name;
-    dev->ports = attach->ports;
-    dev->node_gid = attach->node_gid;
-    for (auto& p : dev->ports) {
-      mrc::runtime::IfaceInfo info;
-      if (engine::Status s = mrc::runtime::query_iface(p.iface, info); !s.ok()) {
-        log_error(attach->name + ": " + s.message);
-        errno = ENODEV;
-        return nullptr;
-      }
-      p.mtu = info.mtu;
-    }
-  } else if (const char* l = env("MRC_SOFT_IFACES")) {
-    ifaces = split_commas(l);
-  }
-  if (!attach && ifaces.empty()) {
-    if (dev->io) {
+  if (const char* l = env("MRC_SOFT_IFACES")) ifaces = split_commas(l);
+  if (ifaces.empty()) {
+    if (dev.io) {
       ifaces = default_ifaces();
     } else {
       ifaces = {"loop1", "loop2"};
     }
   }
-  if (!attach && ifaces.empty()) {
+  if (ifaces.empty()) {
     log_error("no network interface is up (set MRC_SOFT_IFACES=if1,if2,...)");
     errno = ENODEV;
-    return nullptr;
+    return false;
   }
   if (ifaces.size() > engine::kMaxPorts) ifaces.resize(engine::kMaxPorts);
   for (const auto& name : ifaces) {
     PortInfo p;
     p.iface = name;
-    if (dev->io) {
+    if (dev.io) {
       mrc::runtime::IfaceInfo info;
       if (engine::Status s = mrc::runtime::query_iface(name, info); !s.ok()) {
         log_error(s.message);
         errno = ENODEV;
-        return nullptr;
+        return false;
       }
       p.mtu = info.mtu;
       p.gids = gid_table(name);
@@ -186,46 +171,68 @@ softmrc_device* create_device(const AttachSpec* attach) {
       parse_ipv6("fd00::1", g);
       p.gids = {{ll, false}, {ll, true}, {g, false}, {g, true}};
     }
-    dev->ports.push_back(std::move(p));
+    dev.ports.push_back(std::move(p));
   }
-  if (attach) {
-    // The node GID is the device's own RoCE v2 entry, already in its table.
-  } else if (const char* g = env("MRC_SOFT_GID")) {
-    if (!parse_ipv6(g, dev->node_gid)) {
+  if (const char* g = env("MRC_SOFT_GID")) {
+    if (!parse_ipv6(g, dev.node_gid)) {
       log_error(std::string("MRC_SOFT_GID=") + g + " is not an IPv6 address");
       errno = EINVAL;
-      return nullptr;
+      return false;
     }
   } else {
     bool found = false;
-    for (const auto& port : dev->ports) {
+    for (const auto& port : dev.ports) {
       for (const auto& e : port.gids)
         if (!is_link_local(e.gid)) {
-          dev->node_gid = e.gid;
+          dev.node_gid = e.gid;
           found = true;
           break;
         }
       if (found) break;
     }
     if (!found) {
-      log_error("no global IPv6 address on " + dev->ports[0].iface +
+      log_error("no global IPv6 address on " + dev.ports[0].iface +
                 " (SoftMRC speaks RoCEv2 over IPv6; set MRC_SOFT_GID or add an address)");
       errno = ENODEV;
-      return nullptr;
+      return false;
     }
   }
   // A node GID that is not an address of the ports (a host whose GID is on lo, as the
   // testbed's hosts have it) is listed in every port's GID table after the ports' own
   // addresses, as RoCE v1 and v2 entries: applications find it there and name it in IBV_QP_AV.
-  for (auto& port : dev->ports) {
-    if (attach) break;  // an rdma-core device's GID table is its own
+  for (auto& port : dev.ports) {
     bool listed = false;
-    for (const auto& e : port.gids) listed = listed || e.gid == dev->node_gid;
+    for (const auto& e : port.gids) listed = listed || e.gid == dev.node_gid;
     if (!listed) {
-      port.gids.push_back({dev->node_gid, false});
-      port.gids.push_back({dev->node_gid, true});
+      port.gids.push_back({dev.node_gid, false});
+      port.gids.push_back({dev.node_gid, true});
     }
   }
+  return true;
+}
+
+// Attached to an rdma-core device: its ports, GID tables (its own, index for index) and node GID
+// (its RoCE v2 entry) as it reports them; only the MTUs come from the netdevs.
+bool ports_from_attach(softmrc_device& dev, const AttachSpec& attach) {
+  dev.name = attach.name;
+  dev.ports = attach.ports;
+  dev.node_gid = attach.node_gid;
+  for (auto& p : dev.ports) {
+    mrc::runtime::IfaceInfo info;
+    if (engine::Status s = mrc::runtime::query_iface(p.iface, info); !s.ok()) {
+      log_error(attach.name + ": " + s.message);
+      errno = ENODEV;
+      return false;
+    }
+    p.mtu = info.mtu;
+  }
+  return true;
+}
+
+softmrc_device* create_device(const AttachSpec* attach) {
+  auto dev = std::make_unique<softmrc_device>();
+  if (!(attach != nullptr ? ports_from_attach(*dev, *attach) : ports_from_env(*dev)))
+    return nullptr;
   if (const char* f = env("MRC_SOFT_EV_FORMAT")) {
     auto fmt = wire::parse_ev_format(f);
     if (!fmt) {
