@@ -42,10 +42,6 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-bool is_link_local(const wire::Ipv6Addr& a) {
-  return a[0] == 0xFE && (a[1] & 0xC0) == 0x80;
-}
-
 // Interfaces that are up, not loopback, in ifindex order: the default ports.
 std::vector<std::string> default_ifaces() {
   std::vector<std::pair<unsigned, std::string>> found;

@@ -50,6 +50,11 @@ std::nullptr_t fail_null(int err, const char* what);
 int fail_status(const engine::Status& s);
 bool debug_enabled();
 
+// fe80::/10: never a node GID (the engine sends from a routable address).
+inline bool is_link_local(const wire::Ipv6Addr& a) {
+  return a[0] == 0xFE && (a[1] & 0xC0) == 0x80;
+}
+
 struct GidEntry {
   wire::Ipv6Addr gid{};
   bool roce_v2 = true;

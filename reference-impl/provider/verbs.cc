@@ -161,6 +161,10 @@ std::mutex g_attach_mu;  // serialises attaching and real MR (de)registration; b
 std::map<ibv_context*, softmrc_device*> g_attached;  // guarded by g_mu
 std::map<ibv_mr*, RealMr> g_real_mrs;                // guarded by g_mu
 
+bool is_zero(const wire::Ipv6Addr& a) {
+  return std::all_of(a.begin(), a.end(), [](uint8_t b) { return b == 0; });
+}
+
 bool is_v4_mapped(const wire::Ipv6Addr& a) {
   static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
   return std::memcmp(a.data(), kPrefix, 12) == 0;
@@ -204,10 +208,8 @@ bool rxe_spec(ibv_context* ctx, softmrc::AttachSpec& spec, std::string& why) {
         char ifname[IF_NAMESIZE] = {};
         if (info.iface.empty() && e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, ifname))
           info.iface = ifname;
-        const bool zero = std::all_of(g.gid.begin(), g.gid.end(), [](uint8_t b) { return !b; });
-        const bool link_local = g.gid[0] == 0xFE && (g.gid[1] & 0xC0) == 0x80;
-        if (g.roce_v2 && !zero && !link_local && !is_v4_mapped(g.gid) &&
-            std::all_of(spec.node_gid.begin(), spec.node_gid.end(), [](uint8_t b) { return !b; }))
+        if (g.roce_v2 && !is_zero(g.gid) && !softmrc::is_link_local(g.gid) &&
+            !is_v4_mapped(g.gid) && is_zero(spec.node_gid))
           spec.node_gid = g.gid;
       }
       info.gids.push_back(g);
@@ -217,7 +219,7 @@ bool rxe_spec(ibv_context* ctx, softmrc::AttachSpec& spec, std::string& why) {
     spec.ports.push_back(std::move(info));
   }
   if (spec.ports.empty()) return why = spec.name + ": no port", false;
-  if (std::all_of(spec.node_gid.begin(), spec.node_gid.end(), [](uint8_t b) { return !b; }))
+  if (is_zero(spec.node_gid))
     return why = spec.name +
                  ": no global IPv6 RoCE v2 GID (SoftMRC speaks RoCEv2 over IPv6; add an IPv6 "
                  "address to " +
