@@ -306,6 +306,41 @@ def suite_counts(results: list[dict]) -> dict:
     return out
 
 
+def fault_free_retirements(results: list[dict]) -> dict | None:
+    """EV retirements summed over every fault-free scenario run of a suite, all seeds and DUTs
+    (issue 17): without an impairment or a fault nothing may retire an EV, whatever each
+    scenario's own expectations say, and a retirement in one seed of many fails the suite. None
+    when the suite ran no fault-free scenario (mutants do not count: they are meant to fail)."""
+    runs = [r for r in results if r.get("fault_free") and not r.get("mutant")]
+    if not runs:
+        return None
+    reported = [r for r in runs if isinstance(r.get("ev_retired"), int)]
+    total = sum(r["ev_retired"] for r in reported)
+    return {
+        "total": total, "runs": len(runs), "reported": len(reported),
+        "scenarios": len({r.get("file") or r.get("scenario") for r in runs}),
+        "seeds": sorted({r["seed"] for r in runs if isinstance(r.get("seed"), int)}),
+        "retiring": [{"scenario": r.get("scenario"), "seed": r.get("seed"),
+                      "retired": r["ev_retired"]} for r in reported if r["ev_retired"] > 0],
+        "not_reported": [r.get("scenario") for r in runs if r not in reported],
+        "status": "fail" if total > 0 else ("pass" if reported else "not-run"),
+    }
+
+
+def fault_free_line(agg: dict) -> str:
+    """One line for the terminal and suite.md."""
+    seeds = ", ".join(str(s) for s in agg["seeds"]) or "-"
+    line = (f"fault-free EV retirements: {agg['total']} in {agg['reported']} of {agg['runs']} "
+            f"run(s) ({agg['scenarios']} scenario(s), seeds {seeds}), expected 0: "
+            f"{agg['status'].upper()}")
+    if agg["retiring"]:
+        line += "; retired in " + ", ".join(f"{x['scenario']} (seed {x['seed']}): {x['retired']}"
+                                            for x in agg["retiring"])
+    if agg["not_reported"]:
+        line += "; not reported by " + ", ".join(str(x) for x in agg["not_reported"][:5])
+    return line
+
+
 def suite_junit(results: list[dict], name: str) -> str:
     counts = suite_counts(results)
     failures = sum(counts.get(v, 0) for v in ("fail", "incomplete", "inconclusive"))
@@ -343,8 +378,11 @@ def suite_markdown(results: list[dict], name: str, dut: str, wall_s: float) -> s
     counts = suite_counts(results)
     head = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     lines = [f"# MRC suite `{name}` against {dut}", "",
-             f"{len(results)} scenario(s): {head}; wall time {wall_s:.1f} s", "",
-             "| scenario | verdict | time (s) | tags | detail |", "|---|---|---|---|---|"]
+             f"{len(results)} scenario(s): {head}; wall time {wall_s:.1f} s", ""]
+    agg = fault_free_retirements(results)
+    if agg is not None:
+        lines += [fault_free_line(agg), ""]
+    lines += ["| scenario | verdict | time (s) | tags | detail |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {_md_cell(r['scenario'])} | "
                      f"{STATUS_MARK.get(r['verdict'], r['verdict'])} | "

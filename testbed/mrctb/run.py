@@ -724,6 +724,8 @@ class _Run:
             "seed": self.seed, "dut": opts.dut.name, "mutant": opts.mutant,
             "verdict": "error", "reason": "", "artifacts": self.out, "timings": {},
             "endpoints": [], "faults": [], "expectations": [], "injector": {}, "checker": {},
+            # For the suite's count over every fault-free run (report.fault_free_retirements).
+            "fault_free": not sc.has_faults(), "ev_retired": None,
         }
         self.faults: list[dict] = []
         self.endpoints: list[Endpoint] = []
@@ -1463,11 +1465,14 @@ class _Run:
             else:
                 add("max stall", f"<= {ex.max_stall_ms:g} ms", f"{stall:.1f} ms",
                     "pass" if stall <= ex.max_stall_ms else "fail")
+        retired = [((c.result or {}).get("ev") or {}).get("retired") for c in clients]
+        if retired and all(isinstance(v, int) for v in retired):
+            self.result["ev_retired"] = sum(retired)
         for lim, cmp in ((ex.ev_retired_min, "min"), (ex.ev_retired_max, "max")):
             if lim is None:
                 continue
             want = f"{'>=' if cmp == 'min' else '<='} {lim}"
-            vals = [((c.result or {}).get("ev") or {}).get("retired") for c in clients]
+            vals = retired
             if any(v is None for v in vals):
                 add("EVs retired", want, "not reported", "not-run")
             else:

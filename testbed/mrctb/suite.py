@@ -402,6 +402,8 @@ def write_reports(doc: dict, out: str, summary_file: str = "") -> None:
     """suite.json, suite.xml and suite.md from a suite document; each file is written whole
     (temporary file, then rename) or not at all."""
     results, name, wall = doc["results"], doc["name"], doc["wall_s"]
+    agg = reportlib.fault_free_retirements(results)
+    doc["fault_free_ev_retirements"] = agg
     md = reportlib.suite_markdown(results, name, doc["dut"], wall)
     texts = {"suite.json": json.dumps(doc, indent=2, default=str),
              "suite.xml": reportlib.suite_junit(results, name), "suite.md": md}
@@ -416,6 +418,8 @@ def write_reports(doc: dict, out: str, summary_file: str = "") -> None:
     print("\n" + reportlib.suite_matrix(results), flush=True)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(doc["counts"].items()))
     print(f"\n{len(results)} case(s): {counts}; wall time {wall:.1f} s", flush=True)
+    if agg is not None:
+        print(reportlib.fault_free_line(agg), flush=True)
     print(f"artifacts: {out} (suite.md, suite.xml, suite.json)", flush=True)
 
 
@@ -555,4 +559,9 @@ def exit_code(results: list[dict], strict: bool) -> int:
     if any(r["verdict"] == "interrupted" for r in results):
         return 130
     bad = set(FAILING) | ({"not-run", "unsupported"} if strict else set())
+    # An EV retired in any fault-free run fails the suite, even where the scenario itself does
+    # not say ev_retired_max = 0 (a user's library).
+    agg = reportlib.fault_free_retirements(results)
+    if agg is not None and agg["status"] == "fail":
+        return 1
     return 1 if any(r["verdict"] in bad for r in results) else 0

@@ -87,6 +87,53 @@ def _doc(results, matrix, shard=None, wall=3.0):
     return doc
 
 
+class FaultFreeRetirements(unittest.TestCase):
+    """The suite's count of EV retirements over every fault-free run, all seeds (issue 17)."""
+
+    @staticmethod
+    def _run(name, seed, retired, fault_free=True, verdict="pass", mutant=""):
+        r = _result(f"{name}@s{seed}", verdict)
+        r.update(file=f"/lib/{name}.toml", seed=seed, fault_free=fault_free,
+                 ev_retired=retired, mutant=mutant)
+        return r
+
+    def test_one_retirement_in_one_seed_fails_the_suite(self):
+        clean = [self._run(n, s, 0) for n in ("a", "b") for s in (1, 2, 3)]
+        # Faulted scenarios retire EVs on purpose; mutants are meant to misbehave.
+        others = [self._run("flap", 1, 9, fault_free=False), self._run("a", 1, 4, mutant="m")]
+        agg = reportlib.fault_free_retirements(clean + others)
+        self.assertEqual((agg["status"], agg["total"], agg["runs"], agg["scenarios"]),
+                         ("pass", 0, 6, 2))
+        self.assertEqual(agg["seeds"], [1, 2, 3])
+        self.assertEqual(suitelib.exit_code(clean + others, False), 0)
+        # Seed 2 of b retires one EV and its own expectations let it pass (a scenario of a
+        # user's library without ev_retired_max): the suite fails all the same.
+        bad = list(clean)
+        bad[4] = self._run("b", 2, 1)
+        agg = reportlib.fault_free_retirements(bad + others)
+        self.assertEqual((agg["status"], agg["total"]), ("fail", 1))
+        self.assertEqual(agg["retiring"], [{"scenario": "b@s2", "seed": 2, "retired": 1}])
+        self.assertEqual(suitelib.exit_code(bad + others, False), 1)
+        line = reportlib.fault_free_line(agg)
+        self.assertIn("fault-free EV retirements: 1 in 6 of 6 run(s) (2 scenario(s), "
+                      "seeds 1, 2, 3), expected 0: FAIL; retired in b@s2 (seed 2): 1", line)
+        with _util.TempDir() as d:
+            suitelib.write_reports(_doc(bad + others, [r["scenario"] for r in bad + others]), d)
+            with open(os.path.join(d, "suite.md")) as f:
+                self.assertIn(line, f.read())
+            with open(os.path.join(d, "suite.json")) as f:
+                self.assertEqual(json.load(f)["fault_free_ev_retirements"]["total"], 1)
+
+    def test_runs_that_report_nothing_are_named_not_counted_as_zero(self):
+        runs = [self._run("a", 1, None, verdict="error"), self._run("a", 2, 0)]
+        agg = reportlib.fault_free_retirements(runs)
+        self.assertEqual((agg["status"], agg["reported"], agg["not_reported"]),
+                         ("pass", 1, ["a@s1"]))
+        agg = reportlib.fault_free_retirements(runs[:1])
+        self.assertEqual(agg["status"], "not-run")
+        self.assertIsNone(reportlib.fault_free_retirements([_result("x")]))
+
+
 class Merge(unittest.TestCase):
     """merge_shards() on hand-made shard documents."""
 
