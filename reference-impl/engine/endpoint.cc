@@ -765,6 +765,19 @@ void Endpoint::on_timer(uint64_t now_ns) {
   d.expire_ep(now_ns);
 }
 
+void Endpoint::begin_rx_batch() {
+  impl_->rx_batch_open = true;
+}
+
+void Endpoint::end_rx_batch(uint64_t now_ns) {
+  Impl& d = *impl_;
+  d.touch(now_ns);
+  d.rx_batch_open = false;
+  for (const uint32_t qpn : d.gap_scan_deferred)
+    if (Qp* qp = d.find_qp(qpn)) qp->deferred_gap_scan(d.now_ns);
+  d.gap_scan_deferred.clear();
+}
+
 uint64_t Endpoint::next_deadline_ns() const {
   const Impl& d = *impl_;
   uint64_t t = UINT64_MAX;

@@ -75,6 +75,10 @@ struct Endpoint::Impl {
   std::vector<std::byte> gather;  // scratch payload when a packet spans SGEs
   uint32_t rr_last = 0;
 
+  // Between begin_rx_batch() and end_rx_batch(): the QPs whose SACK-gap scan waits for the end.
+  bool rx_batch_open = false;
+  std::vector<uint32_t> gap_scan_deferred;
+
   // ---- helpers (endpoint.cc)
   Event event(EventKind k, uint32_t qpn) const {
     Event e;

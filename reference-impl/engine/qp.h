@@ -201,6 +201,8 @@ class Qp {
   void on_transport_ack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns);
   void on_ep_probe_response(uint8_t port, int ev_idx, uint64_t rtt_ns);
   void requester_timer(uint64_t now_ns);
+  // The SACK-gap scan a receive batch deferred (Endpoint::end_rx_batch), if still pending.
+  void deferred_gap_scan(uint64_t now_ns);
 
   // ---- responder.cc
   void on_data(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns, bool trimmed,
@@ -323,6 +325,7 @@ class Qp {
   uint64_t tlp_deadline_ = UINT64_MAX;
   // A hole that has the SACK-gap count but not yet the reordering time is scanned again then.
   uint64_t gap_deadline_ = UINT64_MAX;
+  bool gap_scan_deferred_ = false;  // a SACK of the open receive batch left its scan to the end
   bool tlp_pending_ = false;
   bool tlp_sent_ = false;
   uint16_t next_probe_id_ = 0;

@@ -427,8 +427,14 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
   if (have_sacked_ && !psn_lt(cack_seen_, highest_sacked_)) have_sacked_ = false;
 }
 
+void Qp::deferred_gap_scan(uint64_t now_ns) {
+  if (gap_scan_deferred_ && state_ == QpState::kRts) gap_scan(now_ns);
+  gap_scan_deferred_ = false;
+}
+
 void Qp::gap_scan(uint64_t now_ns) {
   gap_deadline_ = UINT64_MAX;
+  gap_scan_deferred_ = false;
   if (!have_sacked_ || !psn_lt(cack_seen_, highest_sacked_)) return;
   // A PSN is lost once `threshold` PSNs above it that were sent after it on its own plane have
   // been SACKed. Each plane queues on its own (its own NIC port, its own switches), so a plane
@@ -738,7 +744,15 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     cc_->on_ack(sample);
     after_cc("sack");
   }
-  if (sacked_new) gap_scan(now_ns);
+  if (sacked_new && ep_->rx_batch_open) {
+    // The rest of the batch may fill the holes this SACK shows: judge them at its end. The
+    // deadline keeps the scan due should the batch never be closed.
+    if (!gap_scan_deferred_) ep_->gap_scan_deferred.push_back(qpn_);
+    gap_scan_deferred_ = true;
+    gap_deadline_ = std::min(gap_deadline_, now_ns);
+  } else if (sacked_new) {
+    gap_scan(now_ns);
+  }
   if (newly != 0) arm_tail_probe(now_ns);
   check_ack_wait(now_ns);
 }

@@ -567,14 +567,22 @@ Status Runtime::Impl::loop() {
     if (!engine_lock.owns_lock()) engine_lock.lock();
     ++st.loop_iterations;
     bool more = false;
+    // The frames in the rings all arrived before the first is handled: a SACK further down (or
+    // in another port's ring) may fill the hole an earlier one shows, so the engine judges the
+    // holes once the rings are empty (the fault-free all-to-all retired an EV in about 1 run
+    // of 7, with nothing resent: the filling SACK came before the transmit).
+    ep->begin_rx_batch();
     receive_all(more);
     uint64_t now = monotonic_ns();
-    // Timers run only once the rings are empty: after the thread was descheduled for longer
+    // Timers run only once the rings are empty too: after the thread was descheduled for longer
     // than an RTO, the SACKs that arrived meanwhile must be seen before the retransmission timer
     // judges their PSNs lost (else a 115 ms scheduling gap cost 942 spurious timeouts).
-    if (!more && ep->next_deadline_ns() <= now) {
-      ep->on_timer(now);
-      ++st.timer_fires;
+    if (!more) {
+      ep->end_rx_batch(now);
+      if (ep->next_deadline_ns() <= now) {
+        ep->on_timer(now);
+        ++st.timer_fires;
+      }
     }
     run_cmds();
     uint64_t app_wake = UINT64_MAX;
