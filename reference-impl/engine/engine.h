@@ -625,9 +625,9 @@ class Endpoint {
   // A caller that drains a receive ring hands the engine its frames one at a time, but all of
   // them had arrived before the first is handled. Between these two calls a SACK does not judge
   // the PSNs it leaves unacknowledged: a frame later in the batch (the rest of the ring, another
-  // port's ring) may acknowledge them, and a loss decided before it retires a working EV (the
-  // runtime's fault-free all-to-all retired one EV in about 1 run of 7 and resent nothing, the
-  // filling SACK having come before the transmit). end_rx_batch() takes the decisions the batch
+  // port's ring) may acknowledge them, and a loss decided before it retires a working EV and
+  // resends nothing (the filling SACK cancels the resend before the transmit; test
+  // Recovery.SacksReadInOneBatch...). end_rx_batch() takes the decisions the batch
   // deferred, at `now_ns`, on everything it held. Without these calls every SACK is judged as
   // it comes (the simulator hands frames over one arrival at a time).
   void begin_rx_batch();

@@ -569,8 +569,8 @@ Status Runtime::Impl::loop() {
     bool more = false;
     // The frames in the rings all arrived before the first is handled: a SACK further down (or
     // in another port's ring) may fill the hole an earlier one shows, so the engine judges the
-    // holes once the rings are empty (the fault-free all-to-all retired an EV in about 1 run
-    // of 7, with nothing resent: the filling SACK came before the transmit).
+    // holes once the rings are empty (judged SACK by SACK, a working EV is retired on a hole
+    // that the same batch fills, and nothing is resent).
     ep->begin_rx_batch();
     receive_all(more);
     uint64_t now = monotonic_ns();
