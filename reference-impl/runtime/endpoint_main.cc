@@ -912,6 +912,11 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   if (int rc = choose_pmtu(prog, o, s, rt->ifaces()); rc != kOk) return rc;
   Plan& plan = s.plan;
   if (st = choose_slots(plan, s.buffer_limit); !st.ok()) return usage_error(prog, st.message);
+  // The buffer (up to --buffer-limit, every slot written with its first message) before the
+  // server hears from us: filling it takes seconds on a starved host, and the server gives each
+  // answer only --ctl-timeout (the cause of all-paths-down failing under load, issue 20).
+  Side side(plan, true);
+  if (st = side.allocate(); !st.ok()) return usage_error(prog, st.message);
   const uint64_t ctl_to = static_cast<uint64_t>(o.ctl_timeout_s * 1e9);
   ControlChannel ctl;
   if (st = ControlChannel::connect(o.server, o.port, ctl_to, ctl); !st.ok())
@@ -920,6 +925,7 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   Welcome w;
   if (st = client_handshake(ctl, o, s, plan, mutant_info(s.mutant).name, ctl_to, w); !st.ok())
     return usage_error(prog, st.message);
+  if (st = side.settle(plan); !st.ok()) return usage_error(prog, st.message);
   const std::optional<wire::Ipv6Addr> peer_gid = w.gid;
   const std::vector<PeerQp>& peer_qps = w.peer_qps;
   uint16_t max_wimm = w.max_wimm_dest;
@@ -927,7 +933,6 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
     max_wimm = static_cast<uint16_t>(std::min(4u * max_wimm, 65535u));
   // No demotion is ever accepted: the EV of a lost packet stays in the rotation and unprobed.
   if (s.mutant == Mutant::kReuseRetiredEv) s.ev.ev_min_active = engine::kEvMinActiveAll;
-  Side side(plan, true);
   Side* sidep = &side;
   engine::Endpoint& ep = rt->endpoint();
   if (st = side.create(ep, s.ev, s.cc); !st.ok()) return usage_error(prog, st.message);
@@ -1022,7 +1027,9 @@ class Node {
  private:
   Status load_profiles();
   const engine::EvProfile& profile_for(const wire::Ipv6Addr& gid) const;
-  Status add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id);
+  // side: allocated already (a client's, before its handshake), or null.
+  Status add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id,
+                  std::unique_ptr<Side> side = nullptr);
   void serve(NodeConn& c, uint64_t profile_id);
   void write(NodeConn& c, uint64_t profile_id);
   uint64_t step(engine::Endpoint& ep, uint64_t now);
@@ -1070,9 +1077,15 @@ const engine::EvProfile& Node::profile_for(const wire::Ipv6Addr& gid) const {
   return s_.ev;
 }
 
-Status Node::add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id) {
-  auto side = std::make_unique<Side>(c.plan, c.client);
-  Status st = side->allocate();
+Status Node::add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id,
+                      std::unique_ptr<Side> side) {
+  Status st;
+  if (side) {
+    st = side->settle(c.plan);
+  } else {
+    side = std::make_unique<Side>(c.plan, c.client);
+    st = side->allocate();
+  }
   if (!st.ok()) return st;
   rt_->call([&](engine::Endpoint& ep) {
     c.side = std::move(side);
@@ -1190,6 +1203,12 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
     c.error = st.message;
     return;
   }
+  // Filled before the server waits on us, as run_client does.
+  auto side = std::make_unique<Side>(plan, true);
+  if (Status st = side->allocate(); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
   if (Status st = ControlChannel::connect(c.ctl_addr, o_.port, ctl_to_, c.ctl); !st.ok()) {
     c.error = st.message;
     return;
@@ -1203,7 +1222,7 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
   c.peer_gid = w.gid;
   const std::vector<PeerQp>& peer_qps = w.peer_qps;
   const uint16_t max_wimm = w.max_wimm_dest;
-  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok()) {
+  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id, std::move(side)); !st.ok()) {
     c.error = st.message;
     return;
   }
