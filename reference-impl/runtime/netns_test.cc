@@ -508,14 +508,15 @@ TEST_F(NetnsTest, UnreachablePeers) {
   EXPECT_NE(r.client_out.find("RETRY_EXC"), std::string::npos) << r.client_out;
 }
 
-// The control handshake never waits on bulk memory work (issue 20: all-paths-down failed under
-// load when the client filled its 2 GiB buffer between the server's welcome and its own `qps`,
-// past the server's --ctl-timeout; the server's populated buffer sat likewise between `hello`
-// and `welcome`). Here each side gives the other 0.5 s per answer, the client fills 2 GiB and
-// the server's buffer is 1 GiB: more than 0.5 s of work on this host (populating 2 GiB alone
-// took 14 s under load), while the handshake's own steps take microseconds. Two QPs and fewer
-// slots on the server than the client allocated: the client's second QP still sends from where
-// its buffer put it (the server verifies every slot).
+// No control answer that comes within --ctl-timeout waits on bulk memory work (issue 20:
+// all-paths-down failed under load when the client filled its 2 GiB buffer between the server's
+// `welcome` and its own `qps`, past the server's 10 s; the server's buffer was populated between
+// `hello` and `welcome`, which the client also gave only --ctl-timeout). Here --ctl-timeout is
+// 0.5 s, the client fills 2 GiB and the server's buffer is 1 GiB: seconds of work on this host
+// (populating 2 GiB took 14 s under load), microseconds for the handshake's own steps. Main's
+// binary with these arguments fails both ways ("no answer ... within the timeout"). Two QPs and
+// fewer slots on the server than the client allocated: the client's second QP still sends from
+// where its buffer put it (the server verifies every slot).
 TEST_F(NetnsTest, BufferPreparationIsOutsideTheControlTimeouts) {
   Topo t('m', 1, "stev");
   ASSERT_TRUE(t.ok());

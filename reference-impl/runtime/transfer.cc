@@ -8,15 +8,17 @@
 
 namespace mrc::runtime {
 
+constexpr size_t kPopulateChunk = 16u << 20;
+
 Region::~Region() {
   stop_ = true;
   if (populate_.joinable()) populate_.join();
   if (p_ != nullptr) munmap(p_, n_);
 }
 
-Status Region::allocate(size_t bytes, bool in_background) {
+Status Region::allocate(size_t bytes, uint64_t budget_ns) {
   if (bytes == 0) bytes = 4096;
-  const int populate = in_background ? 0 : MAP_POPULATE;
+  const int populate = budget_ns == UINT64_MAX ? MAP_POPULATE : 0;
   void* m =
       mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
   if (m == MAP_FAILED)
@@ -24,13 +26,19 @@ Status Region::allocate(size_t bytes, bool in_background) {
                                      " bytes of buffer: " + std::strerror(errno));
   p_ = static_cast<std::byte*>(m);
   n_ = bytes;
-  if (in_background) {
-    // In chunks, so that a side that ends early does not wait for the whole buffer. A kernel
-    // without MADV_POPULATE_WRITE (before 5.14) leaves the pages to the data path's faults.
-    populate_ = std::thread([this] {
-      constexpr size_t kChunk = 32u << 20;
-      for (size_t off = 0; off < n_ && !stop_.load(std::memory_order_relaxed); off += kChunk)
-        if (madvise(p_ + off, std::min(kChunk, n_ - off), MADV_POPULATE_WRITE) != 0) break;
+  if (populate) return Status::Ok();
+  // In chunks: the budget is checked between them, and a side that ends early waits for one
+  // chunk at most. A kernel without MADV_POPULATE_WRITE (before 5.14) leaves the pages to the
+  // data path's faults.
+  const uint64_t end = monotonic_ns() + budget_ns;
+  size_t off = 0;
+  for (; off < n_ && monotonic_ns() < end; off += kPopulateChunk)
+    if (madvise(p_ + off, std::min(kPopulateChunk, n_ - off), MADV_POPULATE_WRITE) != 0)
+      return Status::Ok();
+  if (off < n_) {
+    populate_ = std::thread([this, off] {
+      for (size_t o = off; o < n_ && !stop_.load(std::memory_order_relaxed); o += kPopulateChunk)
+        if (madvise(p_ + o, std::min(kPopulateChunk, n_ - o), MADV_POPULATE_WRITE) != 0) break;
     });
   }
   return Status::Ok();
@@ -81,8 +89,7 @@ Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev, const eng
 Status Side::allocate() {
   if (plan_.slots == 0) return Status::Error(EINVAL, "no message slots");
   const uint64_t per_qp = plan_.slots * plan_.size;
-  // A server's buffer is populated while the client prepares (only the client fills its own).
-  if (Status s = mem_.allocate(per_qp * plan_.qps, !client_); !s.ok()) return s;
+  if (Status s = mem_.allocate(per_qp * plan_.qps, populate_budget_ns_); !s.ok()) return s;
   stride_slots_ = plan_.slots;
   if (client_) {
     const uint64_t first = plan_.iters ? std::min(plan_.iters, plan_.slots) : plan_.slots;

@@ -32,17 +32,19 @@ struct Plan {
   uint64_t stall_ns = 30'000'000'000ull;  // no completion for this long = failure
 };
 
-// Anonymous memory, populated so the transfer does not page-fault: up front, or by a thread
-// of its own (in_background) for a side whose peer is waiting on its control answer. Populating
-// 2 GiB took 14 s on a starved host, more than --ctl-timeout; the data path faults pages in
-// itself where it gets ahead of that thread (MADV_POPULATE_WRITE never changes the contents).
+// Anonymous memory, populated so the transfer does not page-fault. A side whose peer waits on
+// its control answer gives a budget: what is not populated within it is populated by a thread
+// of its own while the handshake goes on (populating 2 GiB took 14 s on a starved host, more
+// than --ctl-timeout; on a quiet one it fits the budget, so the transfer starts as before). The
+// data path faults pages in itself where it gets ahead of that thread (MADV_POPULATE_WRITE
+// never changes the contents).
 class Region {
  public:
   Region() = default;
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
-  Status allocate(size_t bytes, bool in_background = false);
+  Status allocate(size_t bytes, uint64_t budget_ns = UINT64_MAX);
   std::byte* data() const { return p_; }
   size_t size() const { return n_; }
 
@@ -81,6 +83,8 @@ class Side {
   // control timeout never covers filling the buffer): fewer slots than allocated are fine (the
   // first messages are in the first slots either way), everything else must be unchanged.
   Status settle(const Plan& agreed);
+  // Server: at most this long populating the buffer before create() returns (Region).
+  void set_populate_budget_ns(uint64_t ns) { populate_budget_ns_ = ns; }
   // profile_id: the EV and CC profile ids this side registers (one per side when several
   // sides share an engine).
   Status create(engine::Endpoint& ep, const engine::EvProfile& ev, const engine::CcProfile& cc,
@@ -137,6 +141,7 @@ class Side {
   Plan plan_;
   bool client_;
   uint64_t stride_slots_ = 0;  // slots per QP in the buffer as allocated (>= plan_.slots)
+  uint64_t populate_budget_ns_ = UINT64_MAX;
   uint32_t cq_ = 0;
   uint64_t profile_id_ = 1;
   Region mem_;
