@@ -197,6 +197,16 @@ std::vector<std::vector<wire::Ipv6Addr>> plane_destinations(const engine::EvProf
 // Slots per QP: every message gets its own slot when the buffer limit allows (then every
 // message is verified), else the ring of slots is reused and the last message of each slot
 // is verified.
+// The answers that follow a peer's bulk memory work get at least this long: `welcome` (the
+// server populates its buffer first) and `result` (it verifies). The other answers take a few
+// engine calls and get --ctl-timeout. A server populates for at most half of it and leaves the
+// rest to a thread (transfer.h, Region), so on a host where 2 GiB take 14 s the transfer still
+// starts with the buffer in place, as on a quiet one.
+constexpr uint64_t kBulkAnswerMinNs = 60'000'000'000ull;
+uint64_t bulk_answer_ns(uint64_t ctl_to) {
+  return std::max(ctl_to, kBulkAnswerMinNs);
+}
+
 Status choose_slots(Plan& plan, uint64_t limit) {
   const uint64_t per_qp_limit = limit / std::max<uint32_t>(1, plan.qps);
   uint64_t slots = per_qp_limit / plan.size;
@@ -782,6 +792,7 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
   plan.slots = std::min(plan.slots, client_slots);
 
   Side side(plan, false);
+  side.set_populate_budget_ns(bulk_answer_ns(ctl_to) / 2);  // the client waits for `welcome`
   engine::Endpoint& ep = rt->endpoint();
   if (st = side.create(ep, s.ev, s.cc); !st.ok()) return reject(st.message);
   if (st = ctl.send(welcome_msg(s, o.name, plan, side.local_qps())); !st.ok())
@@ -881,7 +892,7 @@ Status client_handshake(ControlChannel& ctl, const Options& o, const Setup& s, P
                       {"name", o.name}};
   if (Status st = ctl.send(hello); !st.ok()) return st;
   json welcome;
-  if (Status st = ctl.expect("welcome", welcome, ctl_to); !st.ok()) return st;
+  if (Status st = ctl.expect("welcome", welcome, bulk_answer_ns(ctl_to)); !st.ok()) return st;
   std::optional<wire::Ipv6Addr> gid;
   try {
     gid = wire::parse_ipv6(welcome.at("gid").get<std::string>());
@@ -912,6 +923,11 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   if (int rc = choose_pmtu(prog, o, s, rt->ifaces()); rc != kOk) return rc;
   Plan& plan = s.plan;
   if (st = choose_slots(plan, s.buffer_limit); !st.ok()) return usage_error(prog, st.message);
+  // The buffer (up to --buffer-limit, every slot written with its first message) before the
+  // server hears from us: filling it takes seconds on a starved host, and the server gives each
+  // answer only --ctl-timeout (the cause of all-paths-down failing under load, issue 20).
+  Side side(plan, true);
+  if (st = side.allocate(); !st.ok()) return usage_error(prog, st.message);
   const uint64_t ctl_to = static_cast<uint64_t>(o.ctl_timeout_s * 1e9);
   ControlChannel ctl;
   if (st = ControlChannel::connect(o.server, o.port, ctl_to, ctl); !st.ok())
@@ -920,6 +936,7 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
   Welcome w;
   if (st = client_handshake(ctl, o, s, plan, mutant_info(s.mutant).name, ctl_to, w); !st.ok())
     return usage_error(prog, st.message);
+  if (st = side.settle(plan); !st.ok()) return usage_error(prog, st.message);
   const std::optional<wire::Ipv6Addr> peer_gid = w.gid;
   const std::vector<PeerQp>& peer_qps = w.peer_qps;
   uint16_t max_wimm = w.max_wimm_dest;
@@ -927,7 +944,6 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
     max_wimm = static_cast<uint16_t>(std::min(4u * max_wimm, 65535u));
   // No demotion is ever accepted: the EV of a lost packet stays in the rotation and unprobed.
   if (s.mutant == Mutant::kReuseRetiredEv) s.ev.ev_min_active = engine::kEvMinActiveAll;
-  Side side(plan, true);
   Side* sidep = &side;
   engine::Endpoint& ep = rt->endpoint();
   if (st = side.create(ep, s.ev, s.cc); !st.ok()) return usage_error(prog, st.message);
@@ -971,8 +987,7 @@ int run_client(const std::string& prog, const Options& o, Setup& s) {
     r.peer_error = c.message;
   } else {
     json result;
-    if (Status c2 = ctl.expect("result", result, std::max<uint64_t>(ctl_to, 60'000'000'000ull));
-        !c2.ok()) {
+    if (Status c2 = ctl.expect("result", result, bulk_answer_ns(ctl_to)); !c2.ok()) {
       r.peer_error = c2.message;
     } else {
       r.verify = verify_from_json(result.value("verify", json::object()));
@@ -1022,7 +1037,9 @@ class Node {
  private:
   Status load_profiles();
   const engine::EvProfile& profile_for(const wire::Ipv6Addr& gid) const;
-  Status add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id);
+  // side: allocated already (a client's, before its handshake), or null.
+  Status add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id,
+                  std::unique_ptr<Side> side = nullptr);
   void serve(NodeConn& c, uint64_t profile_id);
   void write(NodeConn& c, uint64_t profile_id);
   uint64_t step(engine::Endpoint& ep, uint64_t now);
@@ -1070,9 +1087,16 @@ const engine::EvProfile& Node::profile_for(const wire::Ipv6Addr& gid) const {
   return s_.ev;
 }
 
-Status Node::add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id) {
-  auto side = std::make_unique<Side>(c.plan, c.client);
-  Status st = side->allocate();
+Status Node::add_side(NodeConn& c, const engine::EvProfile& ev, uint64_t profile_id,
+                      std::unique_ptr<Side> side) {
+  Status st;
+  if (side) {
+    st = side->settle(c.plan);
+  } else {
+    side = std::make_unique<Side>(c.plan, c.client);
+    if (!c.client) side->set_populate_budget_ns(bulk_answer_ns(ctl_to_) / 2);  // as run_server
+    st = side->allocate();
+  }
   if (!st.ok()) return st;
   rt_->call([&](engine::Endpoint& ep) {
     c.side = std::move(side);
@@ -1190,6 +1214,12 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
     c.error = st.message;
     return;
   }
+  // Filled before the server waits on us, as run_client does.
+  auto side = std::make_unique<Side>(plan, true);
+  if (Status st = side->allocate(); !st.ok()) {
+    c.error = st.message;
+    return;
+  }
   if (Status st = ControlChannel::connect(c.ctl_addr, o_.port, ctl_to_, c.ctl); !st.ok()) {
     c.error = st.message;
     return;
@@ -1203,7 +1233,7 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
   c.peer_gid = w.gid;
   const std::vector<PeerQp>& peer_qps = w.peer_qps;
   const uint16_t max_wimm = w.max_wimm_dest;
-  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id); !st.ok()) {
+  if (Status st = add_side(c, profile_for(c.peer_gid), profile_id, std::move(side)); !st.ok()) {
     c.error = st.message;
     return;
   }
@@ -1244,8 +1274,7 @@ void Node::write(NodeConn& c, uint64_t profile_id) {
     return;
   }
   json result;
-  if (st = c.ctl.expect("result", result, std::max<uint64_t>(ctl_to_, 60'000'000'000ull));
-      !st.ok()) {
+  if (st = c.ctl.expect("result", result, bulk_answer_ns(ctl_to_)); !st.ok()) {
     c.peer_error = st.message;
     return;
   }
@@ -1619,7 +1648,9 @@ int endpoint_main(int argc, char** argv) {
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
   app.add_option("--buffer-limit", o.buffer_limit, "bytes of message buffer per side")
       ->capture_default_str();
-  app.add_option("--ctl-timeout", o.ctl_timeout_s, "seconds to wait for the control peer")
+  app.add_option("--ctl-timeout", o.ctl_timeout_s,
+                 "seconds to wait for the control peer (at least 60 for the answers that follow "
+                 "its buffer work: welcome, result)")
       ->capture_default_str();
   app.add_option("--accept-timeout", o.accept_timeout_s,
                  "server: seconds to wait for a client (0 = forever)");

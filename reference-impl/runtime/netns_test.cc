@@ -508,6 +508,31 @@ TEST_F(NetnsTest, UnreachablePeers) {
   EXPECT_NE(r.client_out.find("RETRY_EXC"), std::string::npos) << r.client_out;
 }
 
+// No control answer that comes within --ctl-timeout waits on bulk memory work (issue 20:
+// all-paths-down failed under load when the client filled its 2 GiB buffer between the server's
+// `welcome` and its own `qps`, past the server's 10 s; the server's buffer was populated between
+// `hello` and `welcome`, which the client also gave only --ctl-timeout). Here --ctl-timeout is
+// 0.5 s, the client fills 2 GiB and the server's buffer is 1 GiB: seconds of work on this host
+// (populating 2 GiB took 14 s under load), microseconds for the handshake's own steps. Main's
+// binary with these arguments fails both ways ("no answer ... within the timeout"). Two QPs and
+// fewer slots on the server than the client allocated: the client's second QP still sends from
+// where its buffer put it (the server verifies every slot).
+TEST_F(NetnsTest, BufferPreparationIsOutsideTheControlTimeouts) {
+  Topo t('m', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  RunResult r = transfer(t,
+                         {"--size", "1M", "--duration", "0.3", "--tx-depth", "8", "--qps", "2",
+                          "--ctl-timeout", "0.5"},
+                         {"--buffer-limit", "2G"}, {"--buffer-limit", "1G"}, 300);
+  EXPECT_EQ(r.client_rc, 0) << r.client_out << "\n--- server ---\n" << r.server_out;
+  EXPECT_EQ(r.server_rc, 0) << r.server_out;
+  ASSERT_TRUE(r.client.is_object()) << r.client_out;
+  ASSERT_TRUE(r.server.is_object()) << r.server_out;
+  EXPECT_GT(r.client["messages"].get<uint64_t>(), 2u);
+  EXPECT_EQ(r.server["verify"]["messages_checked"], r.client["messages"]);
+  EXPECT_EQ(r.server["verify"]["messages_bad"], 0) << r.server_out;
+}
+
 // Port status from carrier: plane 2's router goes away mid-transfer (both its links down, as
 // when a plane's switch fails), so a2 and b2 lose carrier. Both runtimes see it, the engines
 // log port_status and stop using port 2, and the transfer completes over plane 1 with the data

@@ -8,19 +8,39 @@
 
 namespace mrc::runtime {
 
+constexpr size_t kPopulateChunk = 16u << 20;
+
 Region::~Region() {
+  stop_ = true;
+  if (populate_.joinable()) populate_.join();
   if (p_ != nullptr) munmap(p_, n_);
 }
 
-Status Region::allocate(size_t bytes) {
+Status Region::allocate(size_t bytes, uint64_t budget_ns) {
   if (bytes == 0) bytes = 4096;
-  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                 -1, 0);
+  const int populate = budget_ns == UINT64_MAX ? MAP_POPULATE : 0;
+  void* m =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
   if (m == MAP_FAILED)
     return Status::Error(ENOMEM, "cannot allocate " + std::to_string(bytes) +
                                      " bytes of buffer: " + std::strerror(errno));
   p_ = static_cast<std::byte*>(m);
   n_ = bytes;
+  if (populate) return Status::Ok();
+  // In chunks: the budget is checked between them, and a side that ends early waits for one
+  // chunk at most. A kernel without MADV_POPULATE_WRITE (before 5.14) leaves the pages to the
+  // data path's faults.
+  const uint64_t end = monotonic_ns() + budget_ns;
+  size_t off = 0;
+  for (; off < n_ && monotonic_ns() < end; off += kPopulateChunk)
+    if (madvise(p_ + off, std::min(kPopulateChunk, n_ - off), MADV_POPULATE_WRITE) != 0)
+      return Status::Ok();
+  if (off < n_) {
+    populate_ = std::thread([this, off] {
+      for (size_t o = off; o < n_ && !stop_.load(std::memory_order_relaxed); o += kPopulateChunk)
+        if (madvise(p_ + o, std::min(kPopulateChunk, n_ - o), MADV_POPULATE_WRITE) != 0) break;
+    });
+  }
   return Status::Ok();
 }
 
@@ -37,7 +57,7 @@ Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev, const eng
   if (mem_.data() == nullptr) {
     if (Status s = allocate(); !s.ok()) return s;
   }
-  const uint64_t per_qp = plan_.slots * plan_.size;
+  const uint64_t per_qp = stride_slots_ * plan_.size;
   const uint32_t recv_wr = client_ || !plan_.imm ? 1u : 2u * plan_.wimm;
   const uint32_t cqe = plan_.qps * (plan_.tx_depth + recv_wr) * 2 + 64;
   if (Status s = ep.create_cq(cqe, cq_); !s.ok()) return s;
@@ -69,13 +89,25 @@ Status Side::create(engine::Endpoint& ep, const engine::EvProfile& ev, const eng
 Status Side::allocate() {
   if (plan_.slots == 0) return Status::Error(EINVAL, "no message slots");
   const uint64_t per_qp = plan_.slots * plan_.size;
-  if (Status s = mem_.allocate(per_qp * plan_.qps); !s.ok()) return s;
+  if (Status s = mem_.allocate(per_qp * plan_.qps, populate_budget_ns_); !s.ok()) return s;
+  stride_slots_ = plan_.slots;
   if (client_) {
     const uint64_t first = plan_.iters ? std::min(plan_.iters, plan_.slots) : plan_.slots;
     for (uint32_t q = 0; q < plan_.qps; ++q)
       for (uint64_t m = 0; m < first; ++m)
         fill_pattern({mem_.data() + per_qp * q + m * plan_.size, plan_.size}, plan_.seed, q, m);
   }
+  return Status::Ok();
+}
+
+Status Side::settle(const Plan& agreed) {
+  if (mem_.data() != nullptr &&
+      (agreed.slots == 0 || agreed.slots > stride_slots_ || agreed.size != plan_.size ||
+       agreed.qps != plan_.qps || agreed.iters != plan_.iters || agreed.seed != plan_.seed))
+    return Status::Error(EINVAL, "the agreed plan (" + std::to_string(agreed.slots) +
+                                     " slots) does not fit the buffer allocated for " +
+                                     std::to_string(stride_slots_) + " slots");
+  plan_ = agreed;
   return Status::Ok();
 }
 

@@ -2,9 +2,11 @@
 // through a Runtime, or straight into another engine in memory). Private to the runtime folder.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reference-impl/engine/engine.h"
@@ -30,20 +32,27 @@ struct Plan {
   uint64_t stall_ns = 30'000'000'000ull;  // no completion for this long = failure
 };
 
-// Anonymous memory, populated up front so the transfer does not page-fault.
+// Anonymous memory, populated so the transfer does not page-fault. A side whose peer waits on
+// its control answer gives a budget: what is not populated within it is populated by a thread
+// of its own while the handshake goes on (populating 2 GiB took 14 s on a starved host, more
+// than --ctl-timeout; on a quiet one it fits the budget, so the transfer starts as before). The
+// data path faults pages in itself where it gets ahead of that thread (MADV_POPULATE_WRITE
+// never changes the contents).
 class Region {
  public:
   Region() = default;
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
-  Status allocate(size_t bytes);
+  Status allocate(size_t bytes, uint64_t budget_ns = UINT64_MAX);
   std::byte* data() const { return p_; }
   size_t size() const { return n_; }
 
  private:
   std::byte* p_ = nullptr;
   size_t n_ = 0;
+  std::thread populate_;
+  std::atomic<bool> stop_{false};
 };
 
 struct PeerQp {
@@ -70,6 +79,12 @@ class Side {
   // to a running loop does this on its own thread, so the loop is not held up for it. create()
   // does it when it was not done.
   Status allocate();
+  // The plan both ends agreed on (a client allocates before the handshake, so that its peer's
+  // control timeout never covers filling the buffer): fewer slots than allocated are fine (the
+  // first messages are in the first slots either way), everything else must be unchanged.
+  Status settle(const Plan& agreed);
+  // Server: at most this long populating the buffer before create() returns (Region).
+  void set_populate_budget_ns(uint64_t ns) { populate_budget_ns_ = ns; }
   // profile_id: the EV and CC profile ids this side registers (one per side when several
   // sides share an engine).
   Status create(engine::Endpoint& ep, const engine::EvProfile& ev, const engine::CcProfile& cc,
@@ -125,6 +140,8 @@ class Side {
 
   Plan plan_;
   bool client_;
+  uint64_t stride_slots_ = 0;  // slots per QP in the buffer as allocated (>= plan_.slots)
+  uint64_t populate_budget_ns_ = UINT64_MAX;
   uint32_t cq_ = 0;
   uint64_t profile_id_ = 1;
   Region mem_;
