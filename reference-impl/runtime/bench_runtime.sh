@@ -130,15 +130,16 @@ EOF
 fi
 
 # --- the endpoint over all planes. run_endpoint TAG "OPTIONS" writes $tmp/TAG.{client,server}.json
-# and $tmp/TAG.rc ("client_rc server_rc").
+# and $tmp/TAG.rc ("client_rc server_rc"). --ctl-timeout 120: on a loaded machine a 1 GiB run
+# can outlast the default 10 s the control channel waits for the peer's result.
 run_endpoint() {
   local tag=$1 opts=$2
   if [ "$loss" != 0 ]; then ip netns exec "$R1" nft -f "$tmp/loss.nft"; fi
-  ip netns exec "$B" "${run_ep[@]}" server --ifaces "$ib" --accept-timeout 30 --json $opts > "$tmp/$tag.server.json" 2> "$tmp/$tag.server.err" &
+  ip netns exec "$B" "${run_ep[@]}" server --ifaces "$ib" --accept-timeout 30 --ctl-timeout 120 --json $opts > "$tmp/$tag.server.json" 2> "$tmp/$tag.server.err" &
   local spid=$!
   sleep 0.3
   set +e
-  ip netns exec "$A" "${run_ep[@]}" client --server fd00:ff::b --ifaces "$ia" --size "$size" --iters "$iters" --json $opts > "$tmp/$tag.client.json" 2> "$tmp/$tag.client.err"
+  ip netns exec "$A" "${run_ep[@]}" client --server fd00:ff::b --ifaces "$ia" --size "$size" --iters "$iters" --ctl-timeout 120 --json $opts > "$tmp/$tag.client.json" 2> "$tmp/$tag.client.err"
   local crc=$?
   wait "$spid"
   local src=$?
