@@ -4,11 +4,17 @@
 # memory (`mrct endpoint memory`). Root only; the namespaces are removed on exit.
 #
 #   bench_runtime.sh [--planes N] [--bytes 1G] [--size 1M] [--loss PCT] [--bin PATH]
-#                    [--iperf-seconds S] [--extra "endpoint options"]
+#                    [--iperf-seconds S] [--extra "endpoint options"] [--rounds N]
+#                    [--compare "endpoint options"]
 #
 # --bin: an `mrct` binary (run as `mrct endpoint`) or `mrc_endpoint`; default: the first of
-# build/release/bin/mrct, build/*/bin/mrc_endpoint that works.
+# build/release/bin/mrct, build/*/bin/mrct, build/*/bin/mrc_endpoint that works.
 # --loss: drop PCT % of UDP/4791 packets in plane 1's router (nft numgen) for the endpoint runs.
+# --rounds N: N rounds of iperf3, then the endpoint (then the --compare endpoint), so that a load
+#   change on the machine hits all of them; prints every round and the medians (single runs on a
+#   shared 2-core machine vary by +-25 %). The ratio is the median of the per-round ratios.
+# --compare OPTS: in every round, a second endpoint run with OPTS instead of --extra (an A/B of
+#   an option on the same topology within the same minute), reported in its own rows.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +26,9 @@ loss=0
 bin=""
 iperf_s=5
 extra=""
+rounds=1
+compare=""
+have_compare=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --planes) planes=$2; shift 2 ;;
@@ -29,9 +38,12 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2 ;;
     --iperf-seconds) iperf_s=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --compare) compare=$2; have_compare=1; shift 2 ;;
     *) echo "bench_runtime.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench_runtime.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "bench_runtime.sh: needs root" >&2; exit 2; }
 
 tobytes() { numfmt --from=iec "$1"; }
@@ -71,34 +83,40 @@ R1=${prefix}r1
 echo "# ${run_ep[*]} | $planes planes, $bytes in $size messages ($iters), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- iperf3 -u on plane 1 (A a1 -> r1 -> b1), the path of the endpoint's port 1.
-ip netns exec "$A" ip -6 route replace fd00:a::2/128 via fd00:1:1::1 dev a1
-ip netns exec "$B" ip -6 route replace fd00:a::1/128 via fd00:2:1::1 dev b1
-ip netns exec "$B" iperf3 -s -1 -B fd00:a::2 -p 5299 >/dev/null 2>&1 &
-ipid=$!
-sleep 0.5
-ip netns exec "$A" iperf3 -u -c fd00:a::2 -B fd00:a::1 -p 5299 -b 0 -l 4096 -t "$iperf_s" -J > "$tmp/iperf.json" || true
-wait "$ipid" || true
-# Back to the multipath routes topo.sh made (the endpoint resolves each plane's gateway from them).
-ip netns exec "$A" ip -6 route del fd00:a::2/128
-ip netns exec "$B" ip -6 route del fd00:a::1/128
-for ((p = 1; p <= planes; p++)); do
-  x=$(printf '%x' "$p")
-  ip netns exec "$A" ip -6 route append fd00:a::2/128 via "fd00:1:$x::1" dev "a$p"
-  ip netns exec "$B" ip -6 route append fd00:a::1/128 via "fd00:2:$x::1" dev "b$p"
-done
-read -r iperf_gbps iperf_loss iperf_cpu <<<"$(python3 - "$tmp/iperf.json" "$iperf_s" <<'EOF'
+# Prints "goodput_gbps loss_pct cpu_s_per_gib".
+run_iperf() {
+  ip netns exec "$A" ip -6 route replace fd00:a::2/128 via fd00:1:1::1 dev a1
+  ip netns exec "$B" ip -6 route replace fd00:a::1/128 via fd00:2:1::1 dev b1
+  ip netns exec "$B" iperf3 -s -1 -B fd00:a::2 -p 5299 >/dev/null 2>&1 &
+  local ipid=$!
+  sleep 0.5
+  ip netns exec "$A" iperf3 -u -c fd00:a::2 -B fd00:a::1 -p 5299 -b 0 -l 4096 -t "$iperf_s" -J > "$tmp/iperf.json" || true
+  wait "$ipid" || true
+  # Back to the multipath routes topo.sh made (the endpoint resolves each plane's gateway from them).
+  ip netns exec "$A" ip -6 route del fd00:a::2/128
+  ip netns exec "$B" ip -6 route del fd00:a::1/128
+  for ((p = 1; p <= planes; p++)); do
+    x=$(printf '%x' "$p")
+    ip netns exec "$A" ip -6 route append fd00:a::2/128 via "fd00:1:$x::1" dev "a$p"
+    ip netns exec "$B" ip -6 route append fd00:a::1/128 via "fd00:2:$x::1" dev "b$p"
+  done
+  python3 - "$tmp/iperf.json" "$iperf_s" <<'EOF'
 import json, sys
-j = json.load(open(sys.argv[1]))
-s = j["end"]["sum"]
+try:
+    j = json.load(open(sys.argv[1]))
+    s = j["end"]["sum"]
+    cpu = j["end"]["cpu_utilization_percent"]
+except (ValueError, KeyError, OSError):
+    print("0 100 0")  # iperf3 failed: a zero that the summary shows as such
+    sys.exit(0)
 good = s["bits_per_second"] * (1 - s.get("lost_percent", 0) / 100) / 1e9
-cpu = j["end"]["cpu_utilization_percent"]
 secs = float(sys.argv[2])
 # CPU seconds of both iperf3 processes per GiB delivered
 gib = good * 1e9 / 8 * secs / 2**30
 cpu_s = (cpu["host_total"] + cpu["remote_total"]) / 100 * secs
 print(f"{good:.3f} {s.get('lost_percent', 0):.2f} {cpu_s / gib if gib else 0:.3f}")
 EOF
-)"
+}
 
 if [ "$loss" != 0 ]; then
   cat > "$tmp/loss.nft" <<EOF
@@ -109,53 +127,115 @@ table inet mrcbench {
   }
 }
 EOF
-  ip netns exec "$R1" nft -f "$tmp/loss.nft"
 fi
 
-# --- the endpoint over all planes
-ip netns exec "$B" "${run_ep[@]}" server --ifaces "$ib" --accept-timeout 30 --json $extra > "$tmp/server.json" 2> "$tmp/server.err" &
-spid=$!
-sleep 0.3
-set +e
-ip netns exec "$A" "${run_ep[@]}" client --server fd00:ff::b --ifaces "$ia" --size "$size" --iters "$iters" --json $extra > "$tmp/client.json" 2> "$tmp/client.err"
-crc=$?
-wait "$spid"
-src=$?
-set -e
-if [ "$loss" != 0 ]; then
-  echo "# nft on plane 1: $(ip netns exec "$R1" nft list ruleset | grep -o 'packets [0-9]* bytes [0-9]*' | head -1) dropped"
-fi
+# --- the endpoint over all planes. run_endpoint TAG "OPTIONS" writes $tmp/TAG.{client,server}.json
+# and $tmp/TAG.rc ("client_rc server_rc"). --ctl-timeout 120: on a loaded machine a 1 GiB run
+# can outlast the default 10 s the control channel waits for the peer's result.
+run_endpoint() {
+  local tag=$1 opts=$2
+  if [ "$loss" != 0 ]; then ip netns exec "$R1" nft -f "$tmp/loss.nft"; fi
+  ip netns exec "$B" "${run_ep[@]}" server --ifaces "$ib" --accept-timeout 30 --ctl-timeout 120 --json $opts > "$tmp/$tag.server.json" 2> "$tmp/$tag.server.err" &
+  local spid=$!
+  sleep 0.3
+  set +e
+  ip netns exec "$A" "${run_ep[@]}" client --server fd00:ff::b --ifaces "$ia" --size "$size" --iters "$iters" --ctl-timeout 120 --json $opts > "$tmp/$tag.client.json" 2> "$tmp/$tag.client.err"
+  local crc=$?
+  wait "$spid"
+  local src=$?
+  set -e
+  echo "$crc $src" > "$tmp/$tag.rc"
+  if [ "$loss" != 0 ]; then
+    echo "# $tag: nft on plane 1: $(ip netns exec "$R1" nft list ruleset | grep -o 'packets [0-9]* bytes [0-9]*' | head -1) dropped"
+    ip netns exec "$R1" nft delete table inet mrcbench
+  fi
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  echo "$(run_iperf) $(cut -d' ' -f1 /proc/loadavg)" > "$tmp/r$r.iperf"
+  run_endpoint "r$r.a" "$extra"
+  if [ "$have_compare" = 1 ]; then run_endpoint "r$r.b" "$compare"; fi
+done
 
 # --- the engine alone
 "${run_ep[@]}" memory --planes "$planes" --size "$size" --iters "$iters" --json $extra > "$tmp/memory.json" 2>&1 || true
 
-python3 - "$tmp" "$crc" "$src" "$iperf_gbps" "$iperf_loss" "$iperf_cpu" <<'EOF'
-import json, sys, os
-d, crc, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-iperf, iperf_loss, iperf_cpu = float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+python3 - "$tmp" "$rounds" "$have_compare" "$extra" "$compare" <<'EOF'
+import json, os, statistics, sys
+d, rounds, have_compare = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+labels = {"a": sys.argv[4] or "(default)", "b": sys.argv[5] or "(default)"}
+kinds = ["a", "b"] if have_compare else ["a"]
 def last(p):
     j = None
-    for line in open(os.path.join(d, p)):
-        line = line.strip()
-        if line.startswith("{"): j = json.loads(line)
+    try:
+        for line in open(os.path.join(d, p)):
+            line = line.strip()
+            if line.startswith("{"): j = json.loads(line)
+    except OSError:
+        pass
     return j
-c, s, m = last("client.json"), last("server.json"), last("memory.json")
-if c is None or s is None:
-    print("endpoint run failed:", open(os.path.join(d, "client.err")).read(), open(os.path.join(d, "server.err")).read())
-    sys.exit(1)
-gib = c["bytes"] / 2**30
-ep_cpu = (c["cpu_s"] + s["cpu_s"]) / gib if gib else 0
-v = s.get("verify", {})
-print(f"{'':24} {'Gbit/s':>8} {'CPU s/GiB':>10} {'ratio':>7}")
-print(f"{'iperf3 -u (plane 1)':24} {iperf:8.3f} {iperf_cpu:10.3f} {'1.00':>7}   loss {iperf_loss}%")
-print(f"{'endpoint':24} {c['gbit_per_s']:8.3f} {ep_cpu:10.3f} {c['gbit_per_s'] / iperf if iperf else 0:7.2f}"
-      f"   {c['planes']} planes, {c['bytes']} B, {c['seconds']:.2f} s")
+def text(p):
+    try:
+        return open(os.path.join(d, p)).read().strip()
+    except OSError:
+        return ""
+ok = True
+iperf = []                  # per round: (gbps, cpu_s_per_gib, loss_pct, load)
+runs = {k: [] for k in kinds}  # per kind: (round, gbps, cpu_s_per_gib)
+notes = []
+for r in range(1, rounds + 1):
+    g, lossp, cpu, load = text(f"r{r}.iperf").split()
+    iperf.append((float(g), float(cpu), float(lossp), float(load)))
+    for k in kinds:
+        c, s = last(f"r{r}.{k}.client.json"), last(f"r{r}.{k}.server.json")
+        crc, src = (int(x) for x in text(f"r{r}.{k}.rc").split())
+        if c is None or s is None or crc != 0 or src != 0:
+            ok = False
+            notes.append(f"round {r} endpoint {labels[k]}: FAILED, client rc {crc}, server rc {src}: "
+                         f"{text(f'r{r}.{k}.client.err')} {text(f'r{r}.{k}.server.err')}")
+            continue
+        gib = c["bytes"] / 2**30
+        v = s.get("verify", {})
+        rt = c["retransmissions"]
+        runs[k].append((r, c["gbit_per_s"], (c["cpu_s"] + s["cpu_s"]) / gib if gib else 0))
+        notes.append(f"round {r} endpoint {labels[k]}: {c['planes']} planes, {c['bytes']} B, "
+                     f"{c['seconds']:.2f} s, CPU s/GiB client {c['cpu_s'] / gib:.3f} server "
+                     f"{s['cpu_s'] / gib:.3f}, retransmissions {rt['total']} (timeout {rt['timeout']}, "
+                     f"nack {rt['nack']}, sack_gap {rt['sack_gap']}), EV retirements "
+                     f"{c.get('ev', {}).get('retired', 0)}, verified "
+                     f"{v.get('messages_checked', 0) - v.get('messages_bad', 0)}/"
+                     f"{v.get('messages_checked', 0)} messages")
+med = statistics.median
+def ratio(r, g):
+    ig = iperf[r - 1][0]
+    return g / ig if ig > 0 else 0.0
+print(f"{'':40} {'Gbit/s':>8} {'CPU s/GiB':>10} {'ratio':>7}")
+if rounds > 1:
+    for r in range(1, rounds + 1):
+        ig, icpu, il, load = iperf[r - 1]
+        print(f"round {r} (load {load:.2f})")
+        print(f"{'  iperf3 -u (plane 1)':40} {ig:8.3f} {icpu:10.3f} {'1.00':>7}   loss {il}%")
+        for k in kinds:
+            for rr, g, cpu in runs[k]:
+                if rr == r:
+                    print(f"{'  endpoint ' + labels[k]:40} {g:8.3f} {cpu:10.3f} {ratio(r, g):7.2f}")
+pre = f"median of {rounds}: " if rounds > 1 else ""
+ig = med([x[0] for x in iperf])
+print(f"{pre + 'iperf3 -u (plane 1)':40} {ig:8.3f} {med([x[1] for x in iperf]):10.3f} {'1.00':>7}"
+      f"   loss {med([x[2] for x in iperf])}%")
+for k in kinds:
+    if not runs[k]:
+        continue
+    name = pre + "endpoint" + (" " + labels[k] if have_compare else "")
+    # the ratio: median of the per-round ratios (each against the iperf3 run of its round)
+    print(f"{name:40} {med([x[1] for x in runs[k]]):8.3f} {med([x[2] for x in runs[k]]):10.3f} "
+          f"{med([ratio(r, g) for r, g, _ in runs[k]]):7.2f}   {len(runs[k])}/{rounds} runs")
+m = last("memory.json")
 if m:
-    print(f"{'engine in memory':24} {m['gbit_per_s']:8.3f} {m['cpu_s_per_gib']:10.3f} {m['gbit_per_s'] / iperf if iperf else 0:7.2f}")
-r = c["retransmissions"]
-print(f"retransmissions {r['total']} (timeout {r['timeout']}, nack {r['nack']}, sack_gap {r['sack_gap']}), "
-      f"EV retirements {c.get('ev', {}).get('retired', 0)}, "
-      f"verified {v.get('messages_checked', 0) - v.get('messages_bad', 0)}/{v.get('messages_checked', 0)} messages, "
-      f"client rc {crc}, server rc {src}")
-sys.exit(0 if crc == 0 and src == 0 else 1)
+    print(f"{'engine in memory':40} {m['gbit_per_s']:8.3f} {m['cpu_s_per_gib']:10.3f} "
+          f"{m['gbit_per_s'] / ig if ig else 0:7.2f}")
+for n in notes:
+    print(n)
+print("load at end", " ".join(open("/proc/loadavg").read().split()[:3]))
+sys.exit(0 if ok else 1)
 EOF

@@ -292,7 +292,7 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
   if (s.mutant == Mutant::kExceedWimm && !o.imm)
     return usage_error(prog, "--mutant exceed-wimm needs --imm");
   std::optional<IoKind> io = parse_io_kind(o.io);
-  if (!io) return usage_error(prog, "--io '" + o.io + "': packet or socket");
+  if (!io) return usage_error(prog, "--io '" + o.io + "': packet, socket or packet-tx");
   s.io = *io;
 
   const size_t nplanes = o.role == "memory" ? o.planes : o.ifaces.size();
@@ -517,6 +517,7 @@ json report_json(const Report& r) {
                         {"tx_no_next_hop", p.tx_no_next_hop},
                         {"rx_ring_drops", p.rx_ring_drops},
                         {"rx_truncated", p.rx_truncated},
+                        {"rx_reconstructed", p.rx_reconstructed},
                         {"up", p.up},
                         {"carrier_lost", p.carrier_lost},
                         {"tx_port_down", p.tx_port_down}});
@@ -1593,7 +1594,9 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--ifaces", o.ifaces, "plane interfaces, port n = n-th interface")->delimiter(',');
   app.add_option("--next-hop", o.next_hops,
                  "IFACE=MAC: fixed next hop of a plane (default: from the kernel)");
-  app.add_option("--io", o.io, "packet (AF_PACKET) or socket (raw IPv6 + UDP sockets)")
+  app.add_option("--io", o.io,
+                 "packet (AF_PACKET), socket (raw IPv6 + UDP sockets) or packet-tx (AF_PACKET "
+                 "transmit, UDP socket receive)")
       ->capture_default_str();
   app.add_option("--size", o.size, "message size, bytes with optional K/M/G suffix")
       ->capture_default_str();

@@ -48,12 +48,21 @@ std::string pcap_name(const std::string& prefix, const std::string& iface) {
 }  // namespace
 
 std::string_view io_kind_name(IoKind k) {
-  return k == IoKind::kPacket ? "packet" : "socket";
+  switch (k) {
+    case IoKind::kPacket:
+      return "packet";
+    case IoKind::kSocket:
+      return "socket";
+    case IoKind::kPacketTx:
+      return "packet-tx";
+  }
+  return "?";
 }
 
 std::optional<IoKind> parse_io_kind(std::string_view s) {
   if (s == "packet") return IoKind::kPacket;
   if (s == "socket") return IoKind::kSocket;
+  if (s == "packet-tx") return IoKind::kPacketTx;
   return std::nullopt;
 }
 
@@ -126,6 +135,8 @@ struct Runtime::Impl {
   // (equal stamps in two files leave the checker unable to tell which came first).
   uint64_t last_tx_stamp_ns = 0;
 
+  // Frames leave through AF_PACKET, with the next hop's MAC written by the runtime.
+  bool packet_tx() const { return cfg.io == IoKind::kPacket || cfg.io == IoKind::kPacketTx; }
   Status open();
   Status loop();
   void receive_all(bool& more);
@@ -192,8 +203,8 @@ Status Runtime::Impl::open() {
     ports.push_back(std::move(port_io));
   }
   {
-    Status s = cfg.io == IoKind::kPacket ? open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx)
-                                         : open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx);
+    Status s = packet_tx() ? open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx)
+                           : open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx);
     if (!s.ok()) return s;
   }
   if (Status s = open_sink_socket(
@@ -420,7 +431,7 @@ void Runtime::Impl::enqueue(engine::TxPacket& pkt, uint64_t now) {
     ++ports[p]->stats.tx_port_down;
     return;
   }
-  if (cfg.io == IoKind::kPacket) {
+  if (packet_tx()) {
     // The engine's MACs were fixed at construction; the next hop may have been resolved later.
     if (!next_hops[p]) {
       ++ports[p]->stats.tx_no_next_hop;
@@ -677,7 +688,7 @@ const std::vector<IfaceInfo>& Runtime::ifaces() const {
 
 Status Runtime::resolve_next_hops(const std::vector<std::vector<wire::Ipv6Addr>>& dsts_per_plane,
                                   uint64_t timeout_ns) {
-  if (impl_->cfg.io != IoKind::kPacket) return Status::Ok();
+  if (!impl_->packet_tx()) return Status::Ok();
   for (size_t p = 0; p < impl_->ifaces.size(); ++p) {
     if (impl_->next_hops[p]) continue;
     std::vector<wire::Ipv6Addr> dsts;

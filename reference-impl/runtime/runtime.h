@@ -228,13 +228,17 @@ class Mutator {
 // ---------------------------------------------------------------------------------------------
 // Runtime
 // ---------------------------------------------------------------------------------------------
-enum class IoKind : uint8_t { kPacket, kSocket };
+// kPacket: AF_PACKET receive ring and transmit. kSocket: UDP socket receive, raw IPv6 transmit.
+// kPacketTx: AF_PACKET transmit, UDP socket receive. On a host whose kernel delivers every
+// received frame in the sender's softirq (veth), the ring copies each frame there, on the
+// sender's CPU; a UDP socket copies it in the receiving thread's recvmmsg instead.
+enum class IoKind : uint8_t { kPacket, kSocket, kPacketTx };
 std::string_view io_kind_name(IoKind k);
 std::optional<IoKind> parse_io_kind(std::string_view s);
 
 struct PlaneConfig {
   std::string iface;                          // plane n is planes[n-1]
-  std::optional<wire::MacAddr> next_hop_mac;  // kPacket: fixed next hop (else resolved)
+  std::optional<wire::MacAddr> next_hop_mac;  // kPacket(Tx): fixed next hop (else resolved)
 };
 
 struct RuntimeConfig {
@@ -264,7 +268,7 @@ struct PlaneStats {
   uint64_t tx_no_next_hop = 0;  // frames dropped because the next hop was unknown
   uint64_t rx_ring_drops = 0;   // kPacket: PACKET_STATISTICS tp_drops
   uint64_t rx_truncated = 0;
-  uint64_t rx_reconstructed = 0;  // kSocket: frames rebuilt from a datagram
+  uint64_t rx_reconstructed = 0;  // kSocket, kPacketTx: frames rebuilt from a datagram
   // Carrier of the interface as the runtime last saw it (rtnetlink link messages, and a direct
   // check when transmit is refused). A port without carrier is reported to the engine
   // (Endpoint::set_port_state: the engine stops using the plane and tells its peers).
