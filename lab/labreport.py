@@ -315,6 +315,11 @@ def analyze_mrc(path, requester_addrs, mrct, flap=None):
                 hi = mid
         return prog[lo][0] if lo < len(prog) else None
 
+    if tx == 0:
+        # e.g. captured on the sending interface: AF_PACKET qdisc-bypass frames skip its taps
+        return {"error": f"{path}: no MRC data packet from the requester "
+                         f"({', '.join(sorted(requester_addrs))}) in "
+                         f"{sum(1 for f in frames if f.get('roce'))} RoCE frames"}
     order = sorted(msgs.values(), key=lambda m: m[0])
     first_tx = [m[0] for m in order]
     comp = [covered(progress, m[1]) if m[1] is not None else None for m in order]
@@ -412,7 +417,8 @@ def collect(out_dir, mode=None, timings=None, kernel=None, mrct=None):
                "ok": meta["client_rc"] == 0 and meta["server_rc"] == 0,
                "wall_s": round((meta["t_end_us"] - meta["t_start_us"]) / 1e6, 3),
                "capture": {"file": f"{name}.pcap", "captured": meta.get("captured"),
-                           "dropped_by_kernel": meta.get("capture_dropped")}}
+                           "dropped_by_kernel": meta.get("capture_dropped"),
+                           "interface": meta.get("capture_if", "mrcA0")}}
         if meta["fault"] != "none":
             run["expected_failure"] = "fault runs may end in RETRY_EXC_ERR; that is a result"
         if "flap" in meta:
@@ -460,6 +466,10 @@ def print_table(summary):
             perf = f"{pt['bw_average_gb_per_sec']:.3f} Gb/s"
         elif pt.get("t_typical_usec") is not None:
             perf = f"{pt['t_typical_usec']:.2f} us typ"
+        elif "gbit_per_s" in r.get("mrc_perf", {}) and "write_lat" not in r.get("args", ""):
+            perf = f"mrc-perf {r['mrc_perf']['gbit_per_s']:.3f} Gb/s"
+        elif r.get("mrc_perf", {}).get("latency_us", {}).get("p50") is not None:
+            perf = f"mrc-perf {r['mrc_perf']['latency_us']['p50']:.0f} us p50"
         else:
             perf = "-"
         a = r.get("analysis", {})

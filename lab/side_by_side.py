@@ -260,7 +260,8 @@ def markdown(rep):
             f"({p['messages']} x {p['msg_bytes']} B, {p['window']} outstanding) and the same "
             "netem faults, captured on the same interface as RC/rxe; its goodput, latency, "
             "stalls and retransmissions come from that capture (decoded by `mrct decode "
-            "--json`) with RC/rxe's definitions. mrc-perf's own figures are in the last column "
+            "--json`) with RC/rxe's definitions (where the lab kept no capture, see the notes). "
+            "mrc-perf's own figures are in the last column "
             "(its latency runs from `mrc_post_send`, so a message's wait behind the 127 queued "
             "before it counts: not comparable with the wire columns). RC/rxe ran on the IPv6 "
             "GIDs in the same boot."]
@@ -475,9 +476,13 @@ def main():
                          "their goodput is mrc-perf's and the latency, stall and retransmission "
                          "columns stay empty rather than hold mrc-perf's post-to-completion "
                          "latency, which is another quantity; rerun `mrct lab mrc` for them.")
-        notes.append("MRC/rxe wire: done counts the messages completed in the capture (the "
-                     "transport ACK covering the message's last PSN); mrc-perf verified every "
-                     "byte at the responder as well when its figure says ok.")
+        if len(nocap) < len(rows):
+            notes.append("MRC/rxe wire: done counts the messages completed in the capture (the "
+                         "transport ACK covering the message's last PSN); mrc-perf verified "
+                         "every byte at the responder as well when its run says ok.")
+        else:
+            notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and "
+                         "verified.")
     lat_table = latency_table(runs)
     notes += [
         "RC/rxe runs inside a TCG guest on a shared 2-core host (load average at the run: "

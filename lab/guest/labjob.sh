@@ -303,11 +303,17 @@ lab_flap_bg() {
   LAB_FLAP_PID=$!
 }
 
-# The requester-side capture of one run: every RoCEv2 frame (UDP 4791) on mrcA0, RC's and MRC's
-# alike, so both transports' wire timings come from the same place.
-lab_cap_start() {  # NAME: tcpdump on $LAB_A into $LAB_TMP/NAME.pcap, returns once it listens
+# The requester-side capture of one run: every RoCEv2 frame (UDP 4791) on LAB_CAP_IF.
+# Default mrcA0, the requester's own veth (the baseline's captures). The MRC runtime transmits
+# with PACKET_QDISC_BYPASS, and frames sent that way skip the capture taps of the sending
+# interface: a capture on mrcA0 holds only what MRC received. So `mrct lab mrc` captures every
+# run, RC's and MRC's alike, on mrcA1, the veth's other end: it receives everything mrcA0 sent
+# (before the fault, which is on mrcA1's and mrcB1's egress) and transmits to mrcA0 what survived
+# netem (the tap of an egress runs after the qdisc). Same place for both transports, so their
+# wire timings mean the same.
+lab_cap_start() {  # NAME: tcpdump on $LAB_CAP_IF into $LAB_TMP/NAME.pcap, returns once it listens
   local name=$1 i
-  tcpdump -i "$LAB_A" -s 0 -B 32768 -Z root -w "$LAB_TMP/$name.pcap" "udp port 4791" \
+  tcpdump -i "${LAB_CAP_IF:-$LAB_A}" -s 0 -B 32768 -Z root -w "$LAB_TMP/$name.pcap" "udp port 4791" \
     > "$LAB_TMP/$name.tcpdump.txt" 2>&1 &
   LAB_CAP_PID=$!
   for i in $(seq 1 200); do grep -q "listening on" "$LAB_TMP/$name.tcpdump.txt" && break; sleep 0.05; done
@@ -378,7 +384,7 @@ lab_perf() {
     echo " \"args\": \"$*\", \"client_rc\": $crc, \"server_rc\": $src,"
     echo " \"t_start_us\": ${t0/./}, \"t_end_us\": ${t1/./}, \"gid_index\": [$ga, $gb],"
     cat "$flapfile"
-    echo " \"captured\": ${cap:-null}, \"capture_dropped\": ${drop:-null},"
+    echo " \"captured\": ${cap:-null}, \"capture_dropped\": ${drop:-null}, \"capture_if\": \"${LAB_CAP_IF:-$LAB_A}\","
     echo " \"steps_s\": {\"tcpdump_start\": $(lab_since "$ts0" "$ts1"), \"server_listen\": $(lab_since "$ts1" "$ts2"),"
     echo "   \"client\": $(lab_since "$t0" "$t1"), \"drain_and_stop\": $(lab_since "$t1" "$ts3"), \"save\": $(lab_since "$ts3" "$ts4")},"
     echo " \"counters_before\": {"
@@ -399,7 +405,7 @@ lab_perf() {
 # --------------------------------------------------------------------------------------------
 # lab_mrc NAME FAULT [mrc-perf client args...]: mrc-perf server on rxe1 (one client), client (the
 # requester) on rxe0, GIDs fd00:211::1/2, control over TCP on 127.0.0.1 as perftest's.
-# Writes NAME.pcap (the requester-side capture on mrcA0, as lab_perf's), NAME.client.json
+# Writes NAME.pcap (the requester-side capture, on LAB_CAP_IF as lab_perf's), NAME.client.json
 # (mrc-perf's result), NAME.client.txt (stderr), NAME.server.txt and NAME.meta.json (times, flap
 # timestamps, capture counts, rxe hw_counters and netdev counters before/after).
 lab_mrc() {
@@ -441,7 +447,7 @@ lab_mrc() {
     echo " \"args\": \"$*\", \"client_rc\": $crc, \"server_rc\": $src,"
     echo " \"t_start_us\": ${t0/./}, \"t_end_us\": ${t1/./},"
     cat "$flapfile"
-    echo " \"captured\": ${LAB_CAP_CAPTURED:-null}, \"capture_dropped\": ${LAB_CAP_DROPPED:-null},"
+    echo " \"captured\": ${LAB_CAP_CAPTURED:-null}, \"capture_dropped\": ${LAB_CAP_DROPPED:-null}, \"capture_if\": \"${LAB_CAP_IF:-$LAB_A}\","
     echo " \"counters_before\": {"
     sed 's/^\(.*\)=\(.*\)$/  "\1": \2,/' "$LAB_TMP/$name.cnt0" | sed '$ s/,$//'
     echo " }, \"counters_after\": {"
@@ -480,7 +486,8 @@ lab_attach_only() {
 # same transfer (LAB_BW_ITERS x LAB_BW_SIZE, 128 outstanding), same faults (none, loss, flap),
 # IPv6 GIDs (the MRC engine speaks RoCEv2 over IPv6); then one WRITE at a time, clean
 # (ib_write_lat next to mrc-perf --test write_lat, LAB_LAT_ITERS x LAB_LAT_SIZE). Every run is
-# captured on mrcA0. The attach test runs between the RC and the MRC runs.
+# captured on mrcA1 (lab_cap_start says why). The attach test runs between the RC and the MRC
+# runs.
 lab_mrc_plan() {
   local size=${LAB_BW_SIZE:-65536} n=${LAB_BW_ITERS:-1000}
   local lsize=${LAB_LAT_SIZE:-2} nl=${LAB_LAT_ITERS:-1000}
@@ -491,6 +498,8 @@ lab_mrc_plan() {
   local mrc=(--test write_bw --size "$size" --iters "$n" --tx-depth 128)
   local mlat=(--test write_lat --size "$lsize" --iters "$nl")
   [ -n "$LAB_MRC_CC" ] && mrc+=(--cc-profile "$LAB_MRC_CC") && mlat+=(--cc-profile "$LAB_MRC_CC")
+  # both transports captured where MRC's transmissions are visible (lab_cap_start)
+  local LAB_CAP_IF=$LAB_A_BR
   lab_net_up || return 1
   local fails=0
   # RC first, before any MRC process has touched the devices
