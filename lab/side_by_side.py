@@ -246,8 +246,9 @@ def markdown(rep):
          f"* Transfer: {p['messages']} RDMA WRITEs of {p['msg_bytes']} B, {p['window']} outstanding "
          "(perftest `ib_write_bw` defaults), 4096 B path MTU.",
          f"* RC/rxe: Linux {env.get('kernel')} rdma_rxe, two devices on a veth/bridge wire "
-         f"({env.get('mode')} mode), perftest, timings from the requester-side capture. Faults by "
-         "netem on the bridge ports (carrier kept).",
+         f"({env.get('mode')} mode), perftest, timings from the requester-side capture (on "
+         f"{env.get('capture_if') or 'mrcA0'}). Faults by netem on the bridge ports (carrier "
+         "kept).",
          f"* Simulator: one plane of {p['paths']} paths, every link {p['link_gbps']} Gb/s "
          f"({'given with --link-gbps' if p.get('link_given') else '= RC/rxe' + chr(39) + 's no-fault goodput'}), {p['prop_ns']} ns per link; unloaded RTT "
          f"{p['base_rtt_us']:.0f} us. RC model: ACK timeout {p['rc_timeout_ms']:.1f} ms, 128 PSN "
@@ -502,6 +503,9 @@ def main():
     rep = {"date": time.strftime("%Y-%m-%d"), "baseline": os.path.abspath(base),
            "measured_mrc": measured,
            "environment": {"mode": lab.get("mode"), "kernel": lab.get("kernel"),
+                           "capture_if": ", ".join(sorted({(r.get("capture") or {}).get(
+                               "interface", "mrcA0") for r in runs.values()
+                               if r.get("capture")})),
                            "host_loadavg": lab.get("host_loadavg"), "host_cpus": lab.get("host_cpus")},
            "params": {"messages": messages, "msg_bytes": msg_bytes, "window": 128, "paths": 8,
                       "link_gbps": link, "link_given": bool(a.link_gbps), "prop_ns": rc0["prop_ns"], "base_rtt_us": rc0["base_rtt_us"],
