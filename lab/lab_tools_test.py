@@ -146,6 +146,18 @@ def main():
            and lat.get("t_typical_cycles") == 82914.0,
            f"perftest latency in cycles converted with the guest MHz: {lat.get('t_typical_usec')} us")
 
+    # stalls when completions come in batches (a cumulative ACK completing three messages at
+    # once, as MRC's transport ACKs do under load): one completion instant every 1 ms and one
+    # 51 ms gap. Counting the zero gaps inside a batch made the median 0 and every gap a stall.
+    first = [0] * 45
+    comp = [1_000_000 * (1 + i // 3) for i in range(45)]
+    comp[30:] = [c + 50_000_000 for c in comp[30:]]
+    st = labreport.timeline_stats(first, comp, comp, 45 * 4096)
+    pr = st.get("progress", {})
+    expect(pr.get("stalls") == 1 and pr.get("events") == 15
+           and abs(pr.get("stall_time_ms", 0) - 51) < 1e-6,
+           f"batched completions: one 51 ms stall in 15 progress instants ({pr})")
+
     with tempfile.TemporaryDirectory() as tmp:
         runs = {}
         for fault in ("none", "loss"):

@@ -7,7 +7,8 @@ Timing definitions (the same for RC over rxe and for the simulated transports):
                    (or NAK-sequence-error, which acknowledges the PSNs before it) covering the
                    message's last PSN; for READ, the in-order arrival of its last response.
   goodput          distinct payload bytes / (last completion - first data transmission).
-  progress event   a message completes.
+  progress event   a message completes; messages completed at the same instant (one
+                   cumulative ACK covering several) are one progress event.
   stall            a gap between progress events longer than 10x the run's median gap; stall
                    time is the sum of those gaps, max_gap the longest gap of all.
   go-back          a retransmission of a PSN at or below the highest sent; "nak" when a NAK
@@ -60,8 +61,10 @@ def timeline_stats(first_tx_ns, completion_ns, progress_ns, payload_bytes, stall
                goodput_gbps=round(payload_bytes * 8 / dur / 1e9, 4) if dur > 0 else None,
                latency_us={"p50": round(percentile(lat, 50), 1), "p99": round(percentile(lat, 99), 1),
                            "p999": round(percentile(lat, 99.9), 1), "max": round(max(lat), 1)})
-    prog = sorted(t for t in progress_ns if start <= t <= end)
-    gaps = [b - a for a, b in zip([start] + prog, prog)]
+    # one event per instant: with batched completions the zero gaps would otherwise make the
+    # median 0 and every real gap a "stall"
+    prog = sorted({t for t in progress_ns if start <= t <= end})
+    gaps = [b - a for a, b in zip([start] + prog, prog) if b > a]
     if gaps:
         med = statistics.median(gaps)
         thr = stall_factor * med
