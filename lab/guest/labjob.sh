@@ -333,7 +333,7 @@ lab_cap_save() {  # NAME: the capture to $LAB_OUT
 }
 
 # --------------------------------------------------------------------------------------------
-# one perftest run: server on rxe1, client (the requester) on rxe0, capture on mrcA0
+# one perftest run: server on rxe1, client (the requester) on rxe0, capture on LAB_CAP_IF (mrcA0)
 # --------------------------------------------------------------------------------------------
 # lab_perf NAME TOOL FAMILY FAULT [perftest args...]
 #   FAULT: none | loss:PCT | flap:AT_MS:DOWN_MS | carrier:AT_MS:DOWN_MS
