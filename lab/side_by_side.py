@@ -276,7 +276,8 @@ def markdown(rep):
          f"* Simulator figures: mean (min-max) over seeds {', '.join(map(str, p['seeds']))}; "
          "RC/rxe: one run.", "",
          "Latency = completion - first transmission of the message. Stall = a gap between "
-         "message completions longer than 10x the run's median gap; stall ms is their sum.", ""]
+         "message completions (messages completed at the same instant count once) longer than "
+         "10x the run's median gap; stall ms is their sum.", ""]
     cols = ("| transport | done | goodput Gb/s | p50 ms | p99 ms | p99.9 ms | max ms | stalls | "
             "stall ms | max gap ms | rtx pkts | tool's own figure |")
     for fault in ("none", "loss", "flap"):
