@@ -485,7 +485,8 @@ def main():
         else:
             notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and "
                          "verified.")
-    lat_table = latency_table(runs)
+    # the latency runs belong to `mrct lab mrc`; a baseline's write_lat has no MRC peer
+    lat_table = latency_table(runs) if measured else None
     notes += [
         "RC/rxe runs inside a TCG guest on a shared 2-core host (load average at the run: "
         f"{', '.join(f'{x:.1f}' for x in lab.get('host_loadavg', []))}); even its no-fault run "
