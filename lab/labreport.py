@@ -7,7 +7,8 @@ Timing definitions (the same for RC over rxe and for the simulated transports):
                    (or NAK-sequence-error, which acknowledges the PSNs before it) covering the
                    message's last PSN; for READ, the in-order arrival of its last response.
   goodput          distinct payload bytes / (last completion - first data transmission).
-  progress event   a message completes.
+  progress event   a message completes; messages completed at the same instant (one
+                   cumulative ACK covering several) are one progress event.
   stall            a gap between progress events longer than 10x the run's median gap; stall
                    time is the sum of those gaps, max_gap the longest gap of all.
   go-back          a retransmission of a PSN at or below the highest sent; "nak" when a NAK
@@ -15,12 +16,21 @@ Timing definitions (the same for RC over rxe and for the simulated transports):
                    (the ACK timer, or rxe's completer asking for a retry).
   flap recovery    (rxe captures) from the last ACK progress before the link went down to the
                    first one after it came back, and from link up to that first progress.
+
+MRC through lib_mrc.so (analyze_mrc) is read from the same requester-side capture with the same
+definitions, decoded by the project's own MRP0 decoder (`mrct decode --json`): a message is the
+data packets of one METH.MSN, its latency runs from the first transmission of its first packet to
+the first transport ACK (0xD1) whose cumulative PSN covers its last PSN (the ACK that completes
+the work request, docs/wire-format.md 8.4), and a retransmission is a data packet whose PSN was
+sent before. So the RC and MRC rows of the side by side mean the same thing.
 """
 import glob
+import ipaddress
 import json
 import os
 import re
 import statistics
+import subprocess
 
 import labpcap
 
@@ -51,8 +61,10 @@ def timeline_stats(first_tx_ns, completion_ns, progress_ns, payload_bytes, stall
                goodput_gbps=round(payload_bytes * 8 / dur / 1e9, 4) if dur > 0 else None,
                latency_us={"p50": round(percentile(lat, 50), 1), "p99": round(percentile(lat, 99), 1),
                            "p999": round(percentile(lat, 99.9), 1), "max": round(max(lat), 1)})
-    prog = sorted(t for t in progress_ns if start <= t <= end)
-    gaps = [b - a for a, b in zip([start] + prog, prog)]
+    # one event per instant: with batched completions the zero gaps would otherwise make the
+    # median 0 and every real gap a "stall"
+    prog = sorted({t for t in progress_ns if start <= t <= end})
+    gaps = [b - a for a, b in zip([start] + prog, prog) if b > a]
     if gaps:
         med = statistics.median(gaps)
         thr = stall_factor * med
@@ -68,6 +80,8 @@ def timeline_stats(first_tx_ns, completion_ns, progress_ns, payload_bytes, stall
 def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
     """RC behaviour seen from the requester's interface: messages, go-back-N, ACK progress."""
     pkts = labpcap.roce_packets(path)
+    req = {addr_key(a) for a in requester_addrs}
+    is_req = {}
     base = None
 
     def rel(p):
@@ -89,7 +103,9 @@ def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
     last_tx = None
     qps = set()
     for ts, p in pkts:
-        from_req = p["src"] in requester_addrs
+        if p["src"] not in is_req:
+            is_req[p["src"]] = addr_key(p["src"]) in req
+        from_req = is_req[p["src"]]
         op = p["opcode"]
         if from_req and (op in labpcap.REQUEST_DATA_OPS or op == labpcap.READ_REQUEST):
             qps.add(p["destqp"])
@@ -187,6 +203,160 @@ def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
     return res
 
 
+MRC_DATA_FIRST = {0xC6}
+MRC_DATA_LAST = {0xC8, 0xC9}
+MRC_DATA_ONLY = {0xCA, 0xCB}
+MRC_DATA_OPS = {0xC0} | set(range(0xC6, 0xCC))
+MRC_TRANSPORT_ACK, MRC_SACK, MRC_NACK, MRC_PROBE = 0xD1, 0xDC, 0xDD, 0xDE
+
+
+def addr_key(a):
+    """One spelling for an address: mrct prints IPv6 as text, labpcap as 32 hex digits."""
+    a = str(a)
+    if len(a) == 32 and ":" not in a and "." not in a:
+        a = ":".join(a[i:i + 4] for i in range(0, 32, 4))
+    try:
+        return ipaddress.ip_address(a).exploded
+    except ValueError:
+        return a
+
+
+def mrct_frames(mrct, path):
+    """The capture's frames as `mrct decode --json` objects (the project's MRP0 decoder)."""
+    r = subprocess.run([mrct, "decode", "--json", path], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise labpcap.PcapError(f"{path}: mrct decode exit {r.returncode}: "
+                                f"{r.stderr.strip()[-300:]}")
+    out = []
+    for i, line in enumerate(r.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise labpcap.PcapError(f"{path}: mrct decode --json line {i + 1}: {e}")
+    return out
+
+
+def analyze_mrc(path, requester_addrs, mrct, flap=None):
+    """MRC (MRP0) seen from the requester's interface, with analyze_rc's definitions."""
+    frames = mrct_frames(mrct, path)
+    req = {addr_key(a) for a in requester_addrs}
+    is_req = {}
+    base = None
+
+    def rel(p):
+        d = (p - base) % PSN_MOD
+        return d - PSN_MOD if d >= PSN_MOD // 2 else d
+
+    sent = set()       # relative PSNs transmitted at least once
+    msgs = {}          # MSN -> [first_tx_ns, last_psn or None]
+    tx = rtx = rtx_flag = payload = probes = 0
+    evs = set()
+    acks = naks = sacks = dup_acks = decode_errors = 0
+    nack_codes = {}
+    cum = -1
+    progress = []      # (t, cumulative placed PSN) from transport ACKs
+    sack_progress = []  # (t, cack_psn) from SACKs
+    for f in frames:
+        if "error" in f:
+            decode_errors += 1
+            continue
+        if not f.get("roce"):
+            continue
+        ts, op = f["ts_ns"], f["opcode"]
+        src = f.get("src", "")
+        if src not in is_req:
+            is_req[src] = addr_key(src) in req
+        from_req = is_req[src]
+        if from_req and op in MRC_DATA_OPS:
+            if base is None:
+                base = f["psn"]
+            r = rel(f["psn"])
+            tx += 1
+            evs.add(f.get("wev"))
+            rtx_flag += bool(f.get("rtx"))
+            if r in sent:
+                rtx += 1
+                continue
+            sent.add(r)
+            payload += f.get("payload_len", 0)
+            m = msgs.setdefault(f.get("meth.msn", r), [ts, None])
+            m[0] = min(m[0], ts)
+            if op in MRC_DATA_LAST or op in MRC_DATA_ONLY:
+                m[1] = r
+        elif from_req and op == MRC_PROBE:
+            probes += 1  # reliability probes (EV probes are endpoint operations, DestQP 2)
+        elif not from_req and base is not None and op == MRC_TRANSPORT_ACK:
+            s = f.get("aeth.syndrome", 0)
+            if s >> 5 == 0:
+                acks += 1
+                r = rel(f["psn"])
+                if r > cum:
+                    cum = r
+                    progress.append((ts, cum))
+                else:
+                    dup_acks += 1
+            else:
+                naks += 1
+        elif not from_req and base is not None and op == MRC_SACK:
+            sacks += 1
+            c = rel(f["psn"])
+            if not sack_progress or c > sack_progress[-1][1]:
+                sack_progress.append((ts, c))
+        elif not from_req and base is not None and op == MRC_NACK:
+            name = f.get("neth.code_name", str(f.get("neth.code")))
+            nack_codes[name] = nack_codes.get(name, 0) + 1
+
+    def covered(prog, last):
+        # first time the cumulative PSN reaches `last` (prog is increasing in both fields)
+        lo, hi = 0, len(prog)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if prog[mid][1] < last:
+                lo = mid + 1
+            else:
+                hi = mid
+        return prog[lo][0] if lo < len(prog) else None
+
+    if tx == 0:
+        # e.g. captured on the sending interface: AF_PACKET qdisc-bypass frames skip its taps
+        return {"error": f"{path}: no MRC data packet from the requester "
+                         f"({', '.join(sorted(requester_addrs))}) in "
+                         f"{sum(1 for f in frames if f.get('roce'))} RoCE frames"}
+    order = sorted(msgs.values(), key=lambda m: m[0])
+    first_tx = [m[0] for m in order]
+    comp = [covered(progress, m[1]) if m[1] is not None else None for m in order]
+    res = {"decoder": "mrct decode --json", "roce_frames": sum(1 for f in frames if f.get("roce")),
+           "decode_errors": decode_errors, "data_tx": tx, "retransmitted": rtx,
+           "retransmit_fraction": round(rtx / tx, 4) if tx else 0, "rtx_flagged": rtx_flag,
+           "evs_used": len(evs), "reliability_probes_tx": probes, "transport_acks_rx": acks,
+           "transport_naks_rx": naks, "duplicate_acks": dup_acks, "sacks_rx": sacks,
+           "nacks_rx": sum(nack_codes.values()), "nack_codes": nack_codes}
+    res.update(timeline_stats(first_tx, comp, [c for c in comp if c is not None], payload))
+    # the same messages up to the SACK that first covers them (delivery, before placement's ACK)
+    sack_done = [covered(sack_progress, m[1]) if m[1] is not None else None for m in order]
+    sl = [(c - s) / 1e3 for s, c in zip(first_tx, sack_done) if c is not None]
+    if sl:
+        res["sack_latency_us"] = {"p50": round(percentile(sl, 50), 1),
+                                  "p99": round(percentile(sl, 99), 1),
+                                  "p999": round(percentile(sl, 99.9), 1)}
+    done = [c for c in comp if c is not None]
+    if first_tx and done:
+        res["first_tx_ns"] = min(first_tx)
+        res["last_completion_ns"] = max(done)
+    if flap and progress:
+        down, up = flap["down_us"] * 1000, flap["up_us"] * 1000
+        before = [t for t, _ in progress if t <= down]
+        after = [t for t, _ in progress if t >= up]
+        if before and after:
+            res["flap"] = {"down_ms": round((up - down) / 1e6, 1),
+                           "no_progress_ms": round((after[0] - before[-1]) / 1e6, 2),
+                           "recovery_after_up_ms": round((after[0] - up) / 1e6, 2)}
+        elif not after:
+            res["flap"] = {"down_ms": round((up - down) / 1e6, 1), "recovered": False}
+    return res
+
+
 PERF_ERR = re.compile(r"(error|Failed|Couldn't|Unable|retry|timeout)", re.I)
 
 
@@ -230,13 +400,16 @@ def read_counters(meta):
     return {k: a[k] - b.get(k, 0) for k in sorted(a) if isinstance(a[k], int) and a[k] - b.get(k, 0)}
 
 
-def collect(out_dir, mode=None, timings=None, kernel=None):
+def collect(out_dir, mode=None, timings=None, kernel=None, mrct=None):
+    """results.json of a lab output directory. mrct decodes the MRC (mrc-perf) captures; without
+    it their analysis says so and the RC runs are analysed as always."""
     setup = {}
     sp = os.path.join(out_dir, "setup.json")
     if os.path.isfile(sp):
         with open(sp) as fh:
             setup = json.load(fh)
-    req = {setup.get("requester", {}).get("v4", "10.211.0.1"), "fd000211000000000000000000000001"}
+    req = {setup.get("requester", {}).get("v4", "10.211.0.1"),
+           setup.get("requester", {}).get("v6", "fd00:211::1")}
     runs = []
     for mp in sorted(glob.glob(os.path.join(out_dir, "*.meta.json")), key=os.path.getmtime):
         with open(mp) as fh:
@@ -247,7 +420,8 @@ def collect(out_dir, mode=None, timings=None, kernel=None):
                "ok": meta["client_rc"] == 0 and meta["server_rc"] == 0,
                "wall_s": round((meta["t_end_us"] - meta["t_start_us"]) / 1e6, 3),
                "capture": {"file": f"{name}.pcap", "captured": meta.get("captured"),
-                           "dropped_by_kernel": meta.get("capture_dropped")}}
+                           "dropped_by_kernel": meta.get("capture_dropped"),
+                           "interface": meta.get("capture_if", "mrcA0")}}
         if meta["fault"] != "none":
             run["expected_failure"] = "fault runs may end in RETRY_EXC_ERR; that is a result"
         if "flap" in meta:
@@ -266,9 +440,18 @@ def collect(out_dir, mode=None, timings=None, kernel=None):
             run["mrc_perf"] = objs[0] if objs else {"error": "no result line"}
             run.pop("perftest", None)
         pp = os.path.join(out_dir, f"{name}.pcap")
-        if os.path.isfile(pp):
+        if not os.path.isfile(pp):
+            # runs of an older lab (MRC was not captured before 2026-11-28) keep no capture
+            run["capture"] = None
+        elif meta["tool"] == "mrc-perf" and not (mrct and os.path.isfile(mrct)):
+            run["analysis"] = {"error": f"{name}.pcap not analysed: mrct (the MRP0 decoder) not "
+                                        "found; build it or pass --mrct"}
+        else:
             try:
-                run["analysis"] = analyze_rc(pp, req, flap=meta.get("flap"))
+                if meta["tool"] == "mrc-perf":
+                    run["analysis"] = analyze_mrc(pp, req, mrct, flap=meta.get("flap"))
+                else:
+                    run["analysis"] = analyze_rc(pp, req, flap=meta.get("flap"))
             except labpcap.PcapError as e:
                 run["analysis"] = {"error": str(e)}
         runs.append(run)
@@ -286,6 +469,10 @@ def print_table(summary):
             perf = f"{pt['bw_average_gb_per_sec']:.3f} Gb/s"
         elif pt.get("t_typical_usec") is not None:
             perf = f"{pt['t_typical_usec']:.2f} us typ"
+        elif "gbit_per_s" in r.get("mrc_perf", {}) and "write_lat" not in r.get("args", ""):
+            perf = f"mrc-perf {r['mrc_perf']['gbit_per_s']:.3f} Gb/s"
+        elif r.get("mrc_perf", {}).get("latency_us", {}).get("p50") is not None:
+            perf = f"mrc-perf {r['mrc_perf']['latency_us']['p50']:.0f} us p50"
         else:
             perf = "-"
         a = r.get("analysis", {})

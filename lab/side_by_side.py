@@ -10,8 +10,10 @@ with MRC over the reference engine.
                 "multipath + selective recovery".
   MRC/rxe wire  measured: mrc-perf through lib_mrc.so attached to the same two rxe devices
                 (`mrct lab mrc`: MRs registered on rxe, the reference engine on AF_PACKET
-                sockets of the same veths), same transfer, same netem faults; goodput and
-                per-message latency (mrc_post_send to completion) from mrc-perf.
+                sockets of the same veths), same transfer, same netem faults; goodput,
+                latency, stalls and retransmissions from the requester-side capture exactly as
+                RC/rxe's (labreport.analyze_mrc, decoded by `mrct decode --json`); mrc-perf's
+                own figures (mrc_post_send to completion) in the "tool" column.
   MRC/sim       the reference engine (mrc_engine) on the simulator, spraying over 8 paths: an
                 extra row, kept for the comparison with the model.
 
@@ -20,6 +22,10 @@ no fault, the transfer is the baseline's (messages x bytes, 128 outstanding), th
 percentage on one hop each way, and the flap takes one of 8 paths down at the same point of the
 transfer and for as long as the lab's flap lasted. For RC that path is its only path: the worst
 case, which 1 RC flow in 8 meets when flows hash evenly; the other 7 see no fault at all.
+
+Latency runs (one WRITE at a time, no fault, same boot): ib_write_lat next to mrc-perf
+--test write_lat, both timed from the capture (first transmission -> the ACK that covers the
+WRITE), with the tools' own figures and the MRC/RC ratios in a second table.
 
 Writes <out>/<name>.json and <out>/<name>.md. Stdlib only.
 Usage: side_by_side.py --baseline DIR [--sbs PATH] [--seeds 1,2,3] [--out lab/results]
@@ -40,6 +46,24 @@ import time
 LAB = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, LAB)
 import labreport  # noqa: E402
+
+
+MRC_ROW = "MRC/rxe wire (lib_mrc.so, measured)"
+
+
+def latency_params(runs):
+    r = next((r for n, r in runs.items() if n.startswith(("v6-write_lat-clean",
+                                                           "mrc-write_lat-clean"))), None)
+    if not r:
+        return None
+    a = r.get("args", "").split()
+
+    def arg(*flags):
+        for fl in flags:
+            if fl in a[:-1]:
+                return a[a.index(fl) + 1]
+        return "?"
+    return f"{arg('-n', '--iters')} WRITEs of {arg('-s', '--size')} B, IPv6 GIDs"
 
 
 def find_sbs(explicit):
@@ -97,13 +121,13 @@ def aggregate(runs):
     }
 
 
-def rxe_row(run):
+def capture_row(run, all_success):
+    """A measured run's row from its capture analysis (labreport.analyze_rc / analyze_mrc)."""
     a = run.get("analysis", {})
-    if not a or "error" in a:
+    if not a or "error" in a or not a.get("completed"):
         return None
-    row = {"seeds": 1, "completed": {"mean": a.get("completed")},
-           "all_success": run["ok"] and a.get("completed") == a.get("messages"),
-           "client_rc": run["client_rc"]}
+    row = {"seeds": 1, "completed": {"mean": a.get("completed")}, "all_success": all_success,
+           "client_rc": run["client_rc"], "source": "capture"}
     lat = a.get("latency_us", {})
     pr = a.get("progress", {})
     for k, v in (("goodput_gbps", a.get("goodput_gbps")), ("p50_ms", lat.get("p50")),
@@ -117,23 +141,90 @@ def rxe_row(run):
     return row
 
 
+def rxe_row(run):
+    a = run.get("analysis", {})
+    row = capture_row(run, run["ok"] and a.get("completed") == a.get("messages"))
+    if row is None:
+        return None
+    pt = run.get("perftest", {})
+    if "bw_average_gb_per_sec" in pt:
+        row["tool"] = f"perftest {pt['bw_average_gb_per_sec']:.3f} Gb/s"
+    elif pt.get("t_typical_usec") is not None:
+        row["tool"] = f"perftest typical {pt['t_typical_usec']:.1f} us (half round trip)"
+    return row
+
+
+def mrc_perf_figure(m):
+    lat = m.get("latency_us", {})
+    txt = f"mrc-perf {m['gbit_per_s']:.3f} Gb/s" if "gbit_per_s" in m else "mrc-perf"
+    if lat.get("p99") is not None:
+        txt += (f", post->completion p50 / p99 {lat.get('p50', 0) / 1e3:.2f} / "
+                f"{lat['p99'] / 1e3:.2f} ms")
+    return txt
+
+
 def mrc_perf_row(run):
-    """A measured MRC run (`mrct lab mrc`): mrc-perf's own result line."""
+    """A measured MRC run (`mrct lab mrc`): the capture's figures, as RC/rxe's. A run of a lab
+    older than the MRC capture (no pcap) keeps mrc-perf's goodput only: its latency
+    (mrc_post_send to completion, behind 127 queued messages) is not the same quantity and stays
+    out of the wire columns."""
     m = run.get("mrc_perf") or {}
     if "gbit_per_s" not in m:
         return None
-    lat = m.get("latency_us", {})
-    row = {"seeds": 1, "completed": {"mean": m.get("messages")},
-           "all_success": run["ok"] and bool(m.get("ok")), "client_rc": run["client_rc"]}
-    for k, v in (("goodput_gbps", m.get("gbit_per_s")), ("p50_ms", lat.get("p50")),
-                 ("p99_ms", lat.get("p99")), ("p999_ms", lat.get("p999")),
-                 ("max_ms", lat.get("max"))):
-        if v is not None and k != "goodput_gbps":
-            v = v / 1e3
-        row[k] = None if v is None else {"mean": v, "min": v, "max": v}
+    ok = run["ok"] and bool(m.get("ok"))
+    row = capture_row(run, ok)
+    if row is None:
+        row = {"seeds": 1, "completed": {"mean": m.get("messages")}, "all_success": ok,
+               "client_rc": run["client_rc"], "source": "mrc-perf (no capture)",
+               "goodput_gbps": {"mean": m["gbit_per_s"], "min": m["gbit_per_s"],
+                                "max": m["gbit_per_s"]}}
+        why = (run.get("analysis") or {}).get("error")
+        if why:
+            row["analysis_error"] = why
+    row["tool"] = mrc_perf_figure(m)
     row["mrc_perf"] = m
     row["rxe_counters_delta"] = run.get("rxe_counters_delta")
     return row
+
+
+def ratio(a, b):
+    return None if a is None or b in (None, 0) else round(a / b, 2)
+
+
+def latency_table(runs):
+    """The latency runs (ib_write_lat, mrc-perf write_lat), or None when the lab had none."""
+    rc = next((r for n, r in runs.items() if n.startswith("v6-write_lat-clean")), None)
+    mrc = next((r for n, r in runs.items() if n.startswith("mrc-write_lat-clean")), None)
+    if not rc and not mrc:
+        return None
+    out = {}
+    for name, r in (("RC/rxe ib_write_lat (Linux kernel)", rc),
+                    ("MRC/rxe mrc-perf write_lat (lib_mrc.so)", mrc)):
+        if r is None:
+            out[name] = None
+            continue
+        a = r.get("analysis") or {}
+        row = {"client_rc": r["client_rc"], "ok": r["ok"], "args": r.get("args"),
+               "messages": a.get("messages"), "completed": a.get("completed"),
+               "wire_us": a.get("latency_us"), "retransmitted": a.get("retransmitted"),
+               "analysis_error": a.get("error")}
+        if r.get("tool") == "mrc-perf":
+            m = r.get("mrc_perf") or {}
+            row["ok"] = r["ok"] and bool(m.get("ok"))
+            row["tool_us"] = {k: m.get("latency_us", {}).get(k) for k in ("p50", "p99", "p999")}
+            row["tool_what"] = "mrc_post_send -> completion"
+        else:
+            pt = r.get("perftest") or {}
+            row["tool_us"] = {"p50": pt.get("t_typical_usec"),
+                              "p99": pt.get("99pct_percentile_usec"),
+                              "p999": pt.get("99_9pct_percentile_usec")}
+            row["tool_what"] = "perftest -C: half the ping-pong round trip (typical, 99 %, 99.9 %)"
+        out[name] = row
+    rows = list(out.values())
+    if all(rows) and all(x.get("wire_us") for x in rows):
+        out["MRC / RC"] = {k: ratio(rows[1]["wire_us"].get(k), rows[0]["wire_us"].get(k))
+                           for k in ("p50", "p99", "p999", "max")}
+    return out
 
 
 def fmt(m, key, digits=2):
@@ -155,8 +246,9 @@ def markdown(rep):
          f"* Transfer: {p['messages']} RDMA WRITEs of {p['msg_bytes']} B, {p['window']} outstanding "
          "(perftest `ib_write_bw` defaults), 4096 B path MTU.",
          f"* RC/rxe: Linux {env.get('kernel')} rdma_rxe, two devices on a veth/bridge wire "
-         f"({env.get('mode')} mode), perftest, timings from the requester-side capture. Faults by "
-         "netem on the bridge ports (carrier kept).",
+         f"({env.get('mode')} mode), perftest, timings from the requester-side capture (on "
+         f"{env.get('capture_if') or 'mrcA0'}). Faults by netem on the bridge ports (carrier "
+         "kept).",
          f"* Simulator: one plane of {p['paths']} paths, every link {p['link_gbps']} Gb/s "
          f"({'given with --link-gbps' if p.get('link_given') else '= RC/rxe' + chr(39) + 's no-fault goodput'}), {p['prop_ns']} ns per link; unloaded RTT "
          f"{p['base_rtt_us']:.0f} us. RC model: ACK timeout {p['rc_timeout_ms']:.1f} ms, 128 PSN "
@@ -167,9 +259,13 @@ def markdown(rep):
             "two rxe devices (MRs registered with `ibv_reg_mr` on rxe, rxe's rkeys), the reference "
             "engine on AF_PACKET sockets of the same veths, IPv6 GIDs, the same transfer "
             f"({p['messages']} x {p['msg_bytes']} B, {p['window']} outstanding) and the same "
-            "netem faults; goodput and latency are mrc-perf's (latency: `mrc_post_send` to the "
-            "completion, so a message's wait behind the 127 before it counts, where RC/rxe's "
-            "starts at its first transmission). RC/rxe ran on the IPv6 GIDs in the same boot."]
+            "netem faults, captured on the same interface as RC/rxe; its goodput, latency, "
+            "stalls and retransmissions come from that capture (decoded by `mrct decode "
+            "--json`) with RC/rxe's definitions (where the lab kept no capture, see the notes). "
+            "mrc-perf's own figures are in the last column "
+            "(its latency runs from `mrc_post_send`, so a message's wait behind the 127 queued "
+            "before it counts: not comparable with the wire columns). RC/rxe ran on the IPv6 "
+            "GIDs in the same boot."]
            if rep.get("measured_mrc") else
            ["* MRC/rxe wire: not run (the baseline has no `mrct lab mrc` runs)."]),
          f"* Loss: {p['loss_pct']} % per packet on one hop in each direction (rxe: both bridge "
@@ -180,14 +276,15 @@ def markdown(rep):
          f"* Simulator figures: mean (min-max) over seeds {', '.join(map(str, p['seeds']))}; "
          "RC/rxe: one run.", "",
          "Latency = completion - first transmission of the message. Stall = a gap between "
-         "message completions longer than 10x the run's median gap; stall ms is their sum.", ""]
+         "message completions (messages completed at the same instant count once) longer than "
+         "10x the run's median gap; stall ms is their sum.", ""]
     cols = ("| transport | done | goodput Gb/s | p50 ms | p99 ms | p99.9 ms | max ms | stalls | "
-            "stall ms | max gap ms | rtx pkts |")
+            "stall ms | max gap ms | rtx pkts | tool's own figure |")
     for fault in ("none", "loss", "flap"):
-        L += [f"## Fault: {rep['fault_names'][fault]}", "", cols, "|" + "---|" * 11]
+        L += [f"## Fault: {rep['fault_names'][fault]}", "", cols, "|" + "---|" * 12]
         for name, m in rep["rows"][fault].items():
             if m is None:
-                L.append(f"| {name} | not run | | | | | | | | | |")
+                L.append(f"| {name} | not run | | | | | | | | | | |")
                 continue
             done = m.get("completed", {}).get("mean")
             done_s = "-" if done is None else f"{done:.0f}/{p['messages']}"
@@ -198,7 +295,46 @@ def markdown(rep):
             L.append(f"| {name} | {done_s} | {gp} | {fmt(m, 'p50_ms')} | "
                      f"{fmt(m, 'p99_ms')} | {fmt(m, 'p999_ms')} | {fmt(m, 'max_ms')} | "
                      f"{fmt(m, 'stalls', 0)} | {fmt(m, 'stall_ms', 1)} | {fmt(m, 'max_gap_ms', 1)} | "
-                     f"{fmt(m, 'retransmits', 0)} |")
+                     f"{fmt(m, 'retransmits', 0)} | {m.get('tool', '')} |")
+        r = rep.get("ratios", {}).get(fault)
+        if r:
+            L.append("")
+            L.append("MRC/rxe over RC/rxe (both from the capture): " + ", ".join(
+                f"{k} {'-' if v is None else f'{v:.2f}x'}" for k, v in r.items()) + ".")
+        L.append("")
+    lt = rep.get("latency")
+    if lt:
+        L += ["## One WRITE at a time (latency), no fault", "",
+              f"`ib_write_lat` and `mrc-perf --test write_lat` in the same boot, "
+              f"{rep['latency_params']}. Wire = the requester-side capture: first transmission "
+              "of the WRITE to the first ACK covering it (RC: AETH ACK; MRC: transport ACK), "
+              "the same definition as above. Tool = each program's own figure (they measure "
+              "different things: perftest's ping-pong half round trip, mrc-perf's post to "
+              "completion).", "",
+              "| transport | done | wire p50 us | wire p99 us | wire p99.9 us | wire max us | "
+              "rtx pkts | tool p50 / p99 / p99.9 us | tool measures |", "|" + "---|" * 9]
+        for name, x in lt.items():
+            if name == "MRC / RC":
+                continue
+            if x is None:
+                L.append(f"| {name} | not run | | | | | | | |")
+                continue
+            w = x.get("wire_us") or {}
+            t = x.get("tool_us") or {}
+
+            def us(v):
+                return "-" if v is None else f"{v:.1f}"
+            done = "-" if x.get("completed") is None else f"{x['completed']}/{x['messages']}"
+            if not x.get("ok"):
+                done += f" (exit {x['client_rc']})"
+            L.append(f"| {name} | {done} | {us(w.get('p50'))} | {us(w.get('p99'))} | "
+                     f"{us(w.get('p999'))} | {us(w.get('max'))} | {x.get('retransmitted', '-')} | "
+                     f"{us(t.get('p50'))} / {us(t.get('p99'))} / {us(t.get('p999'))} | "
+                     f"{x['tool_what']} |")
+        if lt.get("MRC / RC"):
+            L.append("")
+            L.append("MRC/rxe over RC/rxe, wire latency: " + ", ".join(
+                f"{k} {'-' if v is None else f'{v:.2f}x'}" for k, v in lt["MRC / RC"].items()) + ".")
         L.append("")
     L += ["## Reading it", ""] + [f"* {n}" for n in rep["notes"]] + [""]
     return "\n".join(L)
@@ -285,8 +421,7 @@ def main():
     mrc_timeout_ns = int(mparams["timeout_us"] * 1e3)
     for f in rows:
         rows[f]["RC/rxe (Linux kernel)"] = rxe_row(rxe[f]) if rxe[f] else None
-        rows[f]["MRC/rxe wire (lib_mrc.so, measured)"] = \
-            mrc_perf_row(mrc_real[f]) if mrc_real[f] else None
+        rows[f][MRC_ROW] = mrc_perf_row(mrc_real[f]) if mrc_real[f] else None
         rows[f]["RC/sim, rxe timers"] = aggregate(
             [sim_run(sbs, common + ["--transport", "rc", "--fault", f, "--seed", s]) for s in seeds])
         if f != "none":
@@ -302,7 +437,7 @@ def main():
         return (m or {}).get("goodput_gbps", {}) or {}
     notes = []
     for f in ("loss", "flap"):
-        for n in ("RC/rxe (Linux kernel)", "MRC/rxe wire (lib_mrc.so, measured)",
+        for n in ("RC/rxe (Linux kernel)", MRC_ROW,
                   "RC/sim, rxe timers", "MRC/sim (reference engine, simulated)"):
             ok = all((rows[x].get(n) or {}).get("all_success") for x in ("none", f))
             a0, a1 = g("none", n).get("mean"), g(f, n).get("mean")
@@ -325,9 +460,33 @@ def main():
             notes.append(f"RC/rxe {r['name']} did not complete (client exit {r['client_rc']}"
                          f"{': perftest ' + repr(why) if why else ''}); its latency columns cover "
                          "the messages completed before the QP error.")
+    ratios = {}
+    for f in rows:
+        rc_m, mrc_m = rows[f].get("RC/rxe (Linux kernel)"), rows[f].get(MRC_ROW)
+        if rc_m and mrc_m and rc_m.get("source") == mrc_m.get("source") == "capture" \
+                and rc_m.get("all_success") and mrc_m.get("all_success"):
+            ratios[f] = {k.replace("_gbps", "").replace("_ms", ""):
+                         ratio(mrc_m[k]["mean"], rc_m[k]["mean"])
+                         for k in ("goodput_gbps", "p50_ms", "p99_ms", "p999_ms")
+                         if mrc_m.get(k) and rc_m.get(k)}
     if measured:
-        notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and verified; "
-                     "stalls and retransmissions are not reported by the API (mrc-perf README).")
+        nocap = [f for f in rows if (rows[f].get(MRC_ROW) or {}).get("source", "").startswith(
+            "mrc-perf")]
+        if nocap:
+            notes.append("MRC/rxe wire under " + ", ".join(nocap) + ": the lab kept no capture "
+                         "of these MRC runs (labs before 2026-11-28 did not capture MRC), so "
+                         "their goodput is mrc-perf's and the latency, stall and retransmission "
+                         "columns stay empty rather than hold mrc-perf's post-to-completion "
+                         "latency, which is another quantity; rerun `mrct lab mrc` for them.")
+        if len(nocap) < len(rows):
+            notes.append("MRC/rxe wire: done counts the messages completed in the capture (the "
+                         "transport ACK covering the message's last PSN); mrc-perf verified "
+                         "every byte at the responder as well when its run says ok.")
+        else:
+            notes.append("MRC/rxe wire: done counts the messages mrc-perf completed and "
+                         "verified.")
+    # the latency runs belong to `mrct lab mrc`; a baseline's write_lat has no MRC peer
+    lat_table = latency_table(runs) if measured else None
     notes += [
         "RC/rxe runs inside a TCG guest on a shared 2-core host (load average at the run: "
         f"{', '.join(f'{x:.1f}' for x in lab.get('host_loadavg', []))}); even its no-fault run "
@@ -346,6 +505,9 @@ def main():
     rep = {"date": time.strftime("%Y-%m-%d"), "baseline": os.path.abspath(base),
            "measured_mrc": measured,
            "environment": {"mode": lab.get("mode"), "kernel": lab.get("kernel"),
+                           "capture_if": ", ".join(sorted({(r.get("capture") or {}).get(
+                               "interface", "mrcA0") for r in runs.values()
+                               if r.get("capture")})),
                            "host_loadavg": lab.get("host_loadavg"), "host_cpus": lab.get("host_cpus")},
            "params": {"messages": messages, "msg_bytes": msg_bytes, "window": 128, "paths": 8,
                       "link_gbps": link, "link_given": bool(a.link_gbps), "prop_ns": rc0["prop_ns"], "base_rtt_us": rc0["base_rtt_us"],
@@ -355,7 +517,8 @@ def main():
                       "seeds": seeds},
            "fault_names": {"none": "none", "loss": f"{loss_pct:g} % random loss",
                            "flap": f"one link of 8 down for {flap_ms:.0f} ms"},
-           "rows": rows, "notes": notes}
+           "rows": rows, "ratios": ratios, "latency": lat_table,
+           "latency_params": latency_params(runs), "notes": notes}
     os.makedirs(a.out, exist_ok=True)
     jp = os.path.join(a.out, a.name + ".json")
     # the per-seed runs carry no per-message arrays, so the JSON stays small

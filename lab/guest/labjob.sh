@@ -303,8 +303,37 @@ lab_flap_bg() {
   LAB_FLAP_PID=$!
 }
 
+# The requester-side capture of one run: every RoCEv2 frame (UDP 4791) on LAB_CAP_IF.
+# Default mrcA0, the requester's own veth (the baseline's captures). The MRC runtime transmits
+# with PACKET_QDISC_BYPASS, and frames sent that way skip the capture taps of the sending
+# interface: a capture on mrcA0 holds only what MRC received. So `mrct lab mrc` captures every
+# run, RC's and MRC's alike, on mrcA1, the veth's other end: it receives everything mrcA0 sent
+# (before the fault, which is on mrcA1's and mrcB1's egress) and transmits to mrcA0 what survived
+# netem (the tap of an egress runs after the qdisc). Same place for both transports, so their
+# wire timings mean the same.
+lab_cap_start() {  # NAME: tcpdump on $LAB_CAP_IF into $LAB_TMP/NAME.pcap, returns once it listens
+  local name=$1 i
+  tcpdump -i "${LAB_CAP_IF:-$LAB_A}" -s 0 -B 32768 -Z root -w "$LAB_TMP/$name.pcap" "udp port 4791" \
+    > "$LAB_TMP/$name.tcpdump.txt" 2>&1 &
+  LAB_CAP_PID=$!
+  for i in $(seq 1 200); do grep -q "listening on" "$LAB_TMP/$name.tcpdump.txt" && break; sleep 0.05; done
+}
+lab_cap_stop() {  # NAME: stops the capture; LAB_CAP_CAPTURED / LAB_CAP_DROPPED from tcpdump
+  local name=$1
+  sleep 1.2   # tcpdump hands packets over in blocks retired after 1 s
+  kill -INT "$LAB_CAP_PID" 2>/dev/null
+  wait "$LAB_CAP_PID"
+  LAB_CAP_PID=
+  LAB_CAP_CAPTURED=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$LAB_TMP/$name.tcpdump.txt")
+  LAB_CAP_DROPPED=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$LAB_TMP/$name.tcpdump.txt")
+}
+lab_cap_save() {  # NAME: the capture to $LAB_OUT
+  # one 9p request per block: busybox cp/mv copy in small blocks, ten times slower over 9p
+  dd if="$LAB_TMP/$1.pcap" of="$LAB_OUT/$1.pcap" bs=512k 2>/dev/null && rm -f "$LAB_TMP/$1.pcap"
+}
+
 # --------------------------------------------------------------------------------------------
-# one perftest run: server on rxe1, client (the requester) on rxe0, capture on mrcA0
+# one perftest run: server on rxe1, client (the requester) on rxe0, capture on LAB_CAP_IF (mrcA0)
 # --------------------------------------------------------------------------------------------
 # lab_perf NAME TOOL FAMILY FAULT [perftest args...]
 #   FAULT: none | loss:PCT | flap:AT_MS:DOWN_MS | carrier:AT_MS:DOWN_MS
@@ -317,14 +346,10 @@ lab_perf() {
   local port=$LAB_PORT
   LAB_PORT=$((LAB_PORT + 1))
   local tmo=${LAB_RUN_TIMEOUT:-120}
-  local pcap=$LAB_TMP/$name.pcap
   local ts0=$EPOCHREALTIME
   lab_fault_clear
   lab_counters > "$LAB_TMP/$name.cnt0"
-  tcpdump -i "$LAB_A" -s 0 -B 32768 -Z root -w "$pcap" "udp port 4791" > "$LAB_TMP/$name.tcpdump.txt" 2>&1 &
-  local tpid=$!
-  local i
-  for i in $(seq 1 200); do grep -q "listening on" "$LAB_TMP/$name.tcpdump.txt" && break; sleep 0.05; done
+  lab_cap_start "$name"
   local ts1=$EPOCHREALTIME
   timeout $((tmo + 15)) "$tool" -d "$LAB_RXE_B" -x "$gb" -p "$port" -F "$@" > "$LAB_OUT/$name.server.txt" 2>&1 &
   local spid=$!
@@ -348,23 +373,18 @@ lab_perf() {
   [ -n "$LAB_FLAP_PID" ] && wait "$LAB_FLAP_PID" 2>/dev/null
   LAB_FLAP_PID=
   lab_fault_clear
-  sleep 1.2   # tcpdump hands packets over in blocks retired after 1 s
-  kill -INT "$tpid" 2>/dev/null
-  wait "$tpid"
+  lab_cap_stop "$name"
   lab_counters > "$LAB_TMP/$name.cnt1"
   local ts3=$EPOCHREALTIME
-  # one 9p request per block: busybox cp/mv copy in small blocks, ten times slower over 9p
-  dd if="$pcap" of="$LAB_OUT/$name.pcap" bs=512k 2>/dev/null && rm -f "$pcap"
+  lab_cap_save "$name"
   local ts4=$EPOCHREALTIME
-  local cap drop
-  cap=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$LAB_TMP/$name.tcpdump.txt")
-  drop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$LAB_TMP/$name.tcpdump.txt")
+  local cap=$LAB_CAP_CAPTURED drop=$LAB_CAP_DROPPED
   {
     echo "{\"name\": \"$name\", \"tool\": \"$tool\", \"family\": \"$fam\", \"fault\": \"$fault\","
     echo " \"args\": \"$*\", \"client_rc\": $crc, \"server_rc\": $src,"
     echo " \"t_start_us\": ${t0/./}, \"t_end_us\": ${t1/./}, \"gid_index\": [$ga, $gb],"
     cat "$flapfile"
-    echo " \"captured\": ${cap:-null}, \"capture_dropped\": ${drop:-null},"
+    echo " \"captured\": ${cap:-null}, \"capture_dropped\": ${drop:-null}, \"capture_if\": \"${LAB_CAP_IF:-$LAB_A}\","
     echo " \"steps_s\": {\"tcpdump_start\": $(lab_since "$ts0" "$ts1"), \"server_listen\": $(lab_since "$ts1" "$ts2"),"
     echo "   \"client\": $(lab_since "$t0" "$t1"), \"drain_and_stop\": $(lab_since "$t1" "$ts3"), \"save\": $(lab_since "$ts3" "$ts4")},"
     echo " \"counters_before\": {"
@@ -385,8 +405,9 @@ lab_perf() {
 # --------------------------------------------------------------------------------------------
 # lab_mrc NAME FAULT [mrc-perf client args...]: mrc-perf server on rxe1 (one client), client (the
 # requester) on rxe0, GIDs fd00:211::1/2, control over TCP on 127.0.0.1 as perftest's.
-# Writes NAME.client.json (mrc-perf's result), NAME.client.txt (stderr), NAME.server.txt and
-# NAME.meta.json (times, flap timestamps, rxe hw_counters and netdev counters before/after).
+# Writes NAME.pcap (the requester-side capture, on LAB_CAP_IF as lab_perf's), NAME.client.json
+# (mrc-perf's result), NAME.client.txt (stderr), NAME.server.txt and NAME.meta.json (times, flap
+# timestamps, capture counts, rxe hw_counters and netdev counters before/after).
 lab_mrc() {
   local name=$1 fault=$2
   shift 2
@@ -396,6 +417,7 @@ lab_mrc() {
   local tmo=${LAB_RUN_TIMEOUT:-120}
   lab_fault_clear
   lab_counters > "$LAB_TMP/$name.cnt0"
+  lab_cap_start "$name"
   timeout $((tmo + 15)) "$bin" server --device "$LAB_RXE_B" --gid "$LAB_V6_B" --port "$port" \
     --clients 1 > "$LAB_OUT/$name.server.txt" 2>&1 &
   local spid=$!
@@ -417,19 +439,22 @@ lab_mrc() {
   [ -n "$LAB_FLAP_PID" ] && wait "$LAB_FLAP_PID" 2>/dev/null
   LAB_FLAP_PID=
   lab_fault_clear
+  lab_cap_stop "$name"
   lab_counters > "$LAB_TMP/$name.cnt1"
+  lab_cap_save "$name"
   {
     echo "{\"name\": \"$name\", \"tool\": \"mrc-perf\", \"family\": \"v6\", \"fault\": \"$fault\","
     echo " \"args\": \"$*\", \"client_rc\": $crc, \"server_rc\": $src,"
     echo " \"t_start_us\": ${t0/./}, \"t_end_us\": ${t1/./},"
     cat "$flapfile"
+    echo " \"captured\": ${LAB_CAP_CAPTURED:-null}, \"capture_dropped\": ${LAB_CAP_DROPPED:-null}, \"capture_if\": \"${LAB_CAP_IF:-$LAB_A}\","
     echo " \"counters_before\": {"
     sed 's/^\(.*\)=\(.*\)$/  "\1": \2,/' "$LAB_TMP/$name.cnt0" | sed '$ s/,$//'
     echo " }, \"counters_after\": {"
     sed 's/^\(.*\)=\(.*\)$/  "\1": \2,/' "$LAB_TMP/$name.cnt1" | sed '$ s/,$//'
     echo " }}"
   } > "$LAB_OUT/$name.meta.json"
-  lab_log "$name: client rc=$crc server rc=$src $(lab_since "$t0" "$t1")s"
+  lab_log "$name: client rc=$crc server rc=$src $(lab_since "$t0" "$t1")s captured=${LAB_CAP_CAPTURED:-?} dropped=${LAB_CAP_DROPPED:-?}"
   head -c 600 "$LAB_OUT/$name.client.json" | sed 's/^/    /'
   [ -s "$LAB_OUT/$name.client.txt" ] && tail -5 "$LAB_OUT/$name.client.txt" | sed 's/^/    stderr: /'
   return $crc
@@ -459,13 +484,22 @@ lab_attach_only() {
 
 # The side by side over real rxe: RC perftest and MRC (mrc-perf, lib_mrc.so) on the same wire,
 # same transfer (LAB_BW_ITERS x LAB_BW_SIZE, 128 outstanding), same faults (none, loss, flap),
-# IPv6 GIDs (the MRC engine speaks RoCEv2 over IPv6). Then the attach test.
+# IPv6 GIDs (the MRC engine speaks RoCEv2 over IPv6); then one WRITE at a time, clean
+# (ib_write_lat next to mrc-perf --test write_lat, LAB_LAT_ITERS x LAB_LAT_SIZE). Every run is
+# captured on mrcA1 (lab_cap_start says why). The attach test runs between the RC and the MRC
+# runs.
 lab_mrc_plan() {
   local size=${LAB_BW_SIZE:-65536} n=${LAB_BW_ITERS:-1000}
+  local lsize=${LAB_LAT_SIZE:-2} nl=${LAB_LAT_ITERS:-1000}
   local loss=${LAB_LOSS_PCT:-1} fat=${LAB_FLAP_AT_MS:-400} fms=${LAB_FLAP_MS:-200}
   local bw=(-s "$size" -n "$n" --report_gbits)
+  # -C: TSC cycles, as the baseline's latency runs (perftest's own calibration fails under TCG)
+  local lat=(-s "$lsize" -n "$nl" -C)
   local mrc=(--test write_bw --size "$size" --iters "$n" --tx-depth 128)
-  [ -n "$LAB_MRC_CC" ] && mrc+=(--cc-profile "$LAB_MRC_CC")
+  local mlat=(--test write_lat --size "$lsize" --iters "$nl")
+  [ -n "$LAB_MRC_CC" ] && mrc+=(--cc-profile "$LAB_MRC_CC") && mlat+=(--cc-profile "$LAB_MRC_CC")
+  # both transports captured where MRC's transmissions are visible (lab_cap_start)
+  local LAB_CAP_IF=$LAB_A_BR
   lab_net_up || return 1
   local fails=0
   # RC first, before any MRC process has touched the devices
@@ -473,11 +507,13 @@ lab_mrc_plan() {
     lab_perf v6-write_bw-clean ib_write_bw v6 none "${bw[@]}" || fails=$((fails + 1))
     lab_perf "v6-write_bw-loss$loss" ib_write_bw v6 "loss:$loss" "${bw[@]}" || fails=$((fails + 1))
     lab_perf "v6-write_bw-flap${fms}ms" ib_write_bw v6 "flap:$fat:$fms" "${bw[@]}" || fails=$((fails + 1))
+    lab_perf v6-write_lat-clean ib_write_lat v6 none "${lat[@]}" || fails=$((fails + 1))
   fi
   lab_attach || fails=$((fails + 1))
   lab_mrc mrc-write_bw-clean none "${mrc[@]}" || fails=$((fails + 1))
   lab_mrc "mrc-write_bw-loss$loss" "loss:$loss" "${mrc[@]}" || fails=$((fails + 1))
   lab_mrc "mrc-write_bw-flap${fms}ms" "flap:$fat:$fms" "${mrc[@]}" || fails=$((fails + 1))
+  lab_mrc mrc-write_lat-clean none "${mlat[@]}" || fails=$((fails + 1))
   lab_counters > "$LAB_OUT/counters-final.txt"
   lab_log "mrc plan done: $fails step(s) failed"
   return $fails
