@@ -60,6 +60,10 @@ Run add_api_suite(CLI::App& app) {
                  "(the same one, or the reference); two network namespaces and a veth pair are "
                  "made for them and removed (root)");
   app.add_option("--peer-device", a->opts.peer_device, "verbs device of node B (with --peer-lib)");
+  app.add_option("--softmrcd", a->opts.softmrcd,
+                 "device mode (SoftMRC): run this softmrcd for every test, one per node (each "
+                 "node's namespace for the two-node tests), with MRC_SOFT_DEVICE pointing the "
+                 "test processes at it; stopped when the test ends");
   app.add_option("--junit", a->junit, "write JUnit XML (one testcase per test ID)");
   app.add_option("--json", a->json, "write the JSON report here ('-' = stdout)");
   app.add_option("--md", a->md, "write a Markdown report");

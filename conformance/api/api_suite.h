@@ -43,6 +43,12 @@ struct Options {
   // namespaces): node B binds this library (often the reference); empty: they are not run.
   std::string peer_lib;
   std::string peer_device;
+  // SoftMRC's device process (softmrcd): when set, every test runs against the library in
+  // device mode. The runner starts one softmrcd per node for each test (in the suite's own
+  // namespace for a one-node test, in each node's namespace for a two-node test), points the
+  // test processes at it with MRC_SOFT_DEVICE, and stops it when the test ends; a device that
+  // does not come up or dies during the test fails that test.
+  std::string softmrcd;
 };
 
 // Whether the test is a two-node test (needs Options::peer_lib).

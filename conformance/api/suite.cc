@@ -11,8 +11,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -200,10 +203,121 @@ void net_down() {
   g_net_up = false;
 }
 
+// Device mode (Options::softmrcd): the device processes of the running test, one per node,
+// and the directory of their sockets and logs. Globals, so that a signal can stop them.
+pid_t g_daemon[2] = {-1, -1};
+char g_daemon_dir[64] = "";
+
+// Stops the running test's device processes. Also called from a signal handler: only kill,
+// waitpid and unlink.
+void daemons_down() {
+  for (pid_t& pid : g_daemon) {
+    if (pid <= 0) continue;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+}
+
+// Removes the sockets' directory (its files are the two sockets and the two logs). Also called
+// from a signal handler: only unlink and rmdir.
+void daemon_dir_down() {
+  if (g_daemon_dir[0] == '\0') return;
+  for (const char* f : {"/a.sock", "/b.sock", "/a.log", "/b.log"}) {
+    char path[sizeof g_daemon_dir + 8];  // no snprintf: a signal handler calls this
+    size_t n = 0;
+    for (const char* c = g_daemon_dir; *c != '\0' && n + 1 < sizeof path; ++c) path[n++] = *c;
+    for (const char* c = f; *c != '\0' && n + 1 < sizeof path; ++c) path[n++] = *c;
+    path[n] = '\0';
+    unlink(path);
+  }
+  rmdir(g_daemon_dir);
+  g_daemon_dir[0] = '\0';
+}
+
+pid_t g_runner = 0;  // the runner's pid: test processes inherit the handler, not the cleanup
+
 extern "C" void net_down_on_signal(int sig) {
-  net_down();
+  if (getpid() == g_runner) {
+    daemons_down();
+    daemon_dir_down();
+    net_down();
+  }
   signal(sig, SIG_DFL);
   raise(sig);
+}
+
+// The socket and the log of node `node`'s device process (0: node A or the one node).
+std::string daemon_file(int node, const char* ext) {
+  return std::string(g_daemon_dir) + "/" + (node == 0 ? "a" : "b") + ext;
+}
+
+// The last lines of a device process's log, for a failure's detail.
+std::string log_tail(int node) {
+  std::ifstream f(daemon_file(node, ".log"));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.size() > 400) text = "..." + text.substr(text.size() - 400);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text.empty() ? "(no output)" : text;
+}
+
+// Starts node `node`'s softmrcd for one test: in the node's namespace (`in_netns`, with its
+// interface and GID) or in the suite's own (a one-node test: the suite's environment, e.g.
+// MRC_SOFT_IO=loopback). Returns once its socket exists; else the reason.
+std::string daemon_up(const std::string& bin, int node, bool in_netns) {
+  const std::string sock = daemon_file(node, ".sock"), log = daemon_file(node, ".log");
+  unlink(sock.c_str());
+  const pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    if (in_netns) {
+      const NodeNet& n = g_net[node];
+      const int ns = ::open(("/var/run/netns/" + n.netns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
+        std::fprintf(stderr, "cannot enter network namespace %s\n", n.netns.c_str());
+        _exit(127);
+      }
+      setenv("MRC_SOFT_IFACES", n.iface.c_str(), 1);
+      setenv("MRC_SOFT_GID", n.gid.c_str(), 1);
+      unsetenv("MRC_SOFT_IO");
+    }
+    unsetenv("MRC_SOFT_DEVICE");
+    execl(bin.c_str(), bin.c_str(), "--socket", sock.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "cannot run %s: %s\n", bin.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  g_daemon[node] = pid;
+  for (int i = 0; i < 500; ++i) {  // 10 s
+    if (::access(sock.c_str(), F_OK) == 0) return {};
+    int wst = 0;
+    if (waitpid(pid, &wst, WNOHANG) == pid) {
+      g_daemon[node] = -1;
+      return "softmrcd of node " + std::string(node == 0 ? "A" : "B") +
+             " exited before serving: " + log_tail(node);
+    }
+    usleep(20000);
+  }
+  return "softmrcd of node " + std::string(node == 0 ? "A" : "B") +
+         " made no socket in 10 s: " + log_tail(node);
+}
+
+// Whether a device process died during the test (before the runner stopped it): the reason,
+// else empty.
+std::string daemon_died(int node) {
+  const pid_t pid = g_daemon[node];
+  if (pid <= 0) return {};
+  int wst = 0;
+  if (waitpid(pid, &wst, WNOHANG) != pid) return {};
+  g_daemon[node] = -1;
+  const std::string how = WIFSIGNALED(wst) ? std::string("signal ") + strsignal(WTERMSIG(wst))
+                                           : "exit " + std::to_string(WEXITSTATUS(wst));
+  return "softmrcd of node " + std::string(node == 0 ? "A" : "B") + " died during the test (" +
+         how + "): " + log_tail(node);
 }
 
 std::string net_up() {
@@ -250,6 +364,8 @@ std::string enter_node(int node) {
   std::string detail;
   Api api;
   std::string err = link ? enter_node(link->node()) : std::string();
+  if (g_daemon_dir[0] != '\0')  // device mode: the node's softmrcd
+    setenv("MRC_SOFT_DEVICE", daemon_file(link ? link->node() : 0, ".sock").c_str(), 1);
   if (err.empty()) err = api.bind(lib);
   if (!err.empty()) {
     st = Status::kFail;
@@ -364,11 +480,25 @@ Result run_one(const TestDef& def, const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool two = def.fn2 != nullptr;
   int sp[2] = {-1, -1};  // the two nodes' link
-  if (two && socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) {
+  if (two && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
     r.detail = "socketpair failed";
     return r;
   }
   std::vector<Proc> ps(two ? 2 : 1);
+  if (!o.softmrcd.empty()) {
+    for (int node = 0; node < (two ? 2 : 1) && r.detail.empty(); ++node)
+      r.detail = daemon_up(o.softmrcd, node, two);
+    if (!r.detail.empty()) {
+      daemons_down();
+      if (two) {
+        ::close(sp[0]);
+        ::close(sp[1]);
+      }
+      r.status = Status::kFail;
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return r;
+    }
+  }
   for (size_t i = 0; i < ps.size(); ++i) {
     int p[2];
     if (pipe(p) != 0) {
@@ -400,8 +530,18 @@ Result run_one(const TestDef& def, const Options& o) {
   std::erase_if(ps, [](const Proc& p) { return p.pid < 0; });
   collect(ps, t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                        std::chrono::duration<double>(o.test_timeout_s)));
+  // A device process that died is the test's failure, whatever the test processes said.
+  std::string died;
+  for (int node = 0; node < 2; ++node) {
+    const std::string d = daemon_died(node);
+    if (!d.empty()) died += (died.empty() ? "" : "; ") + d;
+  }
+  daemons_down();
   if (!r.detail.empty()) {
     r.status = Status::kFail;
+  } else if (!died.empty()) {
+    r.status = Status::kFail;
+    r.detail = died;
   } else if (!two) {
     std::tie(r.status, r.detail) = outcome(ps[0], o.test_timeout_s);
   } else {
@@ -484,14 +624,33 @@ std::vector<Result> run(const Options& o, std::string* error) {
     todo.push_back(&d);
   }
   std::vector<Result> out;
+  g_runner = getpid();
+  if (!o.softmrcd.empty()) {
+    if (::access(o.softmrcd.c_str(), X_OK) != 0) {
+      if (error) *error = "--softmrcd: " + o.softmrcd + " is not an executable file";
+      return out;
+    }
+    std::snprintf(g_daemon_dir, sizeof g_daemon_dir, "/tmp/mrcapi-softmrcd-XXXXXX");
+    if (mkdtemp(g_daemon_dir) == nullptr) {
+      g_daemon_dir[0] = '\0';
+      if (error)
+        *error = std::string("--softmrcd: cannot make a directory for its sockets: ") +
+                 std::strerror(errno);
+      return out;
+    }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, net_down_on_signal);
+  }
   if (std::any_of(todo.begin(), todo.end(), [](const TestDef* d) { return d->fn2 != nullptr; })) {
     const std::string err = net_up();
     if (!err.empty()) {
+      daemon_dir_down();
       if (error) *error = "--peer-lib: cannot make the two namespaces: " + err;
       return out;
     }
   }
   for (const TestDef* d : todo) out.push_back(run_one(*d, o));
+  daemons_down();
+  daemon_dir_down();
   net_down();
   return out;
 }
@@ -504,6 +663,8 @@ void write_json(std::ostream& out, const Options& o, const std::vector<Result>& 
       o.peer_lib.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.peer_lib);
   j["device"] =
       o.device.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.device);
+  j["softmrcd"] =
+      o.softmrcd.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.softmrcd);
   const auto c = counts(results);
   nlohmann::ordered_json sum;
   sum["tests"] = results.size();
@@ -575,6 +736,8 @@ void write_markdown(std::ostream& out, const Options& o, const std::vector<Resul
   out << "# MRC API conformance: " << md_cell(o.lib) << "\n\n";
   if (!o.peer_lib.empty())
     out << "Two-node tests with node B on " << md_cell(o.peer_lib) << ".\n\n";
+  if (!o.softmrcd.empty())
+    out << "Device mode: a device process (" << md_cell(o.softmrcd) << ") per node and test.\n\n";
   out << "**Verdict: " << (c.at(Status::kFail) ? "FAIL" : "PASS") << "** (" << results.size()
       << " tests: " << c.at(Status::kPass) << " pass, " << c.at(Status::kFail) << " fail, "
       << c.at(Status::kUnsupported) << " unsupported, " << c.at(Status::kInformational)

@@ -211,6 +211,14 @@ int share_range(Conn* c, uint64_t addr, uint64_t len, std::vector<uint64_t>& new
       if (ok) done += static_cast<uint64_t>(w);
     }
     ok = ok && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+    // The memfd replaces the pages right after the copy, before anything else runs here: the
+    // pages around a heap buffer hold the allocator's own data, and an allocation between the
+    // copy and the replacement (this function's vectors, the request to the device) would be
+    // lost with the old pages (glibc then aborts in malloc). From here the process's pages are
+    // the memfd the device maps at the same addresses; if the device refuses the MR they stay
+    // the process's memory, file-backed, as after ibv_dereg_mr.
+    ok = ok && mmap(reinterpret_cast<void*>(at), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                    fd, 0) == reinterpret_cast<void*>(at);
     if (!ok) {
       const int e = errno;
       if (fd >= 0) close(fd);
@@ -232,13 +240,9 @@ void commit_range(Conn* c, const std::vector<uint64_t>& new_starts,
                   const std::vector<uint64_t>& ref_starts, bool registered) {
   std::lock_guard<std::mutex> lk(c->objs_mu);
   for (size_t i = 0; i < new_starts.size(); ++i) {
-    if (registered) {
-      // From here the process's pages are the memfd the device process maps at the same
-      // addresses: what one writes, the other reads.
-      void* at = reinterpret_cast<void*>(new_starts[i]);
-      if (mmap(at, new_lens[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[i], 0) == at)
-        c->runs[new_starts[i]] = {new_lens[i], 1};
-    }
+    // share_range mapped the memfd over the pages already: what one process writes, the other
+    // reads.
+    if (registered) c->runs[new_starts[i]] = {new_lens[i], 1};
     close(fds[i]);
   }
   if (registered)

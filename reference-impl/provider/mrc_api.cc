@@ -29,7 +29,9 @@ constexpr uint32_t kLatestVersion = static_cast<uint32_t>(MRC_API_VER_LATEST);
 // Device defaults for the MRC attributes a transition requires but the application left out
 // (the OCP benchmark gives none): README.md lists them.
 constexpr uint16_t kDefaultMaxWimm = 64;
-constexpr uint8_t kDefaultMpr = 64;      // 8192 PSNs
+// 1024 PSNs, as `mrct endpoint --mpr` defaults to: the engine sizes a QP's PSN tables by the
+// window (README.md, "Memory per QP"), and 64 units (8192 PSNs) made every QP 1.1 MiB.
+constexpr uint8_t kDefaultMpr = 8;
 constexpr uint8_t kDefaultTimeout = 18;  // 268 ms: survives the scheduling of a shared host
 constexpr uint8_t kDefaultLinearRetry = 7;
 constexpr uint8_t kDefaultExpRetry = 7;

@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mrc.h"
@@ -488,6 +490,44 @@ TEST_F(Provider, WriteAndWriteWithImmediateLandAndComplete) {
   EXPECT_EQ(std::memcmp(dst.data() + 4096, src.data(), src.size()), 0);
   for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(dst[i], 0) << "below the MR";
   for (size_t i = 4096 + 65536; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0) << "above the MR";
+}
+
+// Memory per QP (README.md, "Memory per QP"): a QP in RTS with the device defaults (the
+// application gives no MPR, as the OCP benchmark does) takes at most 256 KiB of the process's
+// resident set. The PSN tables are sized by the window (MPR x 128 PSNs): the default used to be
+// 64 units, 1.1 MiB per QP, seven times a `mrct endpoint` QP.
+constexpr long kQpFootprintBoundKib = 256;
+
+long rss_kib(const std::string& pid) {
+  std::FILE* f = std::fopen(("/proc/" + pid + "/status").c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::atol(line + 6);
+  std::fclose(f);
+  return kib;
+}
+
+TEST_F(Provider, AQpInRtsTakesAtMostItsDocumentedMemory) {
+  constexpr int kQps = 64;
+  // One QP first, so that what every device and engine allocates once is not counted.
+  mrc_qp *a = nullptr, *b = nullptr;
+  connected_pair(a, b);
+  const long before = rss_kib("self");
+  uint32_t qpn = 0;
+  ASSERT_EQ(mrc_get_qpn(a, &qpn), 0);
+  for (int i = 0; i < kQps; ++i) {
+    mrc_qp* q = make_qp();
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(to_init(q), 0);
+    ASSERT_EQ(to_rtr(q, qpn), 0);
+    ASSERT_EQ(to_rts(q), 0);
+  }
+  const long grown = rss_kib("self") - before;
+  ASSERT_GE(before, 0);
+  std::printf("memory per QP in RTS (in-process): %ld KiB\n", grown / kQps);
+  EXPECT_LE(grown / kQps, kQpFootprintBoundKib) << grown << " KiB for " << kQps << " QPs in RTS";
 }
 
 TEST_F(Provider, PostSendRefusesAnythingButWrites) {

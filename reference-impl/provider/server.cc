@@ -177,8 +177,6 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
   Writer out;
   int32_t rc = 0;
   int32_t err = 0;
-  // Controller calls are judged by the peer's capabilities, not by the device process's.
-  ScopedCallerCaps caller(peer_.cap_net_admin);
   auto bad = [&](int e) {
     rc = -1;
     err = e;
@@ -189,6 +187,13 @@ void Session::handle(const uint8_t* msg, size_t n, std::vector<int>& fds_in,
     err = v != 0 ? errno : 0;
   };
   const auto op = static_cast<Op>(r.get<uint32_t>());
+  // Controller calls are judged by the peer's capabilities, not by the device process's: those
+  // it had when it connected and, for a controller call, those it has now, as the in-process
+  // device judges the calling process at each call (a process that drops CAP_NET_ADMIN loses
+  // it here too). The current set can only take away: the pid is read again, and a pid whose
+  // process ended and was reused must not lend its capabilities to the connection.
+  const bool ctl = op >= Op::kCtlQueryDeviceEx && op < Op::kLast;
+  ScopedCallerCaps caller(peer_.cap_net_admin && (!ctl || pid_has_cap_net_admin(peer_.pid)));
   auto obj = [&](Kind k) -> void* { return find(r.get<uint64_t>(), k); };
   // The caller's object `id` of kind k, destroyed by the API's own call; the handle goes only
   // when that call succeeded (EBUSY leaves the object usable).

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -506,6 +507,95 @@ TEST(Softmrcd, TheDeviceProcessDyingIsFatalToApplicationsNeverAHang) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << "step that failed: see the _exit codes in the test";
   close(p[0]);
   close(p[1]);
+}
+
+// Memory per QP in device mode (README.md, "Memory per QP"): the engine's QP lives in the device
+// process, the application keeps a handle. 64 more QPs in RTS with the device defaults take at
+// most 256 KiB each, application and device together.
+long rss_kib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// A QP in RTS of `ctx` towards QPN `dest` of this node (the device's own GID: loopback I/O).
+mrc_qp* rts_qp(ibv_context* v, mrc_context* ctx, ibv_pd* pd, mrc_cq* cq, uint32_t dest) {
+  mrc_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.pd = pd;
+  qa.cap.max_send_wr = 64;
+  qa.cap.max_recv_wr = 16;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  mrc_qp* q = mrc_create_qp(ctx, &qa);
+  if (q == nullptr) return nullptr;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (mrc_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, nullptr, 0) != 0) return nullptr;
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.grh.sgid_index = 3;
+  if (ibv_query_gid(v, 1, 3, &a.ah_attr.grh.dgid) != 0) return nullptr;
+  a.dest_qp_num = dest;
+  if (mrc_modify_qp(q, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU,
+                    nullptr, 0) != 0)
+    return nullptr;
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  if (mrc_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN, nullptr, 0) != 0) return nullptr;
+  return q;
+}
+
+TEST(Softmrcd, AQpInRtsTakesAtMostItsDocumentedMemory) {
+  constexpr int kQps = 64;
+  constexpr long kQpFootprintBoundKib = 256;
+  Daemon d;
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t app = fork();
+  if (app == 0) {
+    alarm(60);
+    setenv("MRC_SOFT_DEVICE", d.path().c_str(), 1);
+    ibv_device** list = ibv_get_device_list(nullptr);
+    ibv_context* v = list ? ibv_open_device(list[0]) : nullptr;
+    mrc_context* ctx = v ? mrc_create_context(v, nullptr) : nullptr;
+    ibv_pd* pd = v ? ibv_alloc_pd(v) : nullptr;
+    mrc_cq* cq = ctx ? mrc_create_cq(ctx, 256, nullptr, nullptr, 0) : nullptr;
+    if (pd == nullptr || cq == nullptr) _exit(10);
+    // One QP first: what the device allocates once is not counted.
+    mrc_qp* first = rts_qp(v, ctx, pd, cq, 0x100);
+    uint32_t qpn = 0;
+    if (first == nullptr || mrc_get_qpn(first, &qpn) != 0) _exit(11);
+    const long app0 = rss_kib(getpid()), dev0 = rss_kib(d.pid());
+    for (int i = 0; i < kQps; ++i)
+      if (rts_qp(v, ctx, pd, cq, qpn) == nullptr) _exit(12);
+    const long grown[2] = {rss_kib(getpid()) - app0, rss_kib(d.pid()) - dev0};
+    if (app0 < 0 || dev0 < 0) _exit(13);
+    (void)!write(p[1], grown, sizeof grown);
+    _exit(0);
+  }
+  long grown[2] = {0, 0};
+  const bool got = read(p[0], grown, sizeof grown) == static_cast<ssize_t>(sizeof grown);
+  int st = 0;
+  waitpid(app, &st, 0);
+  close(p[0]);
+  close(p[1]);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << "the application failed (exit " << WEXITSTATUS(st) << ", see its _exit codes)";
+  ASSERT_TRUE(got);
+  std::printf("memory per QP in RTS (device mode): application %ld KiB + device %ld KiB\n",
+              grown[0] / kQps, grown[1] / kQps);
+  EXPECT_LE((grown[0] + grown[1]) / kQps, kQpFootprintBoundKib)
+      << "application " << grown[0] << " KiB, device " << grown[1] << " KiB for " << kQps
+      << " QPs in RTS";
 }
 
 }  // namespace
