@@ -24,7 +24,8 @@
 //   BM_DecodeIcrcInMemory  the same over frames already in memory (subtracted from
 //                      BM_CheckerFrames: the checker's own work per frame).
 //   BM_CheckerFrames   Checker::on_frame/on_decision/finish over frames already in memory: the
-//                      checker's own work (decode included), no file I/O.
+//                      checker's own work (decode included), no file I/O. /1: one thread,
+//                      /2: pipelined (Checker jobs = 2), its wall time the pipeline's.
 //   BM_CheckFiles      check_files(): everything `mrct check --profile --decisions` does but the
 //                      printing, all rules enabled.
 //   BM_CheckInferred   check_files() without profile or decision log (QPs inferred).
@@ -399,8 +400,9 @@ void BM_CheckerFrames(benchmark::State& state) {
   const uint64_t lookahead = l.profile.tol.decision_lookahead_ns;
   uint64_t frames = 0, bytes = 0;
   int fails = 0;
+  const auto jobs = static_cast<unsigned>(state.range(0));
   for (auto _ : state) {
-    check::Checker ck(l.profile);
+    check::Checker ck(l.profile, {}, 20, jobs);
     check::PointInfo pi;
     pi.path = capture_path(capture_dir());
     pi.node = "a";
@@ -428,7 +430,9 @@ void BM_CheckerFrames(benchmark::State& state) {
   state.counters["failed_rules"] = fails;
   set_rate(state, frames, bytes);
 }
-BENCHMARK(BM_CheckerFrames)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arg: jobs (2: the pipelined checker, decode + ICRC on this thread, the rules on a second one;
+// its CPU time counts this thread only, its wall time both).
+BENCHMARK(BM_CheckerFrames)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void run_check_files(benchmark::State& state, const check::CheckOptions& opts) {
   uint64_t frames = 0, bytes = 0;

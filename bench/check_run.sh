@@ -104,7 +104,8 @@ print("\nin-process (check_bench, median of runs; M frames/s of wall time, CPU m
 rows = [("raw read (CaptureReader only)", "BM_ReadOnly"),
         ("read + decode_frame + ICRC", "BM_DecodeIcrc/"),
         ("decode + ICRC, frames in memory", "BM_DecodeIcrcInMemory"),
-        ("checker, frames in memory", "BM_CheckerFrames"),
+        ("checker, frames in memory", "BM_CheckerFrames/1/"),
+        ("same, -j 2 (CPU: the decoding thread)", "BM_CheckerFrames/2/"),
         ("check_files (profile + decision log)", "BM_CheckFiles"),
         ("check_files (QPs inferred)", "BM_CheckInferred")]
 for label, name in rows:
@@ -116,7 +117,7 @@ for path in ("table", "pclmul", "vpclmul512"):  # the CRC-32 methods this CPU ha
         print(f"  {'CRC-32 of every frame, ' + path:40s} {r:7.2f} M/s   cpu {cpu:7.1f} ms   "
               f"wall {real:7.1f} ms")
 mem_dec = rate("BM_DecodeIcrcInMemory")[1]
-mem_chk = rate("BM_CheckerFrames")[1]
+mem_chk = rate("BM_CheckerFrames/1/")[1]
 print(f"  checker's own work (in memory, minus decode + ICRC): "
       f"{(mem_chk - mem_dec) * 1e6 / frames:.0f} ns/frame")
 
@@ -186,7 +187,7 @@ for k in ("tshark -r FILE > /dev/null", "tshark -r FILE -T fields -e frame.numbe
 print(f"\ntarget >= 3 M frames/s, one core, all rules: "
       f"{'met' if chk_rate >= 3 else 'NOT met'} by mrct check "
       f"({chk_rate:.2f} M/s wall, {cpu_rate:.2f} M/s of CPU time); "
-      f"in-memory checker {rate('BM_CheckerFrames')[0]:.2f} M/s")
+      f"in-memory checker {rate('BM_CheckerFrames/1/')[0]:.2f} M/s")
 if "tshark -r FILE > /dev/null" in res:
     x = res["tshark -r FILE > /dev/null"]["wall"] / chk["wall"]
     x2 = res["tshark -r FILE > /dev/null"]["wall"] / chk2["wall"]

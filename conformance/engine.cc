@@ -567,32 +567,57 @@ uint64_t Engine::frame_key(const Obs& o, const wire::DecodedFrame& f) const {
   return merge_key(o.src, o.dst, f.udp.sport, bth, n);
 }
 
-uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
-  // Ethernet II, IPv6 without extension headers, UDP to the RoCE port: what frame_key() computes
-  // for such a frame, read straight from the bytes.
-  constexpr size_t kOffIp6 = 14, kOffUdp = kOffIp6 + 40, kOffBth = kOffUdp + 8;
-  if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return 0;
+// Ethernet II, IPv6 without extension headers, UDP to the RoCE port: the shape whose merge key
+// early_frame_key() and shape_key() read straight from the bytes (what frame_key() computes for
+// such a frame). Null when the frame has another shape.
+namespace {
+constexpr size_t kOffIp6 = 14, kOffUdp = kOffIp6 + 40, kOffBth = kOffUdp + 8;
+const uint8_t* plain_shape(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
+  if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return nullptr;
   const auto* b = reinterpret_cast<const uint8_t*>(data.data());
-  if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return 0;
-  if (!wire_profile->is_roce_port(static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3])))
-    return 0;
-  Addr src, dst;
-  std::memcpy(src.data(), b + kOffIp6 + 8, 16);
+  if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return nullptr;
+  if (!wp.is_roce_port(static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3]))) return nullptr;
+  return b;
+}
+
+// The merge key of a frame of that shape (b: its bytes, n_bytes of them).
+uint64_t plain_key(const uint8_t* b, size_t n_bytes, const Addr& src, bool is_data) {
+  Addr dst;
   std::memcpy(dst.data(), b + kOffIp6 + 24, 16);
-  const wire::OpcodeInfo* op = wire_profile->opcode_info(b[kOffBth]);
-  const bool is_data = op && op->kind == wire::PacketKind::kMrcData;
-  if (points.size() == 1) {
-    // At the sender: known from the node cache alone (node_of() may add a node, and the frame
-    // announced by a prefetch may never come).
-    const PointState& ps = points[0];
-    bool at_src = false;
-    for (const NodeCacheEntry& c : node_cache)
-      at_src = at_src || (ps.node >= 0 && c.id == ps.node && same_addr(c.addr, src));
-    if (!merges(is_data, at_src, !ps.info.link_side)) return 0;
-  }
-  const size_t n = std::min(data.size() - kOffBth, is_data ? size_t{20} : size_t{64});
+  const size_t n = std::min(n_bytes - kOffBth, is_data ? size_t{20} : size_t{64});
   const uint16_t sport = static_cast<uint16_t>(b[kOffUdp] << 8 | b[kOffUdp + 1]);
   return merge_key(src, dst, sport, b + kOffBth, n);
+}
+}  // namespace
+
+uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
+  const uint8_t* b = plain_shape(wp, data, link);
+  if (!b) return 0;
+  Addr src;
+  std::memcpy(src.data(), b + kOffIp6 + 8, 16);
+  const wire::OpcodeInfo* op = wp.opcode_info(b[kOffBth]);
+  return plain_key(b, data.size(), src, op && op->kind == wire::PacketKind::kMrcData);
+}
+
+bool Engine::may_merge(const Addr& src, bool is_data) const {
+  if (points.size() != 1) return true;
+  // At the sender: known from the node cache alone (node_of() may add a node, and the frame
+  // announced by a prefetch may never come).
+  const PointState& ps = points[0];
+  bool at_src = false;
+  for (const NodeCacheEntry& c : node_cache)
+    at_src = at_src || (ps.node >= 0 && c.id == ps.node && same_addr(c.addr, src));
+  return merges(is_data, at_src, !ps.info.link_side);
+}
+
+uint64_t Engine::early_frame_key(wire::Bytes data, wire::LinkType link) const {
+  const uint8_t* b = plain_shape(*wire_profile, data, link);
+  if (!b) return 0;
+  Addr src;
+  std::memcpy(src.data(), b + kOffIp6 + 8, 16);
+  const wire::OpcodeInfo* op = wire_profile->opcode_info(b[kOffBth]);
+  const bool is_data = op && op->kind == wire::PacketKind::kMrcData;
+  return may_merge(src, is_data) ? plain_key(b, data.size(), src, is_data) : 0;
 }
 
 uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
@@ -863,10 +888,9 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
 
 void Engine::on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                         wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f,
-                        bool ok) {
+                        bool ok, uint64_t key) {
   tick(ts);
-  const uint64_t early_key = take_early_key(data, link);
-  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, early_key);
+  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, key);
 }
 
 void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
@@ -1497,7 +1521,7 @@ namespace detail {
 class Pipeline {
  public:
   explicit Pipeline(Engine& e) : e_(e), wp_(wire::make_profile(e.prof.wire_params())) {
-    ring_.resize(kSlots);
+    ring_ = std::make_unique<Slot[]>(kSlots);
   }
   ~Pipeline() { stop(); }
   Pipeline(const Pipeline&) = delete;
@@ -1514,6 +1538,7 @@ class Pipeline {
     s.link = link;
     s.orig_len = orig_len;
     s.ok = Engine::decode_stage(*wp_, data, link, s.f);
+    s.key = Engine::shape_key(*wp_, data, link);
     commit();
   }
   void decision(const Decision& d) {
@@ -1525,9 +1550,9 @@ class Pipeline {
   // Returns once every slot given so far has been judged; rethrows what the judging thread threw.
   void drain() {
     publish();
-    for (uint64_t t = tail_.load(std::memory_order_acquire); t != filled_;
-         t = tail_.load(std::memory_order_acquire))
-      tail_.wait(t, std::memory_order_acquire);
+    for (uint64_t t = tail_.v.load(std::memory_order_acquire); t != prod_.filled;
+         t = tail_.v.load(std::memory_order_acquire))
+      tail_.v.wait(t, std::memory_order_acquire);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -1535,7 +1560,14 @@ class Pipeline {
   static constexpr uint64_t kSlots = 1024;  // power of two
   static constexpr uint64_t kBatch = 32;
   static constexpr uint64_t kStop = UINT64_MAX;
-  struct Slot {
+  // How often a thread that finds nothing to do re-reads the other's counter before it sleeps on
+  // the futex: a sleep and a wake cost two system calls and a scheduler round trip, more than the
+  // other thread needs for a batch.
+  static constexpr int kSpins = 2000;
+  // Each slot on its own cache lines: the judging thread reads slot t while the reading thread
+  // writes slot t + k, and neither should take the other's line.
+  struct alignas(64) Slot {
+    wire::DecodedFrame f;
     bool is_frame = true;
     bool ok = false;
     wire::LinkType link = wire::LinkType::kEthernet;
@@ -1543,28 +1575,50 @@ class Pipeline {
     uint32_t orig_len = 0;
     uint64_t frame_no = 0;
     uint64_t ts = 0;
+    uint64_t key = 0;  // Engine::shape_key()
     wire::Bytes data{};
-    wire::DecodedFrame f;
     Decision d;
   };
+  // A counter written by one thread and read by the other, alone on its cache line: the reading
+  // thread's own bookkeeping (written every frame) must not share a line with it, or every frame
+  // would move that line between the cores.
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> v{0};
+  };
+
+  // Waits until c differs from `seen` and returns its value: a short spin, then the futex.
+  static uint64_t await_change(const std::atomic<uint64_t>& c, uint64_t seen) {
+    for (int i = 0; i < kSpins; ++i) {
+      const uint64_t v = c.load(std::memory_order_acquire);
+      if (v != seen) return v;
+      __builtin_ia32_pause();
+    }
+    uint64_t v = c.load(std::memory_order_acquire);
+    while (v == seen) {
+      c.wait(seen, std::memory_order_acquire);
+      v = c.load(std::memory_order_acquire);
+    }
+    return v;
+  }
 
   Slot& acquire() {
     if (!th_.joinable()) th_ = std::thread([this] { run(); });
-    if (filled_ - tail_seen_ >= kSlots) {
+    if (prod_.filled - prod_.tail_seen >= kSlots) {
       publish();
-      while (filled_ - (tail_seen_ = tail_.load(std::memory_order_acquire)) >= kSlots)
-        tail_.wait(tail_seen_, std::memory_order_acquire);
+      prod_.tail_seen = tail_.v.load(std::memory_order_acquire);
+      while (prod_.filled - prod_.tail_seen >= kSlots)
+        prod_.tail_seen = await_change(tail_.v, prod_.tail_seen);
     }
-    return ring_[filled_ & (kSlots - 1)];
+    return ring_[prod_.filled & (kSlots - 1)];
   }
   void commit() {
-    if (++filled_ - published_ >= kBatch) publish();
+    if (++prod_.filled - prod_.published >= kBatch) publish();
   }
   void publish() {
-    if (published_ == filled_) return;
-    published_ = filled_;
-    head_.store(filled_, std::memory_order_release);
-    head_.notify_one();
+    if (prod_.published == prod_.filled) return;
+    prod_.published = prod_.filled;
+    head_.v.store(prod_.filled, std::memory_order_release);
+    head_.v.notify_one();
   }
   void stop() {
     if (!th_.joinable()) return;
@@ -1572,55 +1626,64 @@ class Pipeline {
       drain();
     } catch (...) {  // a destructor does not throw; finish() has drained already when it matters
     }
-    head_.store(kStop, std::memory_order_release);
-    head_.notify_one();
+    head_.v.store(kStop, std::memory_order_release);
+    head_.v.notify_one();
     th_.join();
   }
   void run() {
+    Slot* const ring = ring_.get();
+    Engine& e = e_;
+    bool failed = false;
     uint64_t t = 0;
     for (;;) {
-      uint64_t h = head_.load(std::memory_order_acquire);
-      while (h == t) {
-        head_.wait(t, std::memory_order_acquire);
-        h = head_.load(std::memory_order_acquire);
-      }
+      const uint64_t h = await_change(head_.v, t);
       if (h == kStop) return;
+      // The merge-table line of each frame is fetched while the frame before it is judged.
+      auto ahead = [&](const Slot& n) {
+        // (A key means the usual shape, whose addresses the decoder has read: the frame's bytes,
+        // in the other core's cache, are not touched for this.)
+        if (n.is_frame && n.key != 0 &&
+            e.may_merge(n.f.ip6.src, n.f.op && n.f.op->kind == wire::PacketKind::kMrcData))
+          e.dedup.prefetch(n.key);
+      };
+      ahead(ring[t & (kSlots - 1)]);
       for (; t < h; ++t) {
-        Slot& s = ring_[t & (kSlots - 1)];
-        if (t + 1 < h) {
-          const Slot& n = ring_[(t + 1) & (kSlots - 1)];
-          if (n.is_frame) e_.prefetch(n.data, n.link);
-        }
-        if (!error_) {
+        Slot& s = ring[t & (kSlots - 1)];
+        if (t + 1 < h) ahead(ring[(t + 1) & (kSlots - 1)]);
+        if (!failed) {
           try {
             if (s.is_frame)
-              e_.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok);
+              e.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok, s.key);
             else
-              e_.on_decision(s.d);
+              e.on_decision(s.d);
           } catch (...) {
             error_ = std::current_exception();  // drain() rethrows it on the caller's thread
+            failed = true;
           }
         }
         if (((t + 1) & (kBatch - 1)) == 0) {
-          tail_.store(t + 1, std::memory_order_release);
-          tail_.notify_one();
+          tail_.v.store(t + 1, std::memory_order_release);
+          tail_.v.notify_one();
         }
       }
-      tail_.store(t, std::memory_order_release);
-      tail_.notify_one();
+      tail_.v.store(t, std::memory_order_release);
+      tail_.v.notify_one();
     }
   }
 
   Engine& e_;
   std::unique_ptr<wire::WireProfile> wp_;  // the caller thread's own
-  std::vector<Slot> ring_;
-  std::atomic<uint64_t> head_{0};  // slots published to the judging thread
-  std::atomic<uint64_t> tail_{0};  // slots it has judged
-  uint64_t filled_ = 0;            // caller: slots written
-  uint64_t published_ = 0;         // caller: the last value stored in head_
-  uint64_t tail_seen_ = 0;         // caller: tail_ when last read
-  std::exception_ptr error_;       // written by the judging thread, read after drain()
+  std::unique_ptr<Slot[]> ring_;
+  std::exception_ptr error_;  // written by the judging thread, read after drain()
   std::thread th_;
+  Counter head_;  // slots published to the judging thread
+  Counter tail_;  // slots it has judged
+  // The caller's own bookkeeping, on a line of its own.
+  struct alignas(64) Producer {
+    uint64_t filled = 0;     // slots written
+    uint64_t published = 0;  // the last value stored in head_
+    uint64_t tail_seen = 0;  // tail_ when last read
+  } prod_;
 };
 
 }  // namespace detail

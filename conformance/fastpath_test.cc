@@ -171,11 +171,15 @@ TEST(MergeKey, EarlyKeyEqualsDecodedKey) {
     Obs o;
     if (!f.roce || !roce_addrs(f, o.src, o.dst)) continue;
     const bool shape = f.l3 == 6 && !f.has_inner_ip6 && f.off_l3 == 14 && f.off_bth == 62;
+    // What the pipelined checker's reading thread computes, with no engine state.
+    const uint64_t raw = Engine::shape_key(*eng.wire_profile, data, wire::LinkType::kEthernet);
     if (shape) {
       ++plain;
       EXPECT_EQ(early, eng.frame_key(o, f)) << s.name;
+      EXPECT_EQ(raw, eng.frame_key(o, f)) << s.name;
     } else {
       EXPECT_NE(early, eng.frame_key(o, f)) << s.name;
+      EXPECT_EQ(raw, 0u) << s.name;
     }
   }
   EXPECT_GT(plain, 10u);

@@ -1157,11 +1157,15 @@ struct Engine {
                 wire::LinkType link, uint32_t orig_len);
   // The pipelined checker (Checker with jobs > 1) splits on_frame() in two: decode_stage() on the
   // thread that reads the captures (it needs no engine state: decode, then the ICRC), and
-  // on_decoded() with the rest on the thread that judges. Same verdicts as on_frame().
+  // on_decoded() with the rest on the thread that judges. Same verdicts as on_frame(). The
+  // reading thread also computes the frame's merge key (shape_key(), a function of the bytes
+  // alone); on_decoded() takes it, and the judging thread fetches its merge-table line ahead
+  // (may_merge() tells when that is worth it).
   static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
                            wire::DecodedFrame& f);
   void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
-                  wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok);
+                  wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok,
+                  uint64_t key);
   void tick(uint64_t ts);  // the clock and the periodic sweep, per frame
   uint64_t take_early_key(wire::Bytes data, wire::LinkType link);
   template <bool C>
@@ -1184,6 +1188,12 @@ struct Engine {
   uint64_t frame_key(const Obs& o, const wire::DecodedFrame& f) const;
   // 0: unusual shape, or a frame that needs no merge-table lookup (see merges()).
   uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;
+  // The merge key of a frame of the usual shape read from its bytes, whether or not it will be
+  // looked up (0: another shape); needs no engine state.
+  static uint64_t shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link);
+  // Whether a frame of the usual shape from src may go through the merge table (false: one that
+  // certainly does not); only decides whether its merge-table line is fetched ahead.
+  bool may_merge(const Addr& src, bool is_data) const;
   // Whether a frame goes through the merge table. With a single capture point, a packet is never
   // seen at another point: a frame there is a new packet, except a data packet away from its
   // sender's own interface, whose byte-identical copy is a duplicate (ts16 tells resends apart).
