@@ -191,16 +191,23 @@ def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
         res["first_tx_ns"] = min(t for t in first_tx if t is not None)
         res["last_completion_ns"] = max(done)
     if flap and progress:
-        down, up = flap["down_us"] * 1000, flap["up_us"] * 1000
-        before = [t for t, _ in progress if t <= down]
-        after = [t for t, _ in progress if t >= up]
-        if before and after:
-            res["flap"] = {"down_ms": round((up - down) / 1e6, 1),
-                           "no_progress_ms": round((after[0] - before[-1]) / 1e6, 2),
-                           "recovery_after_up_ms": round((after[0] - up) / 1e6, 2)}
-        elif not after:
-            res["flap"] = {"down_ms": round((up - down) / 1e6, 1), "recovered": False}
+        res.update(flap_stats(flap, progress))
     return res
+
+
+def flap_stats(flap, progress):
+    """How long a flap stopped progress (ACKed PSNs over time) and how soon after the link came
+    back progress resumed; the same reading for RC and MRC captures."""
+    down, up = flap["down_us"] * 1000, flap["up_us"] * 1000
+    before = [t for t, _ in progress if t <= down]
+    after = [t for t, _ in progress if t >= up]
+    if before and after:
+        return {"flap": {"down_ms": round((up - down) / 1e6, 1),
+                         "no_progress_ms": round((after[0] - before[-1]) / 1e6, 2),
+                         "recovery_after_up_ms": round((after[0] - up) / 1e6, 2)}}
+    if not after:
+        return {"flap": {"down_ms": round((up - down) / 1e6, 1), "recovered": False}}
+    return {}
 
 
 MRC_DATA_FIRST = {0xC6}
@@ -345,15 +352,7 @@ def analyze_mrc(path, requester_addrs, mrct, flap=None):
         res["first_tx_ns"] = min(first_tx)
         res["last_completion_ns"] = max(done)
     if flap and progress:
-        down, up = flap["down_us"] * 1000, flap["up_us"] * 1000
-        before = [t for t, _ in progress if t <= down]
-        after = [t for t, _ in progress if t >= up]
-        if before and after:
-            res["flap"] = {"down_ms": round((up - down) / 1e6, 1),
-                           "no_progress_ms": round((after[0] - before[-1]) / 1e6, 2),
-                           "recovery_after_up_ms": round((after[0] - up) / 1e6, 2)}
-        elif not after:
-            res["flap"] = {"down_ms": round((up - down) / 1e6, 1), "recovered": False}
+        res.update(flap_stats(flap, progress))
     return res
 
 
