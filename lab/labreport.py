@@ -77,6 +77,12 @@ def timeline_stats(first_tx_ns, completion_ns, progress_ns, payload_bytes, stall
     return out
 
 
+def psn_delta(p, base):
+    """p - base in 24-bit PSN space, signed (within half the space either way)."""
+    d = (p - base) % PSN_MOD
+    return d - PSN_MOD if d >= PSN_MOD // 2 else d
+
+
 def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
     """RC behaviour seen from the requester's interface: messages, go-back-N, ACK progress."""
     pkts = labpcap.roce_packets(path)
@@ -85,8 +91,7 @@ def analyze_rc(path, requester_addrs, mtu=4096, flap=None):
     base = None
 
     def rel(p):
-        d = (p - base) % PSN_MOD
-        return d - PSN_MOD if d >= PSN_MOD // 2 else d
+        return psn_delta(p, base)
 
     max_sent = -1
     prev_r = None
@@ -252,8 +257,7 @@ def analyze_mrc(path, requester_addrs, mrct, flap=None):
     base = None
 
     def rel(p):
-        d = (p - base) % PSN_MOD
-        return d - PSN_MOD if d >= PSN_MOD // 2 else d
+        return psn_delta(p, base)
 
     sent = set()       # relative PSNs transmitted at least once
     msgs = {}          # MSN -> [first_tx_ns, last_psn or None]
