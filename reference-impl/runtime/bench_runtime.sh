@@ -5,7 +5,7 @@
 #
 #   bench_runtime.sh [--planes N] [--bytes 1G] [--size 1M] [--loss PCT] [--bin PATH]
 #                    [--iperf-seconds S] [--extra "endpoint options"] [--rounds N]
-#                    [--compare "endpoint options"]
+#                    [--compare "endpoint options"] [--napi off|router|all]
 #
 # --bin: an `mrct` binary (run as `mrct endpoint`) or `mrc_endpoint`; default: the first of
 # build/release/bin/mrct, build/*/bin/mrct, build/*/bin/mrc_endpoint that works.
@@ -15,6 +15,8 @@
 #   shared 2-core machine vary by +-25 %). The ratio is the median of the per-round ratios.
 # --compare OPTS: in every round, a second endpoint run with OPTS instead of --extra (an A/B of
 #   an option on the same topology within the same minute), reported in its own rows.
+# --napi MODE: threaded NAPI receive on the veths (topo.sh napi), for iperf3 and the endpoint
+#   alike; default off (every downstream softirq runs in the sender's system call).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,7 @@ extra=""
 rounds=1
 compare=""
 have_compare=0
+napi=off
 while [ $# -gt 0 ]; do
   case "$1" in
     --planes) planes=$2; shift 2 ;;
@@ -40,10 +43,12 @@ while [ $# -gt 0 ]; do
     --extra) extra=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --compare) compare=$2; have_compare=1; shift 2 ;;
+    --napi) napi=$2; shift 2 ;;
     *) echo "bench_runtime.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench_runtime.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
+case "$napi" in off | router | all) ;; *) echo "bench_runtime.sh: --napi must be off, router or all, got '$napi'" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "bench_runtime.sh: needs root" >&2; exit 2; }
 
 tobytes() { numfmt --from=iec "$1"; }
@@ -77,10 +82,24 @@ trap cleanup EXIT
 ia=$(seq -s, -f 'a%g' 1 "$planes")
 ib=$(seq -s, -f 'b%g' 1 "$planes")
 bash "$here/topo.sh" up "$prefix" "$planes" stev
+napi_threads() { ps -e -o pid=,comm= | awk '$2 ~ /^napi\// {print $1}' | sort; }
+napi_threads > "$tmp/napi.before"
+bash "$here/topo.sh" napi "$prefix" "$planes" "$napi"
+# The NAPI threads this topology made (the new ones): their CPU is part of either side's cost.
+napi_threads | comm -13 "$tmp/napi.before" - > "$tmp/napi.pids"
+# CPU ns of those threads so far (first field of /proc/PID/schedstat: time on a CPU).
+napi_cpu_ns() {
+  local t=0 pid ns
+  while read -r pid; do
+    ns=$(cut -d' ' -f1 "/proc/$pid/schedstat" 2>/dev/null || echo 0)
+    t=$((t + ns))
+  done < "$tmp/napi.pids"
+  echo "$t"
+}
 A=${prefix}a
 B=${prefix}b
 R1=${prefix}r1
-echo "# ${run_ep[*]} | $planes planes, $bytes in $size messages ($iters), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# ${run_ep[*]} | $planes planes, $bytes in $size messages ($iters), $(nproc) cores, veth NAPI $napi, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- iperf3 -u on plane 1 (A a1 -> r1 -> b1), the path of the endpoint's port 1.
 # Prints "goodput_gbps loss_pct cpu_s_per_gib".
@@ -90,8 +109,10 @@ run_iperf() {
   ip netns exec "$B" iperf3 -s -1 -B fd00:a::2 -p 5299 >/dev/null 2>&1 &
   local ipid=$!
   sleep 0.5
+  local n0; n0=$(napi_cpu_ns)
   ip netns exec "$A" iperf3 -u -c fd00:a::2 -B fd00:a::1 -p 5299 -b 0 -l 4096 -t "$iperf_s" -J > "$tmp/iperf.json" || true
   wait "$ipid" || true
+  echo $(( $(napi_cpu_ns) - n0 )) > "$tmp/iperf.napi"
   # Back to the multipath routes topo.sh made (the endpoint resolves each plane's gateway from them).
   ip netns exec "$A" ip -6 route del fd00:a::2/128
   ip netns exec "$B" ip -6 route del fd00:a::1/128
@@ -100,21 +121,26 @@ run_iperf() {
     ip netns exec "$A" ip -6 route append fd00:a::2/128 via "fd00:1:$x::1" dev "a$p"
     ip netns exec "$B" ip -6 route append fd00:a::1/128 via "fd00:2:$x::1" dev "b$p"
   done
-  python3 - "$tmp/iperf.json" "$iperf_s" <<'EOF'
+  python3 - "$tmp/iperf.json" "$iperf_s" "$(cat "$tmp/iperf.napi")" <<'EOF'
 import json, sys
 try:
     j = json.load(open(sys.argv[1]))
     s = j["end"]["sum"]
     cpu = j["end"]["cpu_utilization_percent"]
 except (ValueError, KeyError, OSError):
-    print("0 100 0")  # iperf3 failed: a zero that the summary shows as such
+    print("0 100 0 0 0 0")  # iperf3 failed: a zero that the summary shows as such
     sys.exit(0)
 good = s["bits_per_second"] * (1 - s.get("lost_percent", 0) / 100) / 1e9
-secs = float(sys.argv[2])
-# CPU seconds of both iperf3 processes per GiB delivered
+secs = float(s.get("seconds", sys.argv[2]))
+# CPU seconds of both iperf3 processes (and of the topology's NAPI threads) per GiB delivered
 gib = good * 1e9 / 8 * secs / 2**30
-cpu_s = (cpu["host_total"] + cpu["remote_total"]) / 100 * secs
-print(f"{good:.3f} {s.get('lost_percent', 0):.2f} {cpu_s / gib if gib else 0:.3f}")
+napi_s = int(sys.argv[3]) / 1e9
+cpu_s = (cpu["host_total"] + cpu["remote_total"]) / 100 * secs + napi_s
+# datagrams sent per second and UDP payload bytes per datagram
+pkts = s.get("packets", 0)
+per_frame = s["bytes"] / pkts if pkts else 0
+print(f"{good:.3f} {s.get('lost_percent', 0):.2f} {cpu_s / gib if gib else 0:.3f} "
+      f"{pkts / secs if secs else 0:.0f} {per_frame:.0f} {napi_s / gib if gib else 0:.3f}")
 EOF
 }
 
@@ -135,6 +161,7 @@ fi
 run_endpoint() {
   local tag=$1 opts=$2
   if [ "$loss" != 0 ]; then ip netns exec "$R1" nft -f "$tmp/loss.nft"; fi
+  local n0; n0=$(napi_cpu_ns)
   ip netns exec "$B" "${run_ep[@]}" server --ifaces "$ib" --accept-timeout 30 --ctl-timeout 120 --json $opts > "$tmp/$tag.server.json" 2> "$tmp/$tag.server.err" &
   local spid=$!
   sleep 0.3
@@ -145,6 +172,7 @@ run_endpoint() {
   local src=$?
   set -e
   echo "$crc $src" > "$tmp/$tag.rc"
+  echo $(( $(napi_cpu_ns) - n0 )) > "$tmp/$tag.napi"
   if [ "$loss" != 0 ]; then
     echo "# $tag: nft on plane 1: $(ip netns exec "$R1" nft list ruleset | grep -o 'packets [0-9]* bytes [0-9]*' | head -1) dropped"
     ip netns exec "$R1" nft delete table inet mrcbench
@@ -180,12 +208,12 @@ def text(p):
     except OSError:
         return ""
 ok = True
-iperf = []                  # per round: (gbps, cpu_s_per_gib, loss_pct, load)
-runs = {k: [] for k in kinds}  # per kind: (round, gbps, cpu_s_per_gib)
+iperf = []  # per round: (gbps, cpu_s_per_gib, loss_pct, load, frames_per_s, bytes_per_frame, napi_s_per_gib)
+runs = {k: [] for k in kinds}  # per kind: (round, gbps, cpu_s_per_gib, frames_per_s, bytes_per_frame, acks_per_gib, napi_s_per_gib)
 notes = []
 for r in range(1, rounds + 1):
-    g, lossp, cpu, load = text(f"r{r}.iperf").split()
-    iperf.append((float(g), float(cpu), float(lossp), float(load)))
+    g, lossp, cpu, fps, bpf, napi_s, load = text(f"r{r}.iperf").split()
+    iperf.append((float(g), float(cpu), float(lossp), float(load), float(fps), float(bpf), float(napi_s)))
     for k in kinds:
         c, s = last(f"r{r}.{k}.client.json"), last(f"r{r}.{k}.server.json")
         crc, src = (int(x) for x in text(f"r{r}.{k}.rc").split())
@@ -197,7 +225,14 @@ for r in range(1, rounds + 1):
         gib = c["bytes"] / 2**30
         v = s.get("verify", {})
         rt = c["retransmissions"]
-        runs[k].append((r, c["gbit_per_s"], (c["cpu_s"] + s["cpu_s"]) / gib if gib else 0))
+        napi_s = int(text(f"r{r}.{k}.napi") or 0) / 1e9
+        # data frames the client sent (retransmissions included) and frames the server sent back
+        data_frames = sum(p["tx_frames"] for p in c.get("ports", []))
+        ack_frames = sum(p["tx_frames"] for p in s.get("ports", []))
+        runs[k].append((r, c["gbit_per_s"], (c["cpu_s"] + s["cpu_s"] + napi_s) / gib if gib else 0,
+                        data_frames / c["seconds"] if c["seconds"] else 0,
+                        c["bytes"] / data_frames if data_frames else 0,
+                        ack_frames / gib if gib else 0, napi_s / gib if gib else 0))
         notes.append(f"round {r} endpoint {labels[k]}: {c['planes']} planes, {c['bytes']} B, "
                      f"{c['seconds']:.2f} s, CPU s/GiB client {c['cpu_s'] / gib:.3f} server "
                      f"{s['cpu_s'] / gib:.3f}, retransmissions {rt['total']} (timeout {rt['timeout']}, "
@@ -209,27 +244,38 @@ med = statistics.median
 def ratio(r, g):
     ig = iperf[r - 1][0]
     return g / ig if ig > 0 else 0.0
-print(f"{'':40} {'Gbit/s':>8} {'CPU s/GiB':>10} {'ratio':>7}")
+# CPU s/GiB: both processes (endpoint: both loop threads) plus the topology's NAPI threads
+# (--napi; "NAPI" shows their share). frames/s and B/frame: data frames (iperf3: datagrams, UDP
+# payload bytes; endpoint: frames the client sent, retransmissions included, goodput bytes per
+# frame); ACKs/GiB: frames the server sent back.
+print(f"{'':40} {'Gbit/s':>8} {'CPU s/GiB':>10} {'ratio':>7} {'frames/s':>9} {'B/frame':>8} "
+      f"{'ACKs/GiB':>9} {'NAPI':>6}")
+def row(name, g, cpu, rat, fps, bpf, acks, napi_s, tail=""):
+    a = f"{acks:9.0f}" if acks is not None else f"{'-':>9}"
+    print(f"{name:40} {g:8.3f} {cpu:10.3f} {rat:7.2f} {fps:9.0f} {bpf:8.0f} {a} {napi_s:6.3f}{tail}")
 if rounds > 1:
     for r in range(1, rounds + 1):
-        ig, icpu, il, load = iperf[r - 1]
+        ig, icpu, il, load, ifps, ibpf, inapi = iperf[r - 1]
         print(f"round {r} (load {load:.2f})")
-        print(f"{'  iperf3 -u (plane 1)':40} {ig:8.3f} {icpu:10.3f} {'1.00':>7}   loss {il}%")
+        row("  iperf3 -u (plane 1)", ig, icpu, 1.0, ifps, ibpf, None, inapi, f"   loss {il}%")
         for k in kinds:
-            for rr, g, cpu in runs[k]:
+            for rr, g, cpu, fps, bpf, acks, napi_s in runs[k]:
                 if rr == r:
-                    print(f"{'  endpoint ' + labels[k]:40} {g:8.3f} {cpu:10.3f} {ratio(r, g):7.2f}")
+                    row("  endpoint " + labels[k], g, cpu, ratio(r, g), fps, bpf, acks, napi_s)
 pre = f"median of {rounds}: " if rounds > 1 else ""
 ig = med([x[0] for x in iperf])
-print(f"{pre + 'iperf3 -u (plane 1)':40} {ig:8.3f} {med([x[1] for x in iperf]):10.3f} {'1.00':>7}"
-      f"   loss {med([x[2] for x in iperf])}%")
+row(pre + "iperf3 -u (plane 1)", ig, med([x[1] for x in iperf]), 1.0, med([x[4] for x in iperf]),
+    med([x[5] for x in iperf]), None, med([x[6] for x in iperf]),
+    f"   loss {med([x[2] for x in iperf]):.2f}%")
 for k in kinds:
     if not runs[k]:
         continue
     name = pre + "endpoint" + (" " + labels[k] if have_compare else "")
     # the ratio: median of the per-round ratios (each against the iperf3 run of its round)
-    print(f"{name:40} {med([x[1] for x in runs[k]]):8.3f} {med([x[2] for x in runs[k]]):10.3f} "
-          f"{med([ratio(r, g) for r, g, _ in runs[k]]):7.2f}   {len(runs[k])}/{rounds} runs")
+    row(name, med([x[1] for x in runs[k]]), med([x[2] for x in runs[k]]),
+        med([ratio(x[0], x[1]) for x in runs[k]]), med([x[3] for x in runs[k]]),
+        med([x[4] for x in runs[k]]), med([x[5] for x in runs[k]]), med([x[6] for x in runs[k]]),
+        f"   {len(runs[k])}/{rounds} runs")
 m = last("memory.json")
 if m:
     print(f"{'engine in memory':40} {m['gbit_per_s']:8.3f} {m['cpu_s_per_gib']:10.3f} "

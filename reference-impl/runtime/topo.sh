@@ -5,6 +5,7 @@
 #
 #   topo.sh up   PREFIX PLANES stev|srv6 [MTU]
 #   topo.sh down PREFIX
+#   topo.sh napi PREFIX PLANES off|router|all  (threaded NAPI receive on the veths, below)
 #   topo.sh evprofile PLANES EVS_PER_PLANE a|b      (SRv6 EV profile TOML on stdout)
 #
 # Namespaces: PREFIXa, PREFIXb (hosts), PREFIXr1..PREFIXrN (plane routers).
@@ -47,6 +48,35 @@ if [ "$cmd" = down ]; then
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}(a|b|r[0-9]+)$" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns"
+  done
+  exit 0
+fi
+
+# Threaded NAPI receive: `ethtool -K gro on` gives a veth a NAPI instance (its peer's transmit
+# queues the skb in a ring instead of receiving it inline), `threaded` runs that NAPI poll in a
+# kernel thread of its own. Without it, everything a frame costs downstream (the router's
+# forwarding, the receiving host's socket or ring copy) runs in the *sender's* system call, on
+# the sender's CPU; with it the scheduler can put that work on another core. router: the
+# routers' veths (ra, rb) only, so a frame's forwarding and delivery run in the router's thread;
+# all: the hosts' plane veths too. off: back to inline receive.
+if [ "$cmd" = napi ]; then
+  planes=${3:?planes}
+  mode=${4:?off, router or all}
+  case "$mode" in off | router | all) ;; *) die "napi mode must be off, router or all, got '$mode'" ;; esac
+  for ((p = 1; p <= planes; p++)); do
+    links=("${prefix}r$p ra" "${prefix}r$p rb" "$A a$p" "$B b$p")
+    for ((i = 0; i < 4; i++)); do
+      set -- ${links[$i]}
+      on=0
+      if [ "$mode" = all ] || { [ "$mode" = router ] && [ $i -lt 2 ]; }; then on=1; fi
+      if [ $on = 1 ]; then
+        ip netns exec "$1" ethtool -K "$2" gro on >/dev/null
+        ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
+      else
+        ip netns exec "$1" sh -c "echo 0 > /sys/class/net/$2/threaded" 2>/dev/null || true
+        ip netns exec "$1" ethtool -K "$2" gro off >/dev/null
+      fi
+    done
   done
   exit 0
 fi
