@@ -70,6 +70,7 @@ struct Options {
   // shared host is regularly not scheduled for tens of ms (engine.h silent_peer_grace_ns).
   double silent_peer_grace_ms = 100;
   uint32_t sack_gap = 32;
+  std::string ack_every;  // bytes with optional K/M suffix; empty = the engine's 16 KiB
   std::string cc;
   std::string retry = "7:7";
   uint32_t mpr = 8;
@@ -154,7 +155,8 @@ struct Setup {
   uint64_t probe_interval_ns = 1'000'000;
   uint64_t ep_timeout_ns = 50'000'000;
   uint64_t silent_peer_grace_ns = 100'000'000;
-  uint32_t sack_gap = 0;  // 0: the engine's default
+  uint32_t sack_gap = 0;         // 0: the engine's default
+  uint32_t ack_every_bytes = 0;  // 0: the engine's ack_gen_trigger_bytes
   // --wire-profile: shared so that copies of the Setup keep it alive (null: MRP0).
   std::shared_ptr<const wire::WireProfile> wire_profile;
 };
@@ -363,6 +365,12 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
   s.ep_timeout_ns = static_cast<uint64_t>(o.ep_timeout_us * 1e3);
   s.silent_peer_grace_ns = static_cast<uint64_t>(o.silent_peer_grace_ms * 1e6);
   s.sack_gap = o.sack_gap;
+  if (!o.ack_every.empty()) {
+    uint64_t v = 0;
+    if (!parse_size(o.ack_every, v) || v < 1024 || v > (1u << 20))
+      return usage_error(prog, "--ack-every '" + o.ack_every + "': bytes 1K..1M (K/M suffix)");
+    s.ack_every_bytes = static_cast<uint32_t>(v);
+  }
   return kOk;
 }
 
@@ -679,6 +687,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.endpoint.ep_request_timeout_ns = s.ep_timeout_ns;
   rc.endpoint.silent_peer_grace_ns = s.silent_peer_grace_ns;
   if (s.sack_gap) rc.endpoint.sack_gap_threshold = s.sack_gap;
+  if (s.ack_every_bytes) rc.endpoint.ack_gen_trigger_bytes = s.ack_every_bytes;
   // Replies to unverifiable input, scaled for software paths like the defaults above. The
   // engine's buckets (500k duplicate/out-of-window replies and 100k endpoint responses per
   // second) describe a NIC; here every reply costs the loop a frame through the kernel, and a
@@ -1471,6 +1480,7 @@ int run_memory(const std::string& prog, const Options& o, Setup& s) {
     c.ep_request_timeout_ns = s.ep_timeout_ns;
     c.silent_peer_grace_ns = s.silent_peer_grace_ns;
     if (s.sack_gap) c.sack_gap_threshold = s.sack_gap;
+    if (s.ack_every_bytes) c.ack_gen_trigger_bytes = s.ack_every_bytes;
     for (uint32_t p = 1; p <= o.planes; ++p) {
       engine::PortConfig pc;
       pc.mac = {0x02, 0, 0, 0, node, static_cast<uint8_t>(p)};
@@ -1629,6 +1639,10 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--sack-gap", o.sack_gap,
                  "SACKed PSNs above a hole that make it a loss (0 = the engine's 3)")
       ->capture_default_str();
+  app.add_option("--ack-every", o.ack_every,
+                 "responder: one coalesced SACK per this many data bytes received (K/M "
+                 "suffix, 1K..1M; default 16K, the engine's ACK_Gen_Trigger); a message's last "
+                 "packet and retransmissions are acknowledged at once regardless");
   app.add_option("--pmtu", o.pmtu,
                  "path MTU 256..4096 (default: the largest the interfaces carry)");
   app.add_option("--timeout", o.timeout, "QP timeout exponent t: 1.024 us * 2^t")

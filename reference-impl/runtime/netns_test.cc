@@ -523,6 +523,64 @@ TEST_F(NetnsTest, PacketTxBackEnd) {
   }
 }
 
+// Threaded NAPI receive on every veth of the path (topo.sh napi, bench_runtime.sh --napi): the
+// routers forward and the hosts' AF_PACKET rings are filled from NAPI threads instead of the
+// sender's system call. The transfer verifies over it, and `off` turns it back.
+TEST_F(NetnsTest, ThreadedNapiVeths) {
+  Topo t('n', 2, "stev");
+  ASSERT_TRUE(t.ok());
+  auto threaded = [&](const std::string& ns, const std::string& iface) {
+    std::string v = sh("ip netns exec " + t.ns(ns) + " cat /sys/class/net/" + iface + "/threaded");
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+    return v;
+  };
+  int rc = 0;
+  std::string out = sh("bash " + kTopo + " napi " + t.prefix() + " 2 all", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  for (int p = 1; p <= 2; ++p) {
+    const std::string x = std::to_string(p);
+    EXPECT_EQ(threaded("r" + x, "ra"), "1") << "plane " << p;
+    EXPECT_EQ(threaded("r" + x, "rb"), "1") << "plane " << p;
+    EXPECT_EQ(threaded("a", "a" + x), "1") << "plane " << p;
+    EXPECT_EQ(threaded("b", "b" + x), "1") << "plane " << p;
+  }
+  RunResult r = transfer(t, {"--size", "64K", "--iters", "200"});
+  expect_verified(r, 200);
+  check_captures(t, false);
+  out = sh("bash " + kTopo + " napi " + t.prefix() + " 2 off", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(threaded("r1", "ra"), "0");
+  EXPECT_EQ(threaded("b", "b2"), "0");
+  out = sh("bash " + kTopo + " napi " + t.prefix() + " 2 fast", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("napi mode must be off, router or all"), std::string::npos) << out;
+}
+
+// --ack-every: the responder sends one coalesced SACK per that many bytes (plus one for every
+// message's last packet, whose A bit asks for it) instead of the engine's one per 16 KiB. With
+// 1 MiB messages of 4 KiB frames: 64 SACKs per message by default, 16 with --ack-every 64K.
+TEST_F(NetnsTest, AckEveryCoalescesSacks) {
+  Topo t('p', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  const uint64_t iters = 20;
+  RunResult r = transfer(t, {"--size", "1M", "--iters", std::to_string(iters), "--pmtu", "4096"},
+                         {}, {"--ack-every", "64K"});
+  expect_verified(r, iters);
+  ASSERT_TRUE(r.server.contains("ports")) << r.server_out;
+  const uint64_t server_frames = r.server["ports"][0]["tx_frames"].get<uint64_t>();
+  const uint64_t data_frames = r.client["ports"][0]["tx_frames"].get<uint64_t>();
+  EXPECT_GE(data_frames, iters * 256) << r.client_out;
+  EXPECT_GE(server_frames, iters * 16) << r.server_out;  // one per 64 KiB at least
+  // Well below the default's 64 per message (probes and endpoint responses add a few).
+  EXPECT_LT(server_frames, iters * 32) << r.server_out;
+  Child bad(
+      t.ns("a"),
+      {"endpoint", "client", "--server", "fd00:ff::b", "--ifaces", "a1", "--ack-every", "512"},
+      t.file("bad.out"));
+  EXPECT_EQ(bad.wait(30), 2);
+  EXPECT_NE(bad.output().find("--ack-every '512'"), std::string::npos) << bad.output();
+}
+
 // Loss on one plane from an nft rule in its router: the transfer completes, the engine
 // retransmits, the data verifies.
 TEST_F(NetnsTest, LossOnOnePlane) {
