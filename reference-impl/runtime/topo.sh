@@ -22,7 +22,7 @@ prefix=${2:-}
 
 die() { echo "topo.sh: $*" >&2; exit 2; }
 
-[ -n "$cmd" ] || die "usage: topo.sh up|down|evprofile ..."
+[ -n "$cmd" ] || die "usage: topo.sh up|down|napi|evprofile ..."
 
 if [ "$cmd" = evprofile ]; then
   planes=${2:?planes}; per=${3:?evs per plane}; side=${4:?a or b}
@@ -63,6 +63,10 @@ if [ "$cmd" = napi ]; then
   planes=${3:?planes}
   mode=${4:?off, router or all}
   case "$mode" in off | router | all) ;; *) die "napi mode must be off, router or all, got '$mode'" ;; esac
+  [[ "$planes" =~ ^[0-9]+$ ]] && [ "$planes" -ge 1 ] && [ "$planes" -le 15 ] || die "PLANES must be 1..15, got '$planes'"
+  for ((p = 1; p <= planes; p++)); do
+    ip netns list | grep -q "^${prefix}r$p\b" || die "no namespace ${prefix}r$p (topo.sh up first)"
+  done
   for ((p = 1; p <= planes; p++)); do
     links=("${prefix}r$p ra" "${prefix}r$p rb" "$A a$p" "$B b$p")
     for ((i = 0; i < 4; i++)); do
