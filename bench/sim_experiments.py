@@ -13,7 +13,11 @@ Recovery time (a, b): goodput is the bytes placed at the destinations per bin (m
 from which every bin up to the horizon holds at least 95 % of that level (0 when no bin fell
 below). The horizon is the end of the run, or the start of the bin of the first flow completion
 if a flow completes earlier (completions lower the aggregate). "not recovered" when even the last
-bin is below.
+bin is below. Each failure run has a fault-free control with the same seed (identical up to the
+failure): the control's own "recovery time" at the same instant is the metric's noise floor, and
+the bytes the control placed before the horizon minus the failure run's, divided by the
+pre-failure rate, is the goodput lost to the failure in microseconds of full goodput
+(lost_us).
 
   bench/sim_experiments.py --mrct-sim build/release/bin/mrct-sim --seeds 1,2 --out docs/img
 """
@@ -79,7 +83,7 @@ class Runner:
         path = os.path.join(self.work, name + ".topo")
         with open(path, "w") as f:
             f.write(f"hosts {a.hosts}\nplanes {a.planes}\nhosts_per_leaf {a.hosts_per_leaf}\n"
-                    f"spines {a.spines}\n")
+                    f"spines {a.spines}\nfabric_rate_gbps {a.fabric_gbps:g}\n")
             for line in fail_lines:
                 f.write(line + "\n")
         return path
@@ -126,10 +130,9 @@ def recovery(result, fail_us, pre_us, end_us, threshold=0.95):
         rec = None
     else:
         rec = (last_bad + 1) * bin_us
-    lost = sum(max(0.0, pre - v) for v in post) * bin_ns / 8  # bytes below the pre level
     return {"pre_gbps": pre, "min_ratio": min(post) / pre if pre > 0 else 0.0,
             "recovery_us": rec, "horizon_us": horizon_us,
-            "bytes_below_pre": lost}
+            "placed_by_horizon": sum(result["timeseries"]["bytes"][:k_end])}
 
 
 def summary_row(result):
@@ -177,15 +180,18 @@ def main():
     ap.add_argument("--planes", type=int, default=2)
     ap.add_argument("--hosts-per-leaf", type=int, default=8)
     ap.add_argument("--spines", type=int, default=8)
-    ap.add_argument("--size", type=int, default=16_000_000, help="bytes per permutation flow")
+    ap.add_argument("--fabric-gbps", type=float, default=400,
+                    help="leaf-spine cables (default: a core with twice the hosts' capacity, so "
+                         "that the capacity a failed cable takes away is not what limits)")
+    ap.add_argument("--size", type=int, default=32_000_000, help="bytes per permutation flow")
     ap.add_argument("--evs-list", default="4,8,16,32,64,128", help="experiment a")
     ap.add_argument("--evs", type=int, default=32, help="EVs per QP in b and c")
     ap.add_argument("--fail", default="plane 1 leaf 0 spine 0",
                     help="what fails (a 'fail' line of the topology file without 'down ...')")
-    ap.add_argument("--fail-us", type=float, default=150)
+    ap.add_argument("--fail-us", type=float, default=300)
     ap.add_argument("--flap-us", type=float, default=100, help="b: the flap's length")
-    ap.add_argument("--pre-us", type=float, default=50)
-    ap.add_argument("--end-us", type=float, default=450)
+    ap.add_argument("--pre-us", type=float, default=100)
+    ap.add_argument("--end-us", type=float, default=800)
     ap.add_argument("--bin-us", type=float, default=10)
     ap.add_argument("--incast-senders", type=int, default=32)
     ap.add_argument("--incast-size", type=int, default=1_000_000)
@@ -211,6 +217,7 @@ def main():
     flap = f"fail {args.fail} down from_us {args.fail_us:g} until_us {args.fail_us + args.flap_us:g}"
     topo_fail = R.topo("fail", [fail_down])
     topo_flap = R.topo("flap", [flap])
+    topo_ctl = R.topo("control", [])
     summary = {"config": vars(args), "definition": __doc__.split("\n\n")[2].replace("\n", " "),
                "commands": {}, "a": [], "b": [], "c": []}
 
@@ -220,10 +227,12 @@ def main():
         summary["commands"][f"gen permutation seed {seed}"] = shlex.join(gen)
         if "a" in exps:
             for evs in evs_list:
-                jobs.append(("a", {"seed": seed, "evs": evs}, f"a_evs{evs}_s{seed}", topo_fail, cm,
-                             seed, ["--evs", str(evs)], args.end_us))
+                for fault, topo in (("fail", topo_fail), ("control", topo_ctl)):
+                    jobs.append(("a", {"seed": seed, "evs": evs, "fault": fault},
+                                 f"a_evs{evs}_s{seed}" + ("_ctl" if fault == "control" else ""),
+                                 topo, cm, seed, ["--evs", str(evs)], args.end_us))
         if "b" in exps:
-            for fault, topo in (("fail", topo_fail), ("flap", topo_flap)):
+            for fault, topo in (("fail", topo_fail), ("flap", topo_flap), ("control", topo_ctl)):
                 for tr in ("mrc", "rc", "spray"):
                     jobs.append(("b", {"seed": seed, "fault": fault, "transport": tr},
                                  f"b_{fault}_{tr}_s{seed}", topo, cm, seed,
@@ -254,8 +263,20 @@ def main():
         done = list(pool.map(one, jobs))
     results = {}
     for exp, row, result in done:
-        summary[exp].append(row)
         results[row["name"]] = result
+    rows = {row["name"]: row for _, row, _ in done}
+    for exp, row, result in done:
+        if exp in ("a", "b") and row["fault"] != "control":
+            ctl = rows[(f"a_evs{row['evs']}_s{row['seed']}_ctl" if exp == "a" else
+                        f"b_control_{row['transport']}_s{row['seed']}")]
+            k = min(row["horizon_us"], ctl["horizon_us"])
+            bin_ns = result["timeseries"]["bin_ns"]
+            n = int(k * 1000 // bin_ns)
+            mine = sum(result["timeseries"]["bytes"][:n])
+            theirs = sum(results[ctl["name"]]["timeseries"]["bytes"][:n])
+            row["lost_us"] = (theirs - mine) * 8 / row["pre_gbps"] / 1000 if row["pre_gbps"] else None
+            row["control_recovery_us"] = ctl["recovery_us"]
+        summary[exp].append(row)
     with open(os.path.join(out, "sim_experiments.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -265,10 +286,10 @@ def main():
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
         horizon = args.end_us - args.fail_us
         for seed in seeds:
-            rows = [r for r in summary["a"] if r["seed"] == seed]
+            rows = [r for r in summary["a"] if r["seed"] == seed and r["fault"] == "fail"]
             ys = [r["recovery_us"] if r["recovery_us"] is not None else horizon for r in rows]
             ax1.plot([r["evs"] for r in rows], ys, marker="o", label=f"seed {seed}")
-            ax2.plot([r["evs"] for r in rows], [100 * r["min_ratio"] for r in rows], marker="o",
+            ax2.plot([r["evs"] for r in rows], [r["lost_us"] for r in rows], marker="o",
                      label=f"seed {seed}")
         ax1.axhline(horizon, color="grey", ls=":", lw=1, label="not recovered by the end")
         for ax in (ax1, ax2):
@@ -278,7 +299,7 @@ def main():
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         ax1.set_ylabel("time back to >= 95 % goodput (us)")
-        ax2.set_ylabel("lowest goodput bin after the failure (% of before)")
+        ax2.set_ylabel("goodput lost to the failure (us of full goodput)")
         fig.suptitle(f"(a) {args.hosts} hosts x {args.planes} planes, permutation, {fail_label}")
         save(fig, out, "sim_exp_a_recovery_vs_evs")
         fig, ax = plt.subplots(figsize=(9, 4))
@@ -328,9 +349,11 @@ def main():
             keys = [k for k in ("evs", "fault", "transport", "trim") if k in r]
             rec = r.get("recovery_us", "-")
             rec = "not recovered" if rec is None else rec
+            lost = r.get("lost_us")
+            lost = "-" if lost is None else f"{lost:.1f}"
             print(f"{exp} seed {r['seed']} " + " ".join(f"{k}={r[k]}" for k in keys) +
                   f": recovery_us={rec} min_ratio={r.get('min_ratio', float('nan')):.3f} "
-                  f"completed={r['completed']}/{r['flows']} fct_p50_us={r['fct_p50_us']:.1f} "
+                  f"lost_us={lost} completed={r['completed']}/{r['flows']} fct_p50_us={r['fct_p50_us']:.1f} "
                   f"fct_p99_us={r['fct_p99_us']:.1f} delivered_MB={r['delivered_bytes'] / 1e6:.1f} "
                   f"rtx={r['retransmits']} drops={r['drops']} trims={r['trims']} "
                   f"retired={r['ev_retirements']}")

@@ -17,9 +17,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 import json, os, sys
 d = sys.argv[1]
 s = json.load(open(os.path.join(d, "sim_experiments.json")))
-assert [r["evs"] for r in s["a"]] == [4, 8], s["a"]
+assert sorted((r["evs"], r["fault"]) for r in s["a"]) == [
+    (4, "control"), (4, "fail"), (8, "control"), (8, "fail")], s["a"]
 assert sorted((r["fault"], r["transport"]) for r in s["b"]) == sorted(
-    (f, t) for f in ("fail", "flap") for t in ("mrc", "rc", "spray")), s["b"]
+    (f, t) for f in ("control", "fail", "flap") for t in ("mrc", "rc", "spray")), s["b"]
+for r in s["a"] + s["b"]:
+    if r["fault"] != "control":
+        assert r["lost_us"] is not None and "control_recovery_us" in r, r
 assert sorted(r["trim"] for r in s["c"]) == [False, True], s["c"]
 for r in s["a"] + s["b"]:
     assert r["pre_gbps"] > 0, r
@@ -35,7 +39,7 @@ for name in ("a_recovery_vs_evs", "a_timeseries", "b_transports", "c_trim"):
         p = os.path.join(d, f"sim_exp_{name}.{ext}")
         assert os.path.getsize(p) > 1000, p
 PY
-grep -q "^a seed 1 evs=4: recovery_us=" "$dir/out.txt" || fail "table line: $(cat "$dir/out.txt")"
+grep -q "^a seed 1 evs=4 fault=fail: recovery_us=" "$dir/out.txt" || fail "table line: $(cat "$dir/out.txt")"
 
 # Without matplotlib (-S: no site-packages) and with a bad option: exit 2 and a message.
 set +e
