@@ -17,7 +17,10 @@ bin is below. Each failure run has a fault-free control with the same seed (iden
 failure): the control's own "recovery time" at the same instant is the metric's noise floor, and
 the bytes the control placed before the horizon minus the failure run's, divided by the
 pre-failure rate, is the goodput lost to the failure in microseconds of full goodput
-(lost_us).
+(lost_us). The goodput may settle below the pre-failure level (a failure can take away more than
+the transport wins back); the settling time is the time from the failure to the start of the
+first bin from which every bin up to the horizon holds at least 98 % of the final level (the
+mean over the last --final-us before the horizon).
 
   bench/sim_experiments.py --mrct-sim build/release/bin/mrct-sim --seeds 1,2 --out docs/img
 """
@@ -93,6 +96,9 @@ class Runner:
         cmd = [self.a.mrct_sim, "run", "--topo", topo, "--cm", cm, "--seed", str(seed),
                "--end-us", str(end_us), "--timeseries-us", str(self.a.bin_us), "--no-perf", "-q",
                "-o", out] + extra
+        if self.a.reuse and os.path.exists(out):
+            with open(out) as f:
+                return json.load(f), cmd
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode not in (0, 1):  # 1: some flows still running at --end-us
             die(f"{shlex.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
@@ -106,7 +112,7 @@ def goodput_gbps(result):
     return bin_ns, [b * 8 / bin_ns for b in ts["bytes"]]
 
 
-def recovery(result, fail_us, pre_us, end_us, threshold=0.95):
+def recovery(result, fail_us, pre_us, end_us, final_us, threshold=0.95, settle=0.98):
     """The recovery-time metric of the module docstring. Times in us."""
     bin_ns, g = goodput_gbps(result)
     bin_us = bin_ns / 1000
@@ -130,8 +136,13 @@ def recovery(result, fail_us, pre_us, end_us, threshold=0.95):
         rec = None
     else:
         rec = (last_bad + 1) * bin_us
+    k_final = max(0, len(post) - int(round(final_us / bin_us)))
+    final = sum(post[k_final:]) / max(1, len(post) - k_final)
+    last_unsettled = max((i for i, v in enumerate(post[:k_final]) if v < settle * final),
+                         default=None)
     return {"pre_gbps": pre, "min_ratio": min(post) / pre if pre > 0 else 0.0,
-            "recovery_us": rec, "horizon_us": horizon_us,
+            "recovery_us": rec, "horizon_us": horizon_us, "final_ratio": final / pre,
+            "settle_us": 0.0 if last_unsettled is None else (last_unsettled + 1) * bin_us,
             "placed_by_horizon": sum(result["timeseries"]["bytes"][:k_end])}
 
 
@@ -192,6 +203,10 @@ def main():
     ap.add_argument("--flap-us", type=float, default=100, help="b: the flap's length")
     ap.add_argument("--pre-us", type=float, default=100)
     ap.add_argument("--end-us", type=float, default=800)
+    ap.add_argument("--final-us", type=float, default=200,
+                    help="the final level: mean goodput over this long before the horizon")
+    ap.add_argument("--reuse", action="store_true",
+                    help="use the result files already in --work (same options), e.g. to plot again")
     ap.add_argument("--bin-us", type=float, default=10)
     ap.add_argument("--incast-senders", type=int, default=32)
     ap.add_argument("--incast-size", type=int, default=1_000_000)
@@ -256,7 +271,7 @@ def main():
         result, cmd = R.run(name, topo, cm, seed, extra, end_us)
         row = dict(row, name=name, command=shlex.join(cmd), **summary_row(result))
         if exp in ("a", "b"):
-            row.update(recovery(result, args.fail_us, args.pre_us, args.end_us))
+            row.update(recovery(result, args.fail_us, args.pre_us, args.end_us, args.final_us))
         return exp, row, result
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -306,6 +321,7 @@ def main():
         for evs in evs_list:
             plot_series(ax, results[f"a_evs{evs}_s{seeds[0]}"], f"{evs} EVs")
         ax.axvline(args.fail_us, color="k", ls=":", lw=1)
+        ax.set_xlim(0, args.end_us)
         ax.set_xlabel("simulated time (us)")
         ax.set_ylabel(f"aggregate goodput (Tb/s, {args.bin_us:g} us bins)")
         ax.set_title(f"(a) goodput around the failure, seed {seeds[0]}")
@@ -320,10 +336,11 @@ def main():
             ax.axvline(args.fail_us, color="k", ls=":", lw=1)
             if fault == "flap":
                 ax.axvline(args.fail_us + args.flap_us, color="k", ls=":", lw=1)
-            ax.set_title(fault_title := (f"{args.fail} down for good at {args.fail_us:g} us"
+            ax.set_title((f"{args.fail} down for good at {args.fail_us:g} us"
                                          if fault == "fail" else
                                          f"{args.fail} down {args.fail_us:g}-"
                                          f"{args.fail_us + args.flap_us:g} us"), fontsize=9)
+            ax.set_xlim(0, args.end_us)
             ax.set_xlabel("simulated time (us)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
@@ -353,6 +370,7 @@ def main():
             lost = "-" if lost is None else f"{lost:.1f}"
             print(f"{exp} seed {r['seed']} " + " ".join(f"{k}={r[k]}" for k in keys) +
                   f": recovery_us={rec} min_ratio={r.get('min_ratio', float('nan')):.3f} "
+                  f"settle_us={r.get('settle_us', '-')} final_ratio={r.get('final_ratio', float('nan')):.3f} "
                   f"lost_us={lost} completed={r['completed']}/{r['flows']} fct_p50_us={r['fct_p50_us']:.1f} "
                   f"fct_p99_us={r['fct_p99_us']:.1f} delivered_MB={r['delivered_bytes'] / 1e6:.1f} "
                   f"rtx={r['retransmits']} drops={r['drops']} trims={r['trims']} "
