@@ -46,6 +46,7 @@ try:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "mrct-sim-experiments"  # SVGs identical run to run
     import matplotlib.pyplot as plt
 except ImportError:
     die("matplotlib is missing: install python3-matplotlib (ci/install-deps.sh does) and run "
@@ -172,8 +173,10 @@ def save(fig, out, name):
     plt.close(fig)
 
 
-def plot_series(ax, result, label, **kw):
+def plot_series(ax, result, label, end_us=None, **kw):
     bin_ns, g = goodput_gbps(result)
+    if end_us is not None:  # leave out a bin that starts at the end of the run (it is empty)
+        g = g[:int(end_us * 1000 // bin_ns)]
     ax.plot([k * bin_ns / 1000 for k in range(len(g))], [v / 1000 for v in g], label=label,
             drawstyle="steps-post", **kw)
 
@@ -319,12 +322,12 @@ def main():
         save(fig, out, "sim_exp_a_recovery_vs_evs")
         fig, ax = plt.subplots(figsize=(9, 4))
         for evs in evs_list:
-            plot_series(ax, results[f"a_evs{evs}_s{seeds[0]}"], f"{evs} EVs")
+            plot_series(ax, results[f"a_evs{evs}_s{seeds[0]}"], f"{evs} EVs", args.end_us)
         ax.axvline(args.fail_us, color="k", ls=":", lw=1)
         ax.set_xlim(0, args.end_us)
         ax.set_xlabel("simulated time (us)")
         ax.set_ylabel(f"aggregate goodput (Tb/s, {args.bin_us:g} us bins)")
-        ax.set_title(f"(a) goodput around the failure, seed {seeds[0]}")
+        ax.set_title(f"(a) goodput around the failure ({fail_label}), seed {seeds[0]}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         save(fig, out, "sim_exp_a_timeseries")
@@ -332,7 +335,7 @@ def main():
         fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
         for ax, fault in zip(axes, ("fail", "flap")):
             for tr in ("mrc", "rc", "spray"):
-                plot_series(ax, results[f"b_{fault}_{tr}_s{seeds[0]}"], tr)
+                plot_series(ax, results[f"b_{fault}_{tr}_s{seeds[0]}"], tr, args.end_us)
             ax.axvline(args.fail_us, color="k", ls=":", lw=1)
             if fault == "flap":
                 ax.axvline(args.fail_us + args.flap_us, color="k", ls=":", lw=1)
