@@ -14,6 +14,8 @@ PKGS_TEST="libgtest-dev libgmock-dev googletest libbenchmark-dev"
 PKGS_WIRE="libpcap-dev libtins-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev tshark tcpdump python3-scapy"
 # Runtime, testbed and injector (namespaces, SRv6, Mininet under Debian's python3).
 PKGS_NET="iproute2 ethtool iputils-ping socat iperf3 nftables iptables mininet bridge-utils python3"
+# Plots of the simulation experiments (bench/sim_experiments.py).
+PKGS_PLOT="python3-matplotlib"
 # Viewer (Qt 6 Widgets, offscreen rendering).
 PKGS_GUI="qt6-base-dev qt6-svg-dev libgl-dev libxkbcommon-dev fonts-dejavu-core"
 # SoftRoCE lab (lab/): qemu (TCG) + busybox for the guest, rdma-core/perftest copied into it.
@@ -23,7 +25,7 @@ PKGS_LAB="qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-provide
 PKGS_PROVIDER="libibverbs-dev"
 
 missing=()
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_WIRE $PKGS_NET $PKGS_GUI $PKGS_LAB $PKGS_PROVIDER; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_WIRE $PKGS_NET $PKGS_GUI $PKGS_LAB $PKGS_PROVIDER $PKGS_PLOT; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then

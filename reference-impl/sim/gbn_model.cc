@@ -35,10 +35,11 @@ std::string_view gbn_status_name(GbnStatus s) {
 
 GbnEndpoint::GbnEndpoint(GbnConfig cfg) : cfg_(std::move(cfg)), rng_state_(cfg_.seed) {}
 
-uint32_t GbnEndpoint::create_qp(uint16_t sport) {
+uint32_t GbnEndpoint::create_qp(uint16_t sport, uint8_t port) {
   Qp q;
   q.qpn = kFirstQpn + static_cast<uint32_t>(qps_.size());
   q.sport = sport;
+  q.port = port == 0 ? cfg_.port : port;
   const uint32_t psn = static_cast<uint32_t>(splitmix64(rng_state_)) & wire::kPsnMask;
   q.psn_end = q.una = q.nxt = q.high = psn;
   qps_.push_back(q);
@@ -109,6 +110,11 @@ bool GbnEndpoint::poll(GbnCompletion& out) {
 uint64_t GbnEndpoint::bytes_placed(uint32_t qpn) const {
   const Qp* q = find(qpn);
   return q != nullptr ? q->placed : 0;
+}
+
+uint64_t GbnEndpoint::retransmitted_packets(uint32_t qpn) const {
+  const Qp* q = find(qpn);
+  return q != nullptr ? q->retransmitted : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,7 +208,7 @@ void GbnEndpoint::acknowledge(Qp& q, uint32_t psn, uint64_t now_ns) {
   while (!q.sq.empty()) {
     const Wqe& w = q.sq.front();
     if (!psn_le(psn_add(w.first_psn, w.npkts), q.una)) break;
-    cq_.push_back({w.wr_id, q.qpn, GbnStatus::kSuccess});
+    cq_.push_back({w.wr_id, q.qpn, GbnStatus::kSuccess, now_ns});
     q.sq.pop_front();
   }
   q.deadline = q.una == q.high ? UINT64_MAX : now_ns + cfg_.timeout_ns;
@@ -227,15 +233,15 @@ void GbnEndpoint::on_ack(Qp& q, const wire::DecodedFrame& f, uint64_t now_ns) {
     }
     return;
   }
-  if ((syn >> 5) == 3) to_error(q, GbnStatus::kRemoteAccess);
+  if ((syn >> 5) == 3) to_error(q, GbnStatus::kRemoteAccess, now_ns);
 }
 
-void GbnEndpoint::to_error(Qp& q, GbnStatus head_status) {
+void GbnEndpoint::to_error(Qp& q, GbnStatus head_status, uint64_t now_ns) {
   q.error = true;
   q.deadline = UINT64_MAX;
   bool head = true;
   for (const Wqe& w : q.sq) {
-    cq_.push_back({w.wr_id, q.qpn, head ? head_status : GbnStatus::kFlushed});
+    cq_.push_back({w.wr_id, q.qpn, head ? head_status : GbnStatus::kFlushed, now_ns});
     head = false;
   }
   q.sq.clear();
@@ -250,7 +256,7 @@ void GbnEndpoint::on_timer(uint64_t now_ns) {
     }
     ++stats_.timeouts;
     if (++q.retries > cfg_.retry_cnt) {
-      to_error(q, GbnStatus::kRetryExceeded);
+      to_error(q, GbnStatus::kRetryExceeded, now_ns);
       continue;
     }
     q.nxt = q.una;
@@ -295,7 +301,7 @@ wire::FrameSpec& GbnEndpoint::begin(const Qp& q, uint8_t opcode, uint8_t dscp, u
   return s;
 }
 
-bool GbnEndpoint::finish(TxFrame& out) {
+bool GbnEndpoint::finish(const Qp& q, TxFrame& out) {
   out.frame.resize(wire::encoded_size(spec_));
   const size_t n = wire::encode_frame(spec_, wire::MutBytes(out.frame.data(), out.frame.size()));
   if (n == 0) {
@@ -303,7 +309,7 @@ bool GbnEndpoint::finish(TxFrame& out) {
     return false;
   }
   out.frame.resize(n);
-  out.port = cfg_.port;
+  out.port = q.port;
   return true;
 }
 
@@ -318,7 +324,7 @@ bool GbnEndpoint::build_ctrl(const Ctrl& c, TxFrame& out) {
     ++stats_.acks_sent;
   else
     ++stats_.naks_sent;
-  return finish(out);
+  return finish(*q, out);
 }
 
 bool GbnEndpoint::build_data(Qp& q, uint64_t now_ns, TxFrame& out) {
@@ -351,14 +357,16 @@ bool GbnEndpoint::build_data(Qp& q, uint64_t now_ns, TxFrame& out) {
   s.reth.rkey = w->rkey;
   s.reth.dma_len = w->len;
   s.payload = {w->src + off, len};
-  if (psn_lt(q.nxt, q.high))
+  if (psn_lt(q.nxt, q.high)) {
     ++stats_.retransmitted_packets;
-  else
+    ++q.retransmitted;
+  } else {
     q.high = psn_add(q.nxt, 1);
+  }
   ++stats_.data_packets_sent;
   q.nxt = psn_add(q.nxt, 1);
   if (q.deadline == UINT64_MAX) q.deadline = now_ns + cfg_.timeout_ns;
-  return finish(out);
+  return finish(q, out);
 }
 
 bool GbnEndpoint::poll_tx(uint64_t now_ns, TxFrame& out) {

@@ -50,6 +50,7 @@ struct GbnCompletion {
   uint64_t wr_id = 0;
   uint32_t qpn = 0;
   GbnStatus status = GbnStatus::kSuccess;
+  uint64_t t_ns = 0;  // simulated time of the completion
 };
 
 struct GbnStats {
@@ -73,8 +74,9 @@ class GbnEndpoint final : public Node {
  public:
   explicit GbnEndpoint(GbnConfig cfg);
 
-  // QPs: `sport` is the UDP source port every packet of the QP carries (its one path).
-  uint32_t create_qp(uint16_t sport);
+  // QPs: `sport` is the UDP source port every packet of the QP carries (its one path), `port`
+  // the NIC port (plane) it uses; 0: GbnConfig::port.
+  uint32_t create_qp(uint16_t sport, uint8_t port = 0);
   uint32_t initial_psn(uint32_t qpn) const;
   // Peer QP and PSNs: sq_psn is this QP's first PSN, rq_psn the peer's.
   bool connect(uint32_t qpn, const wire::Ipv6Addr& peer_gid, uint32_t dest_qpn, uint32_t rq_psn);
@@ -88,7 +90,8 @@ class GbnEndpoint final : public Node {
   bool poll(GbnCompletion& out);
 
   const GbnStats& stats() const { return stats_; }
-  uint64_t bytes_placed(uint32_t qpn) const;  // responder side, in order
+  uint64_t bytes_placed(uint32_t qpn) const;           // responder side, in order
+  uint64_t retransmitted_packets(uint32_t qpn) const;  // requester side
 
   // Node
   void on_packet(std::span<const std::byte> frame, uint8_t port, uint64_t now_ns) override;
@@ -109,6 +112,8 @@ class GbnEndpoint final : public Node {
   struct Qp {
     uint32_t qpn = 0;
     uint16_t sport = 0;
+    uint8_t port = 0;
+    uint64_t retransmitted = 0;
     bool connected = false;
     bool error = false;
     wire::Ipv6Addr peer{};
@@ -140,11 +145,11 @@ class GbnEndpoint final : public Node {
   void on_data(Qp& q, const wire::DecodedFrame& f);
   void on_ack(Qp& q, const wire::DecodedFrame& f, uint64_t now_ns);
   void acknowledge(Qp& q, uint32_t psn, uint64_t now_ns);
-  void to_error(Qp& q, GbnStatus head_status);
+  void to_error(Qp& q, GbnStatus head_status, uint64_t now_ns);
   bool build_data(Qp& q, uint64_t now_ns, TxFrame& out);
   bool build_ctrl(const Ctrl& c, TxFrame& out);
+  bool finish(const Qp& q, TxFrame& out);
   wire::FrameSpec& begin(const Qp& q, uint8_t opcode, uint8_t dscp, uint8_t ecn);
-  bool finish(TxFrame& out);
 
   GbnConfig cfg_;
   uint64_t rng_state_;

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "reference-impl/engine/engine.h"
 #include "reference-impl/sim/engine_harness.h"
+#include "reference-impl/sim/gbn_model.h"
 #include "reference-impl/sim/sim.h"
 #include "reference-impl/simrun/simrun.h"
 
@@ -160,10 +162,55 @@ class ClosFabric {
   std::vector<LinkClass> class_;
 };
 
+// The goodput time series: bytes placed per bin, in total and per plane.
+struct Series {
+  uint64_t bin_ns = 0;
+  std::vector<uint64_t>* total = nullptr;
+  std::vector<std::vector<uint64_t>>* planes = nullptr;
+  void add(uint8_t port, uint64_t now_ns, uint64_t bytes) {
+    const size_t k = static_cast<size_t>(now_ns / bin_ns);
+    if (total->size() <= k) total->resize(k + 1, 0);
+    (*total)[k] += bytes;
+    if (port >= 1 && port <= planes->size()) {
+      std::vector<uint64_t>& p = (*planes)[port - 1u];
+      if (p.size() <= k) p.resize(k + 1, 0);
+      p[k] += bytes;
+    }
+  }
+};
+
+// Between the simulator and a host's NIC when the time series is on: after each received frame,
+// the bytes the host's transport placed since the previous frame go to the frame's bin and plane
+// (placement happens only on receive, so the delta belongs to that frame).
+class TapNode final : public sim::Node {
+ public:
+  TapNode(sim::Node& inner, std::function<uint64_t()> placed, Series& series)
+      : inner_(inner), placed_(std::move(placed)), series_(series) {}
+  void on_packet(std::span<const std::byte> frame, uint8_t port, uint64_t now_ns) override {
+    inner_.on_packet(frame, port, now_ns);
+    const uint64_t now_placed = placed_();
+    if (now_placed > last_) series_.add(port, now_ns, now_placed - last_);
+    last_ = now_placed;
+  }
+  void on_timer(uint64_t now_ns) override { inner_.on_timer(now_ns); }
+  bool poll_tx(uint64_t now_ns, sim::TxFrame& out) override { return inner_.poll_tx(now_ns, out); }
+  uint64_t next_deadline_ns() const override { return inner_.next_deadline_ns(); }
+
+ private:
+  sim::Node& inner_;
+  std::function<uint64_t()> placed_;
+  Series& series_;
+  uint64_t last_ = 0;
+};
+
 struct Host {
-  std::unique_ptr<eng::Endpoint> ep;
+  std::unique_ptr<eng::Endpoint> ep;  // transports mrc and spray
   std::unique_ptr<sim::EndpointNode<eng::Endpoint>> adapter;
+  std::unique_ptr<sim::GbnEndpoint> gbn;  // transport rc
+  uint32_t rkey = 0;                      // rc: the buffer's rkey
   std::unique_ptr<sim::harness::NicNode> nic;
+  std::unique_ptr<TapNode> tap;
+  std::vector<uint32_t> rx_qpns;  // responder QPs (time series)
   NodeId id = sim::kNone;
   uint32_t cq = 0;
   eng::MemoryRegion mr{};
@@ -217,6 +264,13 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     r.error = "mtu must be 1024, 2048 or 4096";
     return r;
   }
+  if (cfg.transport != "mrc" && cfg.transport != "rc" && cfg.transport != "spray") {
+    r.error = "transport must be mrc, rc or spray, got '" + cfg.transport + "'";
+    return r;
+  }
+  const bool rc_transport = cfg.transport == "rc";
+  Series series{cfg.timeseries_ns, &r.ts_bytes, &r.ts_plane_bytes};
+  r.ts_plane_bytes.resize(cfg.timeseries_ns > 0 ? topo.planes : 0);
   const uint32_t H = topo.hosts, P = topo.planes;
 
   // Cable rates: degraded cables (htsim's -failed, and explicit 'rate' failures).
@@ -276,15 +330,49 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     while (timeout < 31 && (uint64_t{1024} << timeout) < want_ns) ++timeout;
   }
   r.timeout = timeout;
+  // rc: no congestion control, so the window is what bounds a QP: twice the unloaded BDP of a
+  // host link, at least 8 packets.
+  r.rc_window_psns = cfg.rc_window_psns;
+  if (rc_transport && r.rc_window_psns == 0) {
+    const uint64_t bdp = topo.host_rate_bps / 8 * base_rtt_ns / 1'000'000'000;
+    r.rc_window_psns = static_cast<uint32_t>(std::max<uint64_t>(8, 2 * bdp / cfg.mtu + 1));
+  }
 
   std::vector<NodeId> ids;
   for (uint32_t h = 0; h < H; ++h) {
     Host& x = hosts[h];
+    if (rc_transport) {
+      sim::GbnConfig g;
+      g.name = "h" + std::to_string(h);
+      g.gid = host_gid(h);
+      g.port = 1;
+      g.mac = {0x02, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h), 0, 0, 1};
+      g.next_hop_mac = {0x02, 0, 0, 0, 0xEE, 1};
+      g.path_mtu = cfg.mtu;
+      g.window_psns = r.rc_window_psns;
+      g.timeout_ns = uint64_t{1024} << timeout;
+      g.seed = cfg.seed * 1'000'003 + h + 1;
+      x.gbn = std::make_unique<sim::GbnEndpoint>(g);
+      x.rkey = x.gbn->register_region(buffer.data(), buffer.size());
+      x.nic = std::make_unique<sim::harness::NicNode>(*x.gbn);
+      sim::Node* top = x.nic.get();
+      if (cfg.timeseries_ns > 0) {
+        x.tap = std::make_unique<TapNode>(
+            *x.nic, [&x] { return x.gbn->stats().bytes_placed; }, series);
+        top = x.tap.get();
+      }
+      x.id = s.add_node(g.name, *top);
+      s.set_node_address(x.id, g.gid);
+      ids.push_back(x.id);
+      continue;
+    }
     eng::EndpointConfig ec;
     ec.name = "h" + std::to_string(h);
     ec.gid = host_gid(h);
     ec.seed = cfg.seed * 1'000'003 + h + 1;
     ec.ev_format = wire::EvFormat::kStev;
+    // spray: no SACK-gap retirement, and (ev_min_active below) no demotion at all.
+    if (cfg.transport == "spray") ec.retire_ev_on_sack_gap = false;
     for (uint32_t p = 1; p <= P; ++p) {
       eng::PortConfig pc;
       pc.mac = {0x02, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h), 0,
@@ -295,7 +383,21 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     x.ep = std::make_unique<eng::Endpoint>(ec);
     x.adapter = std::make_unique<sim::EndpointNode<eng::Endpoint>>(*x.ep);
     x.nic = std::make_unique<sim::harness::NicNode>(*x.adapter);
-    x.id = s.add_node(ec.name, *x.nic);
+    sim::Node* top = x.nic.get();
+    if (cfg.timeseries_ns > 0) {
+      x.tap = std::make_unique<TapNode>(
+          *x.nic,
+          [&x] {
+            uint64_t placed = 0;
+            eng::QpStats st;
+            for (uint32_t q : x.rx_qpns)
+              if (x.ep->qp_stats(q, st).ok()) placed += st.data_bytes_placed;
+            return placed;
+          },
+          series);
+      top = x.tap.get();
+    }
+    x.id = s.add_node(ec.name, *top);
     s.set_node_address(x.id, ec.gid);
     ids.push_back(x.id);
     eng::Status st = x.ep->create_cq(4096, x.cq);
@@ -305,7 +407,10 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     eng::CcProfile cc;
     cc.algorithm = cfg.cc == "nscc" ? std::string(eng::kCcNscc) : std::string(eng::kCcNone);
     cc.nscc.base_rtt = static_cast<uint32_t>(base_rtt_ns);
-    if (st.ok()) st = x.ep->add_ev_profile(1, sim::harness::generated_ev_profile(cfg.evs, 0, 1));
+    if (st.ok())
+      st = x.ep->add_ev_profile(
+          1, sim::harness::generated_ev_profile(
+                 cfg.evs, 0, cfg.transport == "spray" ? eng::kEvMinActiveAll : 1));
     if (st.ok()) st = x.ep->add_cc_profile(2, cc);
     if (!st.ok()) {
       r.error = "host " + std::to_string(h) + ": " + st.message;
@@ -403,7 +508,31 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     if (!st.ok()) return "modify_qp RTS: " + st.message;
     return {};
   };
-  for (size_t i = 0; i < wl.flows.size(); ++i) {
+  for (size_t i = 0; i < wl.flows.size() && rc_transport; ++i) {
+    // rc: one plane and one UDP source port per QP pair, hashed from the seed and the flow.
+    const Flow& f = wl.flows[i];
+    const uint64_t pick = mix64(sim::derive_seed(cfg.seed, "rc-path", f.id) ^ i);
+    const uint8_t plane = static_cast<uint8_t>(1 + pick % P);
+    const uint16_t sport = static_cast<uint16_t>(0xC000 | ((pick >> 32) & 0x3FFF));
+    sim::GbnEndpoint& a = *hosts[f.src].gbn;
+    sim::GbnEndpoint& b = *hosts[f.dst].gbn;
+    const uint32_t qa = a.create_qp(sport, plane);
+    const uint32_t qb = b.create_qp(sport, plane);
+    a.connect(qa, host_gid(f.dst), qb, b.initial_psn(qb));
+    b.connect(qb, host_gid(f.src), qa, a.initial_psn(qa));
+    fs[i].qpn_src = qa;
+    fs[i].qpn_dst = qb;
+    s.at(f.start_ns, [&, i] {
+      const Flow& fl = wl.flows[i];
+      Host& src = hosts[fl.src];
+      if (!src.gbn->post_write(fs[i].qpn_src, i + 1, buffer.data(), static_cast<uint32_t>(fl.bytes),
+                               reinterpret_cast<uintptr_t>(buffer.data()), hosts[fl.dst].rkey) &&
+          r.error.empty())
+        r.error = "flow " + std::to_string(fl.id) + ": post_write refused";
+      s.wake(src.id);
+    });
+  }
+  for (size_t i = 0; i < wl.flows.size() && !rc_transport; ++i) {
     const Flow& f = wl.flows[i];
     uint32_t q[2] = {0, 0};
     uint32_t psn[2] = {0, 0};
@@ -432,6 +561,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     }
     fs[i].qpn_src = q[0];
     fs[i].qpn_dst = q[1];
+    hosts[f.dst].rx_qpns.push_back(q[1]);
     s.at(f.start_ns, [&, i] {
       const Flow& fl = wl.flows[i];
       Host& src = hosts[fl.src];
@@ -456,6 +586,18 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
       break;
     }
     for (Host& x : hosts) {
+      if (x.gbn) {
+        sim::GbnCompletion c;
+        while (x.gbn->poll(c)) {
+          if (c.wr_id == 0 || c.wr_id > fs.size() || fs[c.wr_id - 1].done) continue;
+          FlowState& f = fs[c.wr_id - 1];
+          f.done = true;
+          f.done_ns = c.t_ns;
+          f.error = c.status != sim::GbnStatus::kSuccess;
+          ++completed;
+        }
+        continue;
+      }
       while (x.ep->poll_cq(x.cq, wcs) > 0) {
       }
     }
@@ -496,6 +638,12 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     fr.ideal_fct_ns = wire_bits * 1'000'000'000 / (topo.host_rate_bps * P) + rtt;
     if (fr.done)
       fr.slowdown = static_cast<double>(fr.fct_ns) / static_cast<double>(fr.ideal_fct_ns);
+    if (rc_transport) {
+      fr.retransmits = hosts[f.src].gbn->retransmitted_packets(fs[i].qpn_src);
+      fr.bytes_placed = hosts[f.dst].gbn->bytes_placed(fs[i].qpn_dst);
+      r.flows.push_back(fr);
+      continue;
+    }
     eng::QpStats st;
     if (hosts[f.src].ep->qp_stats(fs[i].qpn_src, st).ok()) {
       fr.retransmits = st.retransmits;
@@ -508,10 +656,27 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     }
     eng::QpStats sd;
     if (hosts[f.dst].ep->qp_stats(fs[i].qpn_dst, sd).ok()) {
+      fr.bytes_placed = sd.data_bytes_placed;
       r.trimmed_rx += sd.trimmed_rx;
       r.ce_rx += sd.ce_rx;
     }
     r.flows.push_back(fr);
+  }
+
+  for (const Host& x : hosts) {
+    if (!x.gbn) continue;
+    const sim::GbnStats& g = x.gbn->stats();
+    r.data_packets_sent += g.data_packets_sent;
+    r.retransmits += g.retransmitted_packets;
+    r.rc_go_backs += g.go_backs;
+    r.rc_timeouts += g.timeouts;
+  }
+  if (cfg.timeseries_ns > 0) {
+    // Every series covers the whole run, so bins line up across runs of one configuration.
+    const size_t bins =
+        static_cast<size_t>((r.sim_end_ns + cfg.timeseries_ns - 1) / cfg.timeseries_ns);
+    r.ts_bytes.resize(std::max(bins, r.ts_bytes.size()), 0);
+    for (std::vector<uint64_t>& p : r.ts_plane_bytes) p.resize(r.ts_bytes.size(), 0);
   }
 
   // Queues per link class.
@@ -558,11 +723,18 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
                    {"trim", topo.trim},
                    {"degraded_links", r.degraded},
                    {"timed_failures", topo.failures.size()}};
-  j["engine"] = {{"mtu", cfg.mtu},
+  j["engine"] = {{"transport", cfg.transport},
+                 {"mtu", cfg.mtu},
                  {"cc", cfg.cc},
                  {"evs_per_qp", cfg.evs},
                  {"timeout", r.timeout},
                  {"timeout_ns", (uint64_t{1024} << r.timeout)}};
+  if (cfg.transport == "rc") {
+    // No congestion control and no EVs: a fixed window on one path.
+    j["engine"]["cc"] = "none";
+    j["engine"]["evs_per_qp"] = 1;
+    j["engine"]["rc_window_psns"] = r.rc_window_psns;
+  }
   std::vector<uint64_t> fct;
   std::vector<double> slow;
   uint64_t bytes_done = 0, done = 0, errors = 0, last_done_ns = 0, first_start = UINT64_MAX;
@@ -601,6 +773,7 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
   sum["trimmed_rx"] = r.trimmed_rx;
   sum["ce_rx"] = r.ce_rx;
   sum["ev_retirements"] = r.ev_retirements;
+  if (cfg.transport == "rc") sum["rc"] = {{"go_backs", r.rc_go_backs}, {"timeouts", r.rc_timeouts}};
   sum["events"] = r.events;
   ordered_json qs = ordered_json::array();
   for (const ClassQueue& q : r.queues) {
@@ -630,9 +803,14 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
                      {"ideal_fct_ns", f.ideal_fct_ns},
                      {"slowdown", f.slowdown},
                      {"goodput_gbps", gbps},
-                     {"retransmits", f.retransmits}});
+                     {"retransmits", f.retransmits},
+                     {"bytes_placed", f.bytes_placed}});
   }
   j["flows"] = flows;
+  if (cfg.timeseries_ns > 0) {
+    j["timeseries"] = {
+        {"bin_ns", cfg.timeseries_ns}, {"bytes", r.ts_bytes}, {"plane_bytes", r.ts_plane_bytes}};
+  }
   if (perf) {
     j["perf"] = {{"events", r.events},
                  {"wall_s", r.wall_s},

@@ -51,4 +51,21 @@ set -e
 [ $rc -eq 2 ] || fail "bad workload: exit $rc"
 [[ $err == *"bad.cm:3: node out of range"* ]] || fail "bad workload message: $err"
 [ ! -e "$dir/c.json" ] || fail "output written for a bad workload"
+# --transport and --timeseries-us: accepted values reach the JSON, others exit 2.
+"$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" --transport rc --timeseries-us 2.5 --no-perf -q \
+  -o "$dir/rc.json"
+/usr/bin/python3 - "$dir/rc.json" <<'PY' || fail "rc JSON content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["engine"]["transport"] == "rc", j["engine"]
+assert j["timeseries"]["bin_ns"] == 2500, j["timeseries"]["bin_ns"]
+assert sum(j["timeseries"]["bytes"]) == 8 * 65536
+PY
+for bad in "--transport tcp" "--timeseries-us -1"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" $bad -q -o "$dir/d.json" 2>/dev/null; rc=$?
+  set -e
+  [ $rc -eq 2 ] && [ ! -e "$dir/d.json" ] || fail "$bad: exit $rc"
+done
 echo "sim_cli_test: ok"

@@ -1,5 +1,6 @@
 // `mrct sim`: run a connection matrix on a Clos fabric, or write one.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -82,6 +83,24 @@ int sim_main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 31));
   run_cmd->add_option("--end-us", end_us, "simulated time limit (us)")->capture_default_str();
+  // Transport and time series (issue 17 item 5).
+  run_cmd
+      ->add_option("--transport", rc.transport,
+                   "mrc: the reference engine; rc: RoCEv2 RC go-back-N, one hashed path per QP, "
+                   "no CC; spray: the engine with EV retirement off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mrc", "rc", "spray"}));
+  run_cmd
+      ->add_option("--rc-window", rc.rc_window_psns,
+                   "rc: unacknowledged packets per QP (0: twice the unloaded BDP)")
+      ->capture_default_str();
+  double timeseries_us = 0;
+  run_cmd
+      ->add_option("--timeseries-us", timeseries_us,
+                   "goodput time series: bytes placed per bin of this many us, in total and "
+                   "per plane, in the JSON (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   run_cmd->add_flag("-q,--quiet", quiet, "no progress lines on stderr");
   bool no_perf = false;
   run_cmd->add_flag("--no-perf", no_perf,
@@ -191,6 +210,11 @@ int sim_main(int argc, char** argv) {
     return kUsage;
   }
   rc.end_ns = static_cast<uint64_t>(end_us * 1e3);
+  rc.timeseries_ns = static_cast<uint64_t>(std::llround(timeseries_us * 1e3));
+  if (timeseries_us > 0 && rc.timeseries_ns == 0) {
+    std::cerr << "mrct sim: --timeseries-us must be at least 0.001\n";
+    return kUsage;
+  }
   rc.progress = !quiet;
   rc.timeout = static_cast<uint8_t>(timeout_exp);
   perf = !no_perf;

@@ -100,6 +100,15 @@ std::string ring_cm(uint32_t nodes, uint64_t bytes, uint32_t steps, uint64_t ste
 
 struct RunConfig {
   uint64_t seed = 1;
+  // "mrc": the reference engine. "rc": RoCEv2 RC with go-back-N (mrc::sim::GbnEndpoint), one
+  // path per QP: a plane and a UDP source port hashed from the seed and the flow, as a NIC
+  // hashes a RoCE flow; no congestion control, a fixed window (rc_window_psns). "spray": the
+  // reference engine with EV retirement off (every EV stays in rotation: plain ECMP spraying).
+  std::string transport = "mrc";
+  uint32_t rc_window_psns = 0;  // rc: unacknowledged PSNs per QP; 0: twice the unloaded BDP
+  // Goodput time series: bytes placed at the destinations per bin of this many ns, in total and
+  // per plane. 0: off (no per-packet work).
+  uint64_t timeseries_ns = 0;
   uint32_t mtu = 4096;
   std::string cc = "nscc";  // "nscc" or "none"
   uint32_t evs = 32;        // EVs per QP (generated profile, spread over the planes)
@@ -122,6 +131,7 @@ struct FlowResult {
   uint64_t ideal_fct_ns = 0;
   double slowdown = 0;
   uint64_t retransmits = 0;
+  uint64_t bytes_placed = 0;  // at the destination (less than the flow's when it did not finish)
 };
 
 struct ClassQueue {
@@ -142,8 +152,14 @@ struct RunResult {
   uint64_t peak_rss_kb = 0;
   uint64_t data_packets_sent = 0, retransmits = 0, rtx_timeout = 0, rtx_nack = 0, rtx_sack_gap = 0,
            rtx_ack_wait = 0, trimmed_rx = 0, ce_rx = 0, ev_retirements = 0;
+  uint64_t rc_go_backs = 0, rc_timeouts = 0;  // transport rc
+  uint32_t rc_window_psns = 0;                // transport rc: the window used
   std::vector<ClassQueue> queues;
   std::vector<std::string> degraded;  // names of degraded links (random and explicit)
+  // Goodput time series (RunConfig::timeseries_ns): bytes placed in bin k = [k bin, (k+1) bin),
+  // in total and per plane (ts_plane_bytes[p][k], plane p + 1). The sum is every byte placed.
+  std::vector<uint64_t> ts_bytes;
+  std::vector<std::vector<uint64_t>> ts_plane_bytes;
 };
 
 RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,

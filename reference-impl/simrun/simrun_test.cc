@@ -4,6 +4,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -276,6 +277,134 @@ TEST(SimrunRun, DegradedCablesAreSlower) {
   const nlohmann::json fast = run_json(small(), wl);
   EXPECT_GT(slow["summary"]["fct_ns"]["p50"].get<uint64_t>(),
             2 * fast["summary"]["fct_ns"]["p50"].get<uint64_t>());
+}
+
+// --transport: the go-back-N RC baseline and spraying without EV retirement run the same
+// workload on the same fabric.
+RunConfig with_transport(const std::string& transport, uint64_t timeseries_ns = 0) {
+  RunConfig rc;
+  rc.transport = transport;
+  rc.timeseries_ns = timeseries_ns;
+  return rc;
+}
+
+uint64_t fabric_drops(const nlohmann::json& j) {
+  uint64_t drops = 0;
+  for (const auto& q : j["summary"]["queues"]) drops += q["drops"].get<uint64_t>();
+  return drops;
+}
+
+TEST(SimrunTransport, EachTransportCompletesAPermutation) {
+  const Workload wl = workload(permutation_cm(16, 16, 256 * 1024, 1));
+  std::map<std::string, nlohmann::json> runs;
+  for (const char* tr : {"mrc", "rc", "spray"}) {
+    const nlohmann::json j = run_json(small(), wl, with_transport(tr));
+    EXPECT_EQ(j["engine"]["transport"], tr);
+    EXPECT_EQ(j["summary"]["completed"], 16) << tr << ": " << j["summary"].dump();
+    EXPECT_EQ(j["summary"]["completed_with_error"], 0) << tr;
+    EXPECT_EQ(fabric_drops(j), 0u) << tr;
+    runs[tr] = j;
+  }
+  // rc: one plane per QP, so its flows take at least the time of one 100G port (the engine
+  // sprays over both planes), and it reports its window and go-back counts.
+  EXPECT_GT(runs["rc"]["summary"]["fct_ns"]["p50"].get<uint64_t>(),
+            runs["mrc"]["summary"]["fct_ns"]["p50"].get<uint64_t>());
+  EXPECT_GT(runs["rc"]["engine"]["rc_window_psns"].get<uint32_t>(), 0u);
+  EXPECT_EQ(runs["rc"]["summary"]["rc"]["go_backs"], 0);
+  EXPECT_FALSE(runs["mrc"]["summary"].contains("rc"));
+  const RunResult bad = run(small(), wl, with_transport("tcp"));
+  EXPECT_NE(bad.error.find("transport must be mrc, rc or spray"), std::string::npos) << bad.error;
+}
+
+TEST(SimrunTransport, RcGoesBackNAfterALoss) {
+  // Plane 1 down for 20 us: RC QPs hashed onto it lose a window in flight; the responder drops
+  // everything after the first missing PSN, so the requester resends more packets than the
+  // fabric dropped.
+  Topology t = small();
+  Failure f;
+  f.plane = 1;
+  f.from_ns = 20'000;
+  f.until_ns = 40'000;
+  t.failures.push_back(f);
+  const Workload wl = workload(permutation_cm(16, 16, 512 * 1024, 1));
+  const nlohmann::json j = run_json(t, wl, with_transport("rc"));
+  const nlohmann::json& sum = j["summary"];
+  EXPECT_EQ(sum["completed"], 16) << sum.dump();
+  const uint64_t drops = fabric_drops(j);
+  ASSERT_GT(drops, 0u) << "the failure hit no RC flow";
+  EXPECT_GT(sum["rc"]["go_backs"].get<uint64_t>(), 0u);
+  EXPECT_GT(sum["retransmits"]["total"].get<uint64_t>(), drops) << sum.dump();
+  EXPECT_EQ(sum["ev_retirements"], 0);
+}
+
+TEST(SimrunTransport, SprayRetiresNothing) {
+  // A spine of plane 1 fails for good: the engine retires the EVs hashed through it; spraying
+  // keeps them in rotation and resends what they lose.
+  Topology t = small();
+  Failure f;
+  f.plane = 1;
+  f.spine = 2;
+  f.from_ns = 50'000;
+  t.failures.push_back(f);
+  const Workload wl = workload(permutation_cm(16, 16, 2 * 1024 * 1024, 1));
+  const nlohmann::json mrc = run_json(t, wl, with_transport("mrc"));
+  const nlohmann::json spray = run_json(t, wl, with_transport("spray"));
+  EXPECT_GT(mrc["summary"]["ev_retirements"].get<uint64_t>(), 0u);
+  EXPECT_EQ(spray["summary"]["ev_retirements"], 0) << spray["summary"].dump();
+  EXPECT_EQ(spray["summary"]["completed"], 16);
+  // Spraying still loses packets on the dead EVs and resends them on others.
+  EXPECT_GT(fabric_drops(spray), 0u);
+  EXPECT_GT(spray["summary"]["retransmits"]["total"].get<uint64_t>(), 0u);
+}
+
+TEST(SimrunTransport, TimeSeriesSumsToTheBytesDelivered) {
+  // Trims and resends (a small-queue incast) must not count twice: the series counts bytes
+  // placed, not frames received.
+  Topology t = small();
+  t.queue_bytes = 64 * 1024;
+  t.ecn_threshold_bytes = 16 * 1024;
+  const Workload wl = workload(incast_cm(16, 8, 0, 512 * 1024, 2));
+  for (const char* tr : {"mrc", "rc", "spray"}) {
+    const nlohmann::json j = run_json(t, wl, with_transport(tr, 2'000));
+    const nlohmann::json& ts = j["timeseries"];
+    ASSERT_EQ(j["summary"]["completed"], 8) << tr;
+    EXPECT_EQ(ts["bin_ns"], 2'000);
+    const auto bytes = ts["bytes"].get<std::vector<uint64_t>>();
+    const auto planes = ts["plane_bytes"].get<std::vector<std::vector<uint64_t>>>();
+    ASSERT_EQ(planes.size(), 2u) << tr;
+    uint64_t total = 0;
+    for (size_t k = 0; k < bytes.size(); ++k) {
+      total += bytes[k];
+      ASSERT_EQ(planes[0].size(), bytes.size());
+      ASSERT_EQ(planes[1].size(), bytes.size());
+      EXPECT_EQ(planes[0][k] + planes[1][k], bytes[k]) << tr << " bin " << k;
+    }
+    // Every byte placed is in the series once; a flow that completed without error placed all
+    // of its bytes (rc: a QP can end in RETRY_EXC_ERR here, 64 KiB queues and no CC).
+    uint64_t placed = 0;
+    for (const auto& f : j["flows"]) {
+      placed += f["bytes_placed"].get<uint64_t>();
+      if (f["done"].get<bool>() && !f["error"].get<bool>()) {
+        EXPECT_EQ(f["bytes_placed"], f["bytes"]) << tr << ": " << f.dump();
+      }
+    }
+    EXPECT_EQ(total, placed) << tr;
+    if (std::string(tr) != "rc") {
+      EXPECT_EQ(total, 8u * 512 * 1024) << tr;
+    }
+    // The series covers the run; nothing is placed after the last completion.
+    EXPECT_EQ(bytes.size(), (j["summary"]["sim_end_ns"].get<uint64_t>() + 1'999) / 2'000) << tr;
+    if (std::string(tr) != "rc") {
+      EXPECT_GT(j["summary"]["retransmits"]["total"].get<uint64_t>() +
+                    j["summary"]["trimmed_rx"].get<uint64_t>(),
+                0u)
+          << tr << ": nothing was resent or trimmed, the test proves nothing";
+      EXPECT_GT(std::accumulate(planes[1].begin(), planes[1].end(), uint64_t{0}), 0u);
+    }
+    // Deterministic, and off by default.
+    EXPECT_EQ(run_json(t, wl, with_transport(tr, 2'000)), j) << tr;
+    EXPECT_FALSE(run_json(t, wl, with_transport(tr)).contains("timeseries")) << tr;
+  }
 }
 
 TEST(SimrunRun, RefusesAWorkloadBiggerThanTheFabric) {
