@@ -273,9 +273,9 @@ class ClosFabric {
   std::vector<LinkClass> class_;
 };
 
-// routing srv6: EV i on plane i % P names path (i / P) % paths (pinned_ev_check). The profile's
-// fields copy the compact EV to the wire unchanged (16 + 16 bits, STEV).
-eng::EvProfile pinned_ev_profile(const Topology& t, uint32_t evs) {
+// routing srv6: EV i on plane i % P names path (first + i / P) % paths (pinned_ev_check). The
+// profile's fields copy the compact EV to the wire unchanged (16 + 16 bits, STEV).
+eng::EvProfile pinned_ev_profile(const Topology& t, uint32_t evs, uint32_t host) {
   eng::EvProfile prof;
   prof.mode = eng::EvMode::kExplicit;
   prof.format_widths = {16, 16};
@@ -284,8 +284,9 @@ eng::EvProfile pinned_ev_profile(const Topology& t, uint32_t evs) {
   prof.active_count = 0;
   prof.ev_min_active = 1;
   const uint32_t P = t.planes, paths = t.paths();
+  const uint32_t first = static_cast<uint32_t>(uint64_t{host} * ((evs + P - 1) / P) % paths);
   for (uint32_t i = 0; i < evs; ++i) {
-    const uint32_t plane = i % P, path = (i / P) % paths, round = i / (P * paths);
+    const uint32_t plane = i % P, path = (first + i / P) % paths, round = i / (P * paths);
     const uint32_t wev = kPinnedTag | ((round * P + plane) << 16) | path;
     eng::EvEntry e;
     e.ev[0] = static_cast<uint8_t>(wev >> 24);
@@ -454,7 +455,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     cc.algorithm = cfg.cc == "nscc" ? std::string(eng::kCcNscc) : std::string(eng::kCcNone);
     cc.nscc.base_rtt = static_cast<uint32_t>(base_rtt_ns);
     if (st.ok())
-      st = x.ep->add_ev_profile(1, pinned ? pinned_ev_profile(topo, cfg.evs)
+      st = x.ep->add_ev_profile(1, pinned ? pinned_ev_profile(topo, cfg.evs, h)
                                           : sim::harness::generated_ev_profile(cfg.evs, 0, 1));
     if (st.ok()) st = x.ep->add_cc_profile(2, cc);
     if (!st.ok()) {

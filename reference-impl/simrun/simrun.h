@@ -78,12 +78,14 @@ struct Topology {
   uint32_t paths() const { return tiers == 3 ? cores : spines; }
 };
 
-// With `routing srv6`, EV i of a QP is on plane i % planes and names path (i / planes) % paths
-// (as the testbed's EV -> uSID segment list mapping, docs/scenarios.md), so the EVs of a QP cover
-// the paths of every plane evenly. The wire EV carries the path in its low 16 bits and the pin tag
-// (bit 31) with a distinct round number above, so every EV of the QP is distinct; the switches
-// read the path from it instead of hashing (2 tiers: spine = path; 3 tiers: core = path, and the
-// aggregation switch is path % spines, the one wired to that core). Empty string when `evs`
+// With `routing srv6`, EV i of a QP is on plane i % planes and names path (first + i / planes) %
+// paths (as the testbed's EV -> uSID segment list mapping, docs/scenarios.md, which has first =
+// 0), so the EVs of a QP cover the paths of every plane evenly. first = host x ceil(evs /
+// planes): with fewer EVs than paths, hosts start at different paths, else every QP of the
+// fabric would crowd onto the first paths. The wire EV carries the path in its low 16 bits and the
+// pin tag (bit 31) with a distinct round number above, so every EV of the QP is distinct; the
+// switches read the path from it instead of hashing (2 tiers: spine = path; 3 tiers: core = path,
+// and the aggregation switch is path % spines, the one wired to that core). Empty string when `evs`
 // EVs cannot be pinned distinctly, else the reason.
 std::string pinned_ev_check(const Topology& t, uint32_t evs);
 inline constexpr uint32_t kPinnedTag = 0x8000'0000u;

@@ -476,6 +476,21 @@ TEST(SimrunRun, Srv6PinningUsesEverySpineOncePerPlane) {
           frames_on(h, "p" + std::to_string(p) + ".leaf0>spine" + std::to_string(m)) == 0 ? 1 : 0;
   EXPECT_GT(unused, 0);
 
+  // Fewer EVs than paths: a host starts at path host x EVs per plane (host 1, one EV per plane:
+  // spine 1), so the QPs of a fabric do not all crowd onto the first paths.
+  rc.evs = 2;
+  t.routing = Routing::kSrv6;
+  const RunResult one = run(t, workload("Nodes 16\n1->4 start 0 size 100000\n"), rc);
+  ASSERT_EQ(one.error, "");
+  for (int p = 1; p <= 2; ++p) {
+    for (int m = 0; m < 4; ++m) {
+      const uint64_t n =
+          frames_on(one, "p" + std::to_string(p) + ".leaf0>spine" + std::to_string(m));
+      EXPECT_EQ(n > 0, m == 1) << "plane " << p << " spine " << m << ": " << n;
+    }
+  }
+  rc.evs = 8;
+
   // Three tiers: the EV names the core, and with it the aggregation switch wired to it.
   Topology f = fat_tree();
   f.routing = Routing::kSrv6;
