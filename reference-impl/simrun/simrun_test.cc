@@ -447,6 +447,24 @@ TEST(SimrunRun, ThreeTierFailedCoreIsRoutedAround) {
   EXPECT_EQ(other_drops, 0u);
 }
 
+// Leaves and aggregation switches hash the EV with different seeds. With one seed, leaf 0 and
+// aggregation switch 0 would compute the same hash for a frame, so every EV that leaf 0 sends to
+// aggregation switch 0 (hash even) would also take its first core (hash even): half of the
+// pod's core uplinks would never carry leaf 0's traffic (fabric polarisation).
+TEST(SimrunRun, ThreeTierHashesEachTierIndependently) {
+  Topology t = fat_tree();
+  t.planes = 1;
+  RunConfig rc;
+  rc.evs = 32;
+  rc.keep_link_frames = true;
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, workload("Nodes 16\n0->4 start 0 size 1000000\n"), rc);
+  ASSERT_EQ(r.error, "");
+  ASSERT_TRUE(r.flows.at(0).done);
+  for (const char* link : {"p1.agg0>core0", "p1.agg0>core2", "p1.agg1>core1", "p1.agg1>core3"})
+    EXPECT_GT(frames_on(r, link), 0u) << link;
+}
+
 TEST(SimrunRun, Srv6PinningUsesEverySpineOncePerPlane) {
   // 2 planes x 4 spines, 8 EVs: one EV per (plane, spine). Every uplink of the sender's leaf
   // carries data; with 8 EVs on 8 links that is each path exactly once.
