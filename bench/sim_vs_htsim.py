@@ -6,8 +6,13 @@ uet-htsim is built OUTSIDE the repository from a git directory you fetched (neve
   bench/sim_vs_htsim.py --htsim-git /path/to/uet-htsim.git --sizes 128,512,1024
 
 Both tools run the same permutation file (written by `mrct sim gen permutation`), 2,000,000
-bytes per flow, with `--failed` leaf-spine cables at a quarter of their rate (htsim: -failed,
+bytes per flow, with `--failed` top-tier cables at a quarter of their rate (htsim: -failed,
 which degrades that many links to 25 %). Peak RSS comes from wait4() of each child.
+
+`--tiers 2,3` runs each size on both shapes where htsim builds it: 2 tiers (htsim: N = K^2 / 2;
+`mrct sim`: the non-blocking leaf-spine it always used) and 3 tiers, htsim's default k-ary fat
+tree (N = K^3 / 4: 128 hosts for K = 8, 1,024 for K = 16), which `mrct sim` builds alike:
+K / 2 hosts per leaf, K pods of K / 2 leaves and K / 2 aggregation switches, K^2 / 4 cores.
 """
 import argparse
 import json
@@ -82,7 +87,8 @@ def main():
     ap.add_argument("--bytes", type=int, default=2_000_000)
     ap.add_argument("--paths", type=int, default=128, help="htsim -paths and mrct sim --evs")
     ap.add_argument("--end-us", type=int, default=3000)
-    ap.add_argument("--htsim-tiers", type=int, default=2)
+    ap.add_argument("--tiers", default="2,3",
+                    help="fabric shapes to compare: 2 (leaf-spine), 3 (k-ary fat tree)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
 
@@ -102,39 +108,54 @@ def main():
         cm = os.path.join(a.work, f"perm_{n}n_{a.bytes}b.cm")
         sh([a.mrct_sim, "gen", "permutation", "--nodes", str(n), "--size", str(a.bytes),
             "--seed", str(a.seed), "-o", cm])
-        # htsim
-        hout = os.path.join(a.work, f"htsim_{n}.txt")
-        hcmd = [htsim, "-tm", cm, "-end", str(a.end_us), "-sender_cc_only",
-                "-load_balancing_algo", "oblivious", "-paths", str(a.paths),
-                "-failed", str(a.failed), "-tiers", str(a.htsim_tiers), "-seed", str(a.seed)]
-        rc, wall, cpu, rss = timed(hcmd, hout, cwd=a.work)
-        fct = []
-        with open(hout, errors="replace") as f:
-            for line in f:
-                m = re.search(r"finished at ([0-9.eE+-]+)", line)
-                if m:
-                    fct.append(float(m.group(1)))
-        rows.append(dict(tool=f"htsim {rev}", n=n, rc=rc, wall=wall, cpu=cpu, rss=rss, events=None,
-                         done=len(fct), flows=n, p50=pct(fct, .5), p99=pct(fct, .99),
-                         max=max(fct) if fct else float("nan"), cmd=" ".join(hcmd)))
-        # mrct sim: hosts_per_leaf and spines as a non-blocking 2-tier Clos of the same size.
-        hpl = 32 if n >= 512 else 16
-        mout = os.path.join(a.work, f"mrct_{n}.json")
-        mcmd = [a.mrct_sim, "run", "--cm", cm, "--hosts", str(n), "--planes", str(a.planes),
-                "--hosts-per-leaf", str(hpl), "--spines", str(hpl), "--failed", str(a.failed),
-                "--evs", str(a.paths), "--end-us", str(a.end_us), "--seed", str(a.seed), "-q",
-                "-o", mout]
-        rc, wall, cpu, rss = timed(mcmd, os.devnull)
-        j = json.load(open(mout)) if os.path.exists(mout) else {"flows": [], "summary": {}}
-        mf = [f["fct_ns"] / 1e3 for f in j["flows"] if f["done"]]
-        rows.append(dict(tool="mrct sim", n=n, rc=rc, wall=wall, cpu=cpu, rss=rss,
-                         events=j["summary"].get("events"), done=len(mf), flows=n,
-                         p50=pct(mf, .5), p99=pct(mf, .99), max=max(mf) if mf else float("nan"),
-                         rtx=j["summary"].get("retransmits", {}).get("total"),
-                         cmd=" ".join(mcmd)))
+        for tiers in [int(x) for x in a.tiers.split(",")]:
+            if tiers == 3:
+                k = round((4 * n) ** (1 / 3))
+                if k * k * k // 4 != n or k % 2:
+                    print(f"skip: {n} hosts is not a 3-tier fat tree (K^3 / 4)", file=sys.stderr)
+                    continue
+                # htsim's default 3-tier fat tree of K-port switches, built alike.
+                shape = ["--tiers", "3", "--hosts-per-leaf", str(k // 2), "--leaves-per-pod",
+                         str(k // 2), "--spines", str(k // 2), "--cores", str(k * k // 4)]
+            else:
+                # A non-blocking 2-tier Clos of the same size.
+                hpl = 32 if n >= 512 else 16
+                shape = ["--hosts-per-leaf", str(hpl), "--spines", str(hpl)]
+            # htsim
+            hout = os.path.join(a.work, f"htsim_{n}_{tiers}t.txt")
+            hcmd = [htsim, "-tm", cm, "-end", str(a.end_us), "-sender_cc_only",
+                    "-load_balancing_algo", "oblivious", "-paths", str(a.paths),
+                    "-failed", str(a.failed), "-tiers", str(tiers), "-seed", str(a.seed)]
+            rc, wall, cpu, rss = timed(hcmd, hout, cwd=a.work)
+            fct = []
+            with open(hout, errors="replace") as f:
+                for line in f:
+                    m = re.search(r"finished at ([0-9.eE+-]+)", line)
+                    if m:
+                        fct.append(float(m.group(1)))
+            rows.append(dict(tool=f"htsim {tiers}-tier", n=n, rc=rc, wall=wall, cpu=cpu, rss=rss,
+                             events=None, done=len(fct), flows=n, p50=pct(fct, .5),
+                             p99=pct(fct, .99), max=max(fct) if fct else float("nan"),
+                             cmd=" ".join(hcmd), rev=rev))
+            # mrct sim
+            mout = os.path.join(a.work, f"mrct_{n}_{tiers}t.json")
+            mcmd = [a.mrct_sim, "run", "--cm", cm, "--hosts", str(n), "--planes", str(a.planes),
+                    *shape, "--failed", str(a.failed), "--evs", str(a.paths), "--end-us",
+                    str(a.end_us), "--seed", str(a.seed), "-q", "-o", mout]
+            rc, wall, cpu, rss = timed(mcmd, os.devnull)
+            j = json.load(open(mout)) if os.path.exists(mout) else {"flows": [], "summary": {}}
+            mf = [f["fct_ns"] / 1e3 for f in j["flows"] if f["done"]]
+            rows.append(dict(tool=f"mrct sim {tiers}-tier", n=n, rc=rc, wall=wall, cpu=cpu,
+                             rss=rss, events=j["summary"].get("events"), done=len(mf), flows=n,
+                             p50=pct(mf, .5), p99=pct(mf, .99),
+                             max=max(mf) if mf else float("nan"),
+                             rtx=j["summary"].get("retransmits", {}).get("total"),
+                             cmd=" ".join(mcmd)))
 
     load = open("/proc/loadavg").read().split()[:3]
     print(f"\nload average at the end: {' '.join(load)} on {os.cpu_count()} CPUs")
+    print(f"htsim: {rev}; CPU: " + next((l.split(":", 1)[1].strip() for l in
+                                         open("/proc/cpuinfo") if l.startswith("model name")), "?"))
     print(f"{'tool':<16} {'hosts':>5} {'done':>9} {'wall s':>8} {'CPU s':>7} {'Mev/CPU-s':>9} "
           f"{'RSS MB':>7} {'FCT p50 us':>10} {'p99 us':>8} {'max us':>8}")
     for r in rows:

@@ -119,15 +119,19 @@ bool parse_topology_text(std::string_view text, std::string_view name, Topology&
         const std::string_view v = w[++i];
         uint64_t u = 0;
         double d = 0;
-        if (k == "plane" || k == "leaf" || k == "spine") {
-          if (!parse_u64(v, u)) return fail(std::string(k) + ": not a number: " + std::string(v));
+        if (k == "plane" || k == "leaf" || k == "spine" || k == "agg" || k == "core") {
+          if (!parse_u64(v, u) || u > UINT32_MAX)
+            return fail(std::string(k) + ": not a number: " + std::string(v));
           if (k == "plane") {
             if (u == 0 || u > 255) return fail("plane must be in 1..255");
             f.plane = static_cast<uint8_t>(u);
             have_plane = true;
           } else if (k == "leaf") {
             f.leaf = static_cast<int64_t>(u);
+          } else if (k == "core") {
+            f.core = static_cast<int64_t>(u);
           } else {
+            // 3 tiers: the aggregation switch (`agg`; `spine` names the same switch).
             f.spine = static_cast<int64_t>(u);
           }
         } else if (k == "rate") {
@@ -168,6 +172,20 @@ bool parse_topology_text(std::string_view text, std::string_view name, Topology&
     if (key == "tiers") {
       if (!need_u(2, 3)) return false;
       t.tiers = static_cast<uint32_t>(u);
+    } else if (key == "leaves_per_pod") {
+      if (!need_u(1, 1u << 16)) return false;
+      t.leaves_per_pod = static_cast<uint32_t>(u);
+    } else if (key == "cores") {
+      if (!need_u(1, 1u << 16)) return false;
+      t.cores = static_cast<uint32_t>(u);
+    } else if (key == "routing") {
+      if (v == "ecmp") {
+        t.routing = Routing::kEcmp;
+      } else if (v == "srv6") {
+        t.routing = Routing::kSrv6;
+      } else {
+        return fail("routing: expected ecmp or srv6, got '" + std::string(v) + "'");
+      }
     } else if (key == "hosts") {
       if (!need_u(2, 1u << 16)) return false;
       t.hosts = static_cast<uint32_t>(u);
@@ -230,18 +248,37 @@ bool load_topology(const std::string& path, Topology& out, std::string* error) {
 }
 
 std::string validate_topology(const Topology& t) {
-  if (t.tiers != 2) return "tiers " + std::to_string(t.tiers) + ": only 2-tier Clos is built";
+  if (t.tiers != 2 && t.tiers != 3) return "tiers must be 2 or 3";
   if (t.planes == 0 || t.planes > 16) return "planes must be in 1..16";
   if (t.hosts < 2) return "hosts must be at least 2";
   if (t.hosts_per_leaf == 0 || t.hosts % t.hosts_per_leaf != 0)
     return "hosts (" + std::to_string(t.hosts) + ") must be a multiple of hosts_per_leaf (" +
            std::to_string(t.hosts_per_leaf) + ")";
   if (t.spines == 0) return "spines must be at least 1";
+  if (t.tiers == 3) {
+    if (t.leaves_per_pod == 0 || t.leaves() % t.leaves_per_pod != 0)
+      return "tiers 3: the leaves (" + std::to_string(t.leaves()) +
+             ") must be a multiple of leaves_per_pod (" + std::to_string(t.leaves_per_pod) + ")";
+    if (t.pods() < 2) return "tiers 3: at least 2 pods (leaves / leaves_per_pod), got 1";
+    if (t.cores == 0 || t.cores % t.spines != 0)
+      return "tiers 3: cores (" + std::to_string(t.cores) +
+             ") must be a positive multiple of spines, the aggregation switches per pod (" +
+             std::to_string(t.spines) + ")";
+  } else if (t.leaves_per_pod != 0 || t.cores != 0) {
+    return "leaves_per_pod and cores need tiers 3";
+  }
   if (t.host_rate_bps == 0 || t.fabric_rate_bps == 0) return "link rates must be positive";
-  const uint64_t cables = uint64_t{t.leaves()} * t.spines * t.planes;
+  // Links of one plane: host up and down, leaf <-> spine/aggregation, aggregation <-> core.
+  const uint64_t leaf_cables = uint64_t{t.leaves()} * t.spines;
+  const uint64_t core_cables = t.tiers == 3 ? uint64_t{t.pods()} * t.cores : 0;
+  const uint64_t links = t.planes * 2 * (uint64_t{t.hosts} + leaf_cables + core_cables);
+  if (links > (uint64_t{1} << 24))
+    return std::to_string(links) + " links: more than the 2^24 this simulator builds";
+  const uint64_t cables = t.planes * (t.tiers == 3 ? core_cables : leaf_cables);
   if (t.random_degraded > cables)
     return "fail random " + std::to_string(t.random_degraded) + ": only " + std::to_string(cables) +
-           " leaf-spine cables";
+           (t.tiers == 3 ? " aggregation-core cables" : " leaf-spine cables");
+  const int64_t aggs = int64_t{t.pods()} * t.spines;
   for (const Failure& f : t.failures) {
     const std::string at = f.where.empty() ? std::string("fail") : f.where;
     if (f.plane == 0 || f.plane > t.planes)
@@ -249,10 +286,36 @@ std::string validate_topology(const Topology& t) {
     if (f.leaf >= static_cast<int64_t>(t.leaves()))
       return at + ": leaf " + std::to_string(f.leaf) + " outside 0.." +
              std::to_string(t.leaves() - 1);
-    if (f.spine >= static_cast<int64_t>(t.spines))
-      return at + ": spine " + std::to_string(f.spine) + " outside 0.." +
-             std::to_string(t.spines - 1);
+    const char* sw = t.tiers == 3 ? "agg " : "spine ";
+    if (f.spine >= aggs)
+      return at + ": " + sw + std::to_string(f.spine) + " outside 0.." + std::to_string(aggs - 1) +
+             (t.tiers == 3 ? " (aggregation switches are numbered across pods)" : "");
+    if (f.core >= 0 && t.tiers != 3) return at + ": 'core' needs tiers 3";
+    if (f.core >= static_cast<int64_t>(t.cores))
+      return at + ": core " + std::to_string(f.core) + " outside 0.." + std::to_string(t.cores - 1);
+    if (f.leaf >= 0 && f.core >= 0)
+      return at + ": a leaf has no cable to a core; name a leaf and an agg, or an agg and a core";
+    if (t.tiers == 3 && f.leaf >= 0 && f.spine >= 0 &&
+        f.leaf / t.leaves_per_pod != f.spine / t.spines)
+      return at + ": leaf " + std::to_string(f.leaf) + " (pod " +
+             std::to_string(f.leaf / t.leaves_per_pod) + ") has no cable to agg " +
+             std::to_string(f.spine) + " (pod " + std::to_string(f.spine / t.spines) + ")";
+    if (f.spine >= 0 && f.core >= 0 && f.spine % t.spines != f.core % t.spines)
+      return at + ": agg " + std::to_string(f.spine) + " has no cable to core " +
+             std::to_string(f.core) + " (agg a of a pod connects to the cores c with c mod " +
+             std::to_string(t.spines) + " = a mod " + std::to_string(t.spines) + ")";
   }
+  return {};
+}
+
+std::string pinned_ev_check(const Topology& t, uint32_t evs) {
+  // The round (i / (planes x paths)) and plane go in bits 30..16: distinct EVs need
+  // planes x rounds <= 2^15.
+  const uint64_t paths = t.paths();
+  if (paths == 0 || paths > 0xFFFF) return "routing srv6: more than 65535 paths per plane";
+  const uint64_t rounds = (evs + t.planes * paths - 1) / (t.planes * paths);
+  if (rounds * t.planes > 0x8000)
+    return "routing srv6: " + std::to_string(evs) + " EVs are more than 2^15 per path";
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -40,26 +41,95 @@ uint64_t mix64(uint64_t x) {
   return sim::splitmix64(s);
 }
 
-// Link classes, for the queue figures.
-enum LinkClass : uint8_t { kHostUp, kLeafUp, kSpineDown, kHostDown, kClasses };
-constexpr const char* kClassNames[kClasses] = {"host_up", "leaf_up", "spine_down", "host_down"};
+// Link classes, for the queue figures. With 3 tiers leaf_up / spine_down are the leaf <->
+// aggregation links.
+enum LinkClass : uint8_t { kHostUp, kLeafUp, kSpineDown, kHostDown, kAggUp, kCoreDown, kClasses };
+constexpr const char* kClassNames[kClasses] = {"host_up",   "leaf_up", "spine_down",
+                                               "host_down", "agg_up",  "core_down"};
 
-// Per plane: leaves with hosts_per_leaf hosts each, spines, one cable leaf<->spine.
+// Cable numbering, shared by the rates (built before the fabric) and the fabric: the leaf <->
+// spine (aggregation) cables of every plane first, (plane, leaf, spine of the pod), then the
+// aggregation <-> core cables, (plane, aggregation switch, its j-th core). With 2 tiers the
+// first part is the numbering the 2-tier fabric always had.
+struct Cables {
+  explicit Cables(const Topology& topo)
+      : t(topo),
+        L(topo.leaves()),
+        LP(topo.pod_leaves()),
+        A(topo.spines),
+        G(topo.pods() * topo.spines),
+        U(topo.tiers == 3 ? topo.cores / topo.spines : 0),
+        leaf_count(size_t{topo.planes} * L * A),
+        count(leaf_count + size_t{topo.planes} * G * U) {}
+  size_t leaf(uint32_t p, uint32_t l, uint32_t a) const { return (size_t{p} * L + l) * A + a; }
+  size_t core(uint32_t p, uint32_t g, uint32_t j) const {
+    return leaf_count + (size_t{p} * G + g) * U + j;
+  }
+  // The cables a failure names (docs/simulation.md, `fail` lines); validate_topology has
+  // checked that the switches named exist and are wired to each other.
+  std::vector<size_t> of(const Failure& f) const {
+    std::vector<size_t> out;
+    const uint32_t p = f.plane - 1u;
+    const uint32_t pods = t.pods();
+    if (f.leaf >= 0 && f.spine >= 0) {
+      out.push_back(leaf(p, static_cast<uint32_t>(f.leaf), static_cast<uint32_t>(f.spine) % A));
+    } else if (f.spine >= 0 && f.core >= 0) {
+      out.push_back(core(p, static_cast<uint32_t>(f.spine), static_cast<uint32_t>(f.core) / A));
+    } else if (f.leaf >= 0) {
+      for (uint32_t a = 0; a < A; ++a) out.push_back(leaf(p, static_cast<uint32_t>(f.leaf), a));
+    } else if (f.spine >= 0) {
+      const uint32_t g = static_cast<uint32_t>(f.spine), q = g / A;
+      for (uint32_t l = q * LP; l < (q + 1) * LP; ++l) out.push_back(leaf(p, l, g % A));
+      for (uint32_t j = 0; j < U; ++j) out.push_back(core(p, g, j));
+    } else if (f.core >= 0) {
+      const uint32_t c = static_cast<uint32_t>(f.core);
+      for (uint32_t q = 0; q < pods; ++q) out.push_back(core(p, q * A + c % A, c / A));
+    } else {
+      for (uint32_t l = 0; l < L; ++l)
+        for (uint32_t a = 0; a < A; ++a) out.push_back(leaf(p, l, a));
+      for (uint32_t g = 0; g < G; ++g)
+        for (uint32_t j = 0; j < U; ++j) out.push_back(core(p, g, j));
+    }
+    return out;
+  }
+
+  const Topology& t;
+  uint32_t L, LP, A, G, U;
+  size_t leaf_count, count;
+};
+
+// The path a pinned EV names (routing srv6, pinned_ev_check), or -1 for a frame whose EV is not
+// pinned (it is hashed).
+int64_t pinned_path(const sim::Packet& pk, uint32_t paths) {
+  if ((pk.info.wev & kPinnedTag) == 0) return -1;
+  return static_cast<int64_t>((pk.info.wev & 0xFFFFu) % paths);
+}
+
+// Per plane: leaves with hosts_per_leaf hosts each; 2 tiers: spines, one cable leaf <-> spine;
+// 3 tiers: pods of leaves_per_pod leaves and `spines` aggregation switches (one cable from every
+// leaf to every aggregation switch of its pod), and cores: aggregation switch a of a pod (a in
+// 0..spines-1) has one cable to each core c with c mod spines = a (htsim's fat-tree wiring).
 class ClosFabric {
  public:
   ClosFabric(sim::Simulator& s, const Topology& t, const std::vector<NodeId>& hosts,
              const std::vector<double>& cable_rate)
-      : sim_(s), t_(t), leaves_(t.leaves()) {
+      : sim_(s), t_(t), k_(t), pinned_(t.routing == Routing::kSrv6) {
     NodeId max_id = 0;
     for (NodeId n : hosts) max_id = std::max(max_id, n);
     host_of_node_.assign(max_id + 1, UINT32_MAX);
     for (uint32_t h = 0; h < hosts.size(); ++h) host_of_node_[hosts[h]] = h;
-    const uint32_t P = t.planes, L = leaves_, S = t.spines, H = t.hosts;
+    const uint32_t P = t.planes, L = k_.L, A = k_.A, G = k_.G, U = k_.U, H = t.hosts;
     up_.assign(size_t{P} * H, sim::kNone);
     down_.assign(size_t{P} * H, sim::kNone);
-    l2s_.assign(size_t{P} * L * S, sim::kNone);
-    s2l_.assign(size_t{P} * L * S, sim::kNone);
-    for (uint32_t p = 0; p < P; ++p) hash_seed_.push_back(sim::derive_seed(s.seed(), "ecmp", p));
+    cable_up_.assign(k_.count, sim::kNone);
+    cable_down_.assign(k_.count, sim::kNone);
+    // One hash seed per plane and tier: the switches of a tier hash alike, the tiers differently
+    // (as real fabrics seed their switches' hashes), so a leaf's choice does not decide the
+    // aggregation switch's.
+    for (uint32_t p = 0; p < P; ++p) {
+      hash_seed_.push_back(sim::derive_seed(s.seed(), "ecmp", p));
+      agg_seed_.push_back(sim::derive_seed(s.seed(), "ecmp-agg", p));
+    }
     auto cfg = [&](uint64_t rate, uint64_t delay, std::string name, bool last_hop) {
       sim::LinkConfig c;
       c.name = std::move(name);
@@ -72,18 +142,31 @@ class ClosFabric {
       c.last_hop = last_hop;
       return c;
     };
+    auto set_class = [&](LinkId id, LinkClass c) {
+      class_.resize(std::max<size_t>(class_.size(), id + 1), kHostUp);
+      class_[id] = c;
+    };
+    const bool three = t.tiers == 3;
+    auto agg_name = [&](uint32_t g) {
+      return (three ? "agg" : "spine") + std::to_string(three ? g : g % A);
+    };
     for (uint32_t p = 0; p < P; ++p) {
       const std::string pn = "p" + std::to_string(p + 1);
-      std::vector<sim::SwitchId> leaf_sw, spine_sw;
+      std::vector<sim::SwitchId> leaf_sw, agg_sw, core_sw;
       for (uint32_t l = 0; l < L; ++l) {
         leaf_sw.push_back(
             sim_.add_switch(pn + ".leaf" + std::to_string(l),
                             [this, p, l](const sim::Packet& pk) { return route_leaf(p, l, pk); }));
       }
-      for (uint32_t m = 0; m < S; ++m) {
-        spine_sw.push_back(
-            sim_.add_switch(pn + ".spine" + std::to_string(m),
-                            [this, p, m](const sim::Packet& pk) { return route_spine(p, m, pk); }));
+      for (uint32_t g = 0; g < G; ++g) {
+        agg_sw.push_back(
+            sim_.add_switch(pn + "." + agg_name(g),
+                            [this, p, g](const sim::Packet& pk) { return route_agg(p, g, pk); }));
+      }
+      for (uint32_t c = 0; c < t.cores && three; ++c) {
+        core_sw.push_back(
+            sim_.add_switch(pn + ".core" + std::to_string(c),
+                            [this, p, c](const sim::Packet& pk) { return route_core(p, c, pk); }));
       }
       for (uint32_t h = 0; h < H; ++h) {
         const uint32_t l = h / t.hosts_per_leaf;
@@ -97,27 +180,38 @@ class ClosFabric {
         sim_.link_to_node(d, hosts[h], static_cast<uint8_t>(p + 1));
         up_[size_t{p} * H + h] = u;
         down_[size_t{p} * H + h] = d;
-        class_.resize(std::max<size_t>(class_.size(), d + 1), kHostUp);
-        class_[u] = kHostUp;
-        class_[d] = kHostDown;
+        set_class(u, kHostUp);
+        set_class(d, kHostDown);
       }
+      auto add_cable = [&](size_t c, const std::string& lower, const std::string& upper,
+                           sim::SwitchId lower_sw, sim::SwitchId upper_sw, LinkClass up_class,
+                           LinkClass down_class) {
+        const uint64_t rate = static_cast<uint64_t>(
+            std::llround(static_cast<double>(t.fabric_rate_bps) * cable_rate[c]));
+        const LinkId a =
+            sim_.add_link(cfg(rate, t.fabric_delay_ns, pn + "." + lower + ">" + upper, false));
+        sim_.link_to_switch(a, upper_sw);
+        const LinkId b =
+            sim_.add_link(cfg(rate, t.fabric_delay_ns, pn + "." + upper + ">" + lower, false));
+        sim_.link_to_switch(b, lower_sw);
+        cable_up_[c] = a;
+        cable_down_[c] = b;
+        set_class(a, up_class);
+        set_class(b, down_class);
+      };
       for (uint32_t l = 0; l < L; ++l) {
-        for (uint32_t m = 0; m < S; ++m) {
-          const size_t c = cable(p, l, m);
-          const uint64_t rate = static_cast<uint64_t>(
-              std::llround(static_cast<double>(t.fabric_rate_bps) * cable_rate[c]));
-          const std::string ln = "leaf" + std::to_string(l), sn = "spine" + std::to_string(m);
-          const LinkId a =
-              sim_.add_link(cfg(rate, t.fabric_delay_ns, pn + "." + ln + ">" + sn, false));
-          sim_.link_to_switch(a, spine_sw[m]);
-          const LinkId b =
-              sim_.add_link(cfg(rate, t.fabric_delay_ns, pn + "." + sn + ">" + ln, false));
-          sim_.link_to_switch(b, leaf_sw[l]);
-          l2s_[c] = a;
-          s2l_[c] = b;
-          class_.resize(std::max<size_t>(class_.size(), b + 1), kHostUp);
-          class_[a] = kLeafUp;
-          class_[b] = kSpineDown;
+        const uint32_t q = l / k_.LP;
+        for (uint32_t a = 0; a < A; ++a) {
+          const uint32_t g = q * A + a;
+          add_cable(k_.leaf(p, l, a), "leaf" + std::to_string(l), agg_name(g), leaf_sw[l],
+                    agg_sw[g], kLeafUp, kSpineDown);
+        }
+      }
+      for (uint32_t g = 0; g < G; ++g) {
+        for (uint32_t j = 0; j < U; ++j) {
+          const uint32_t c = g % A + A * j;
+          add_cable(k_.core(p, g, j), agg_name(g), "core" + std::to_string(c), agg_sw[g],
+                    core_sw[c], kAggUp, kCoreDown);
         }
       }
     }
@@ -125,11 +219,9 @@ class ClosFabric {
   ClosFabric(const ClosFabric&) = delete;
   ClosFabric& operator=(const ClosFabric&) = delete;
 
-  size_t cable(uint32_t p, uint32_t l, uint32_t m) const {
-    return (size_t{p} * leaves_ + l) * t_.spines + m;
-  }
-  LinkId l2s(size_t c) const { return l2s_[c]; }
-  LinkId s2l(size_t c) const { return s2l_[c]; }
+  const Cables& cables() const { return k_; }
+  LinkId cable_up(size_t c) const { return cable_up_[c]; }
+  LinkId cable_down(size_t c) const { return cable_down_[c]; }
   LinkId up(uint32_t p, uint32_t h) const { return up_[size_t{p} * t_.hosts + h]; }
   LinkId down(uint32_t p, uint32_t h) const { return down_[size_t{p} * t_.hosts + h]; }
   LinkClass link_class(LinkId l) const { return l < class_.size() ? class_[l] : kHostUp; }
@@ -138,27 +230,48 @@ class ClosFabric {
   uint32_t host_of(NodeId n) const {
     return n < host_of_node_.size() ? host_of_node_[n] : UINT32_MAX;
   }
+  // ECMP: the EV (UDP source port, flow label), the switch and the tier's seed pick the uplink.
+  static uint32_t ecmp(uint64_t seed, uint32_t sw, const sim::Packet& pk, uint32_t n) {
+    const uint64_t key =
+        (uint64_t{pk.info.sport} << 20) ^ pk.info.flow_label ^ (uint64_t{sw} << 40);
+    return static_cast<uint32_t>(mix64(seed ^ key) % n);
+  }
   LinkId route_leaf(uint32_t p, uint32_t l, const sim::Packet& pk) const {
     const uint32_t h = host_of(pk.dst_node);
     if (h == UINT32_MAX) return sim::kNone;
     if (h / t_.hosts_per_leaf == l) return down_[size_t{p} * t_.hosts + h];
-    // ECMP: the EV (UDP source port, flow label) and the leaf pick the spine.
-    const uint64_t key = (uint64_t{pk.info.sport} << 20) ^ pk.info.flow_label ^ (uint64_t{l} << 40);
-    const uint32_t m = static_cast<uint32_t>(mix64(hash_seed_[p] ^ key) % t_.spines);
-    return l2s_[cable(p, l, m)];
+    const int64_t path = pinned_ ? pinned_path(pk, t_.paths()) : -1;
+    const uint32_t a =
+        path >= 0 ? static_cast<uint32_t>(path) % k_.A : ecmp(hash_seed_[p], l, pk, k_.A);
+    return cable_up_[k_.leaf(p, l, a)];
   }
-  LinkId route_spine(uint32_t p, uint32_t m, const sim::Packet& pk) const {
+  LinkId route_agg(uint32_t p, uint32_t g, const sim::Packet& pk) const {
     const uint32_t h = host_of(pk.dst_node);
     if (h == UINT32_MAX) return sim::kNone;
-    return s2l_[cable(p, h / t_.hosts_per_leaf, m)];
+    const uint32_t lh = h / t_.hosts_per_leaf;
+    if (lh / k_.LP == g / k_.A) return cable_down_[k_.leaf(p, lh, g % k_.A)];
+    if (k_.U == 0) return sim::kNone;
+    // Up to a core: with a pinned EV the core is the path (this switch is path mod A, the one
+    // wired to it), so j = path / A.
+    const int64_t path = pinned_ ? pinned_path(pk, t_.paths()) : -1;
+    const uint32_t j =
+        path >= 0 ? static_cast<uint32_t>(path) / k_.A % k_.U : ecmp(agg_seed_[p], g, pk, k_.U);
+    return cable_up_[k_.core(p, g, j)];
+  }
+  LinkId route_core(uint32_t p, uint32_t c, const sim::Packet& pk) const {
+    const uint32_t h = host_of(pk.dst_node);
+    if (h == UINT32_MAX) return sim::kNone;
+    const uint32_t q = h / t_.hosts_per_leaf / k_.LP;
+    return cable_down_[k_.core(p, q * k_.A + c % k_.A, c / k_.A)];
   }
 
   sim::Simulator& sim_;
   const Topology& t_;
-  uint32_t leaves_;
+  Cables k_;
+  bool pinned_;
   std::vector<uint32_t> host_of_node_;
-  std::vector<uint64_t> hash_seed_;
-  std::vector<LinkId> up_, down_, l2s_, s2l_;
+  std::vector<uint64_t> hash_seed_, agg_seed_;
+  std::vector<LinkId> up_, down_, cable_up_, cable_down_;
   std::vector<LinkClass> class_;
 };
 
@@ -202,6 +315,32 @@ class TapNode final : public sim::Node {
   Series& series_;
   uint64_t last_ = 0;
 };
+
+// routing srv6: EV i on plane i % P names path (first + i / P) % paths (pinned_ev_check). The
+// profile's fields copy the compact EV to the wire unchanged (16 + 16 bits, STEV).
+eng::EvProfile pinned_ev_profile(const Topology& t, uint32_t evs, uint32_t host) {
+  eng::EvProfile prof;
+  prof.mode = eng::EvMode::kExplicit;
+  prof.format_widths = {16, 16};
+  prof.fields = {wire::EvField{16, 0, 0, 0xFFFF, 0xFFFF}, wire::EvField{16, 0, 0, 0xFFFF, 0xFFFF}};
+  prof.ev_count = evs;
+  prof.active_count = 0;
+  prof.ev_min_active = 1;
+  const uint32_t P = t.planes, paths = t.paths();
+  const uint32_t first = static_cast<uint32_t>(uint64_t{host} * ((evs + P - 1) / P) % paths);
+  for (uint32_t i = 0; i < evs; ++i) {
+    const uint32_t plane = i % P, path = (first + i / P) % paths, round = i / (P * paths);
+    const uint32_t wev = kPinnedTag | ((round * P + plane) << 16) | path;
+    eng::EvEntry e;
+    e.ev[0] = static_cast<uint8_t>(wev >> 24);
+    e.ev[1] = static_cast<uint8_t>(wev >> 16);
+    e.ev[2] = static_cast<uint8_t>(wev >> 8);
+    e.ev[3] = static_cast<uint8_t>(wev);
+    e.port = static_cast<uint8_t>(plane + 1);
+    prof.explicit_evs.push_back(e);
+  }
+  return prof;
+}
 
 struct Host {
   std::unique_ptr<eng::Endpoint> ep;  // transports mrc and spray
@@ -271,16 +410,26 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
   const bool rc_transport = cfg.transport == "rc";
   Series series{cfg.timeseries_ns, &r.ts_bytes, &r.ts_plane_bytes};
   r.ts_plane_bytes.resize(cfg.timeseries_ns > 0 ? topo.planes : 0);
+  const bool pinned = topo.routing == Routing::kSrv6;
+  if (pinned) {
+    if (std::string p = pinned_ev_check(topo, cfg.evs); !p.empty()) {
+      r.error = p;
+      return r;
+    }
+  }
   const uint32_t H = topo.hosts, P = topo.planes;
 
-  // Cable rates: degraded cables (htsim's -failed, and explicit 'rate' failures).
-  const size_t cables = size_t{P} * topo.leaves() * topo.spines;
-  std::vector<double> cable_rate(cables, 1.0);
+  // Cable rates: degraded cables (htsim's -failed, and explicit 'rate' failures). htsim's
+  // -failed degrades cables of the top tier: leaf-spine, or aggregation-core with 3 tiers.
+  const Cables cables(topo);
+  std::vector<double> cable_rate(cables.count, 1.0);
   {
     sim::Rng rng(sim::derive_seed(cfg.seed, "degraded", topo.random_degraded));
+    const size_t first = topo.tiers == 3 ? cables.leaf_count : 0;
+    const size_t n = topo.tiers == 3 ? cables.count - cables.leaf_count : cables.leaf_count;
     uint32_t picked = 0;
     while (picked < topo.random_degraded) {
-      const size_t c = rng.uniform(cables);
+      const size_t c = first + rng.uniform(n);
       if (cable_rate[c] != 1.0) continue;
       cable_rate[c] = topo.random_degraded_fraction;
       ++picked;
@@ -288,13 +437,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
   }
   for (const Failure& f : topo.failures) {
     if (f.down) continue;
-    for (uint32_t l = 0; l < topo.leaves(); ++l) {
-      if (f.leaf >= 0 && f.leaf != l) continue;
-      for (uint32_t m = 0; m < topo.spines; ++m) {
-        if (f.spine >= 0 && f.spine != m) continue;
-        cable_rate[(size_t{f.plane - 1u} * topo.leaves() + l) * topo.spines + m] = f.rate_fraction;
-      }
-    }
+    for (size_t c : cables.of(f)) cable_rate[c] = f.rate_fraction;
   }
 
   sim::SimConfig sc;
@@ -312,20 +455,25 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
   std::vector<uint8_t> buffer(max_bytes);
   for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<uint8_t>(i * 131);
 
-  // The engine's view of the path: unloaded RTT of an MTU frame (4 hops each way, or 2 within a
-  // leaf; the NSCC base RTT takes the longer one).
+  // The engine's view of the path: unloaded RTT of an MTU frame through `fabric_hops` fabric
+  // links each way (2 host links plus 2 (2 tiers) or 4 (3 tiers, between pods) fabric links;
+  // 0 within a leaf, 2 within a pod). The NSCC base RTT takes the longest.
   const uint64_t frame_bits = (uint64_t{cfg.mtu} + 100) * 8;
   const uint64_t ser_host = frame_bits * 1'000'000'000 / topo.host_rate_bps;
   const uint64_t ser_fab = frame_bits * 1'000'000'000 / topo.fabric_rate_bps;
-  const uint64_t one_way =
-      2 * (topo.host_delay_ns + ser_host) + 2 * (topo.fabric_delay_ns + ser_fab);
-  const uint64_t base_rtt_ns = one_way + 2 * topo.host_delay_ns + 2 * topo.fabric_delay_ns;
+  auto unloaded_rtt = [&](uint64_t fabric_hops) {
+    const uint64_t one_way =
+        2 * (topo.host_delay_ns + ser_host) + fabric_hops * (topo.fabric_delay_ns + ser_fab);
+    return one_way + 2 * topo.host_delay_ns + fabric_hops * topo.fabric_delay_ns;
+  };
+  const uint64_t max_fabric_hops = 2 * (uint64_t{topo.tiers} - 1);
+  const uint64_t base_rtt_ns = unloaded_rtt(max_fabric_hops);
 
   uint8_t timeout = cfg.timeout;
   if (timeout == 0) {
     const uint64_t queue_ns = topo.ecn_threshold_bytes * 8 * 1'000'000'000 /
                               std::min(topo.host_rate_bps, topo.fabric_rate_bps);
-    const uint64_t want_ns = 2 * base_rtt_ns + 4 * queue_ns;
+    const uint64_t want_ns = 2 * base_rtt_ns + (2 + max_fabric_hops) * queue_ns;
     timeout = 1;
     while (timeout < 31 && (uint64_t{1024} << timeout) < want_ns) ++timeout;
   }
@@ -338,6 +486,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     r.rc_window_psns = static_cast<uint32_t>(std::max<uint64_t>(8, 2 * bdp / cfg.mtu + 1));
   }
 
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> retired_paths;  // (plane, path) -> count
   std::vector<NodeId> ids;
   for (uint32_t h = 0; h < H; ++h) {
     Host& x = hosts[h];
@@ -407,16 +556,19 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     eng::CcProfile cc;
     cc.algorithm = cfg.cc == "nscc" ? std::string(eng::kCcNscc) : std::string(eng::kCcNone);
     cc.nscc.base_rtt = static_cast<uint32_t>(base_rtt_ns);
-    if (st.ok())
-      st = x.ep->add_ev_profile(
-          1, sim::harness::generated_ev_profile(
-                 cfg.evs, 0, cfg.transport == "spray" ? eng::kEvMinActiveAll : 1));
+    if (st.ok()) {
+      // spray: every EV stays in the rotation (no retirement), pinned or hashed.
+      eng::EvProfile prof = pinned ? pinned_ev_profile(topo, cfg.evs, h)
+                                   : sim::harness::generated_ev_profile(cfg.evs, 0, 1);
+      if (cfg.transport == "spray") prof.ev_min_active = eng::kEvMinActiveAll;
+      st = x.ep->add_ev_profile(1, prof);
+    }
     if (st.ok()) st = x.ep->add_cc_profile(2, cc);
     if (!st.ok()) {
       r.error = "host " + std::to_string(h) + ": " + st.message;
       return r;
     }
-    x.ep->set_event_sink([&fs, &completed, &r](const eng::Event& e) {
+    x.ep->set_event_sink([&fs, &completed, &r, &retired_paths, pinned](const eng::Event& e) {
       if (e.kind == eng::EventKind::kCompletion) {
         const eng::EventField* side = e.find("side");
         if (side == nullptr || side->type != eng::EventField::Type::kStr || side->s != "send")
@@ -433,8 +585,13 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
         ++completed;
       } else if (e.kind == eng::EventKind::kEvState) {
         const eng::EventField* to = e.find("to");
-        if (to != nullptr && to->type == eng::EventField::Type::kStr && to->s == "ASSUMED_BAD")
+        if (to != nullptr && to->type == eng::EventField::Type::kStr && to->s == "ASSUMED_BAD") {
           ++r.ev_retirements;
+          const eng::EventField* wev = e.find("wev");
+          const eng::EventField* port = e.find("port");
+          if (pinned && wev != nullptr && port != nullptr && (wev->u & kPinnedTag) != 0)
+            ++retired_paths[{port->u, wev->u & 0xFFFFu}];
+        }
       }
     });
   }
@@ -447,23 +604,21 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     hosts[h].nic->attach(s, std::move(up), 2 * (uint64_t{cfg.mtu} + 100),
                          sim::harness::nic_recheck_ns(hl));
   }
-  for (size_t c = 0; c < cables; ++c) {
-    if (cable_rate[c] != 1.0) r.degraded.push_back(s.link_name(fabric.l2s(c)));
+  for (size_t c = 0; c < cables.count; ++c) {
+    if (cable_rate[c] != 1.0) r.degraded.push_back(s.link_name(fabric.cable_up(c)));
   }
   // Timed failures.
   for (const Failure& f : topo.failures) {
     if (!f.down) continue;
     const uint32_t p = f.plane - 1u;
-    for (uint32_t l = 0; l < topo.leaves(); ++l) {
-      if (f.leaf >= 0 && f.leaf != l) continue;
-      for (uint32_t m = 0; m < topo.spines; ++m) {
-        if (f.spine >= 0 && f.spine != m) continue;
-        const size_t c = fabric.cable(p, l, m);
-        s.link_down_between(fabric.l2s(c), f.from_ns, f.until_ns);
-        s.link_down_between(fabric.s2l(c), f.from_ns, f.until_ns);
-      }
-      // A leaf (or a plane) failing takes its host links with it; a spine failure does not.
-      if (f.spine < 0) {
+    for (size_t c : cables.of(f)) {
+      s.link_down_between(fabric.cable_up(c), f.from_ns, f.until_ns);
+      s.link_down_between(fabric.cable_down(c), f.from_ns, f.until_ns);
+    }
+    // A leaf (or a plane) failing takes its host links with it; a switch above does not.
+    if (f.spine < 0 && f.core < 0) {
+      for (uint32_t l = 0; l < topo.leaves(); ++l) {
+        if (f.leaf >= 0 && f.leaf != l) continue;
         for (uint32_t h = l * topo.hosts_per_leaf; h < (l + 1) * topo.hosts_per_leaf; ++h) {
           s.link_down_between(fabric.up(p, h), f.from_ns, f.until_ns);
           s.link_down_between(fabric.down(p, h), f.from_ns, f.until_ns);
@@ -629,11 +784,14 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     fr.done = fs[i].done;
     fr.error = fs[i].error;
     if (fr.done) fr.fct_ns = fs[i].done_ns - std::min(fs[i].done_ns, f.start_ns);
-    const bool same_leaf = f.src / topo.hosts_per_leaf == f.dst / topo.hosts_per_leaf;
+    const uint32_t src_leaf = f.src / topo.hosts_per_leaf, dst_leaf = f.dst / topo.hosts_per_leaf;
+    const bool same_leaf = src_leaf == dst_leaf;
+    const bool same_pod = src_leaf / topo.pod_leaves() == dst_leaf / topo.pod_leaves();
     const uint64_t frames = (f.bytes + cfg.mtu - 1) / cfg.mtu;
     const uint64_t wire_bits = (f.bytes + frames * 100) * 8;
-    const uint64_t rtt =
-        same_leaf ? 2 * (2 * topo.host_delay_ns + ser_host) + ser_host : base_rtt_ns;
+    const uint64_t rtt = same_leaf  ? 2 * (2 * topo.host_delay_ns + ser_host) + ser_host
+                         : same_pod ? unloaded_rtt(2)
+                                    : base_rtt_ns;
     // The host sends on every plane at once.
     fr.ideal_fct_ns = wire_bits * 1'000'000'000 / (topo.host_rate_bps * P) + rtt;
     if (fr.done)
@@ -679,10 +837,22 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     for (std::vector<uint64_t>& p : r.ts_plane_bytes) p.resize(r.ts_bytes.size(), 0);
   }
 
-  // Queues per link class.
-  r.queues.resize(kClasses);
+  for (const auto& [key, n] : retired_paths) {
+    r.retired_by_path.emplace_back("p" + std::to_string(key.first) +
+                                       (topo.tiers == 3 ? ".core" : ".spine") +
+                                       std::to_string(key.second),
+                                   n);
+  }
+  if (cfg.keep_link_frames) {
+    for (LinkId l = 0; l < s.link_count(); ++l)
+      r.link_frames.emplace_back(s.link_name(l), s.link_stats(l).frames_out);
+  }
+
+  // Queues per link class (the core tier's classes with 3 tiers only).
+  const uint8_t classes = topo.tiers == 3 ? kClasses : kHostDown + 1;
+  r.queues.resize(classes);
   std::vector<double> sum(kClasses, 0);
-  for (uint8_t c = 0; c < kClasses; ++c) r.queues[c].name = kClassNames[c];
+  for (uint8_t c = 0; c < classes; ++c) r.queues[c].name = kClassNames[c];
   for (LinkId l = 0; l < s.link_count(); ++l) {
     ClassQueue& q = r.queues[fabric.link_class(l)];
     const sim::LinkStats& ls = s.link_stats(l);
@@ -693,7 +863,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     q.trims += ls.trim_congestion + ls.trim_fault;
     q.ecn_marks += ls.ecn_congestion + ls.ecn_fault;
   }
-  for (uint8_t c = 0; c < kClasses; ++c) {
+  for (uint8_t c = 0; c < classes; ++c) {
     if (r.queues[c].links > 0)
       r.queues[c].mean_max_backlog_bytes = sum[c] / static_cast<double>(r.queues[c].links);
   }
@@ -709,6 +879,7 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
   j["tool"] = "mrct sim";
   j["seed"] = cfg.seed;
   j["topology"] = {{"tiers", topo.tiers},
+                   {"routing", topo.routing == Routing::kSrv6 ? "srv6" : "ecmp"},
                    {"hosts", topo.hosts},
                    {"planes", topo.planes},
                    {"hosts_per_leaf", topo.hosts_per_leaf},
@@ -723,6 +894,12 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
                    {"trim", topo.trim},
                    {"degraded_links", r.degraded},
                    {"timed_failures", topo.failures.size()}};
+  if (topo.tiers == 3) {
+    j["topology"]["pods_per_plane"] = topo.pods();
+    j["topology"]["leaves_per_pod"] = topo.leaves_per_pod;
+    j["topology"]["aggs_per_pod"] = topo.spines;
+    j["topology"]["cores_per_plane"] = topo.cores;
+  }
   j["engine"] = {{"transport", cfg.transport},
                  {"mtu", cfg.mtu},
                  {"cc", cfg.cc},
@@ -774,6 +951,11 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
   sum["ce_rx"] = r.ce_rx;
   sum["ev_retirements"] = r.ev_retirements;
   if (cfg.transport == "rc") sum["rc"] = {{"go_backs", r.rc_go_backs}, {"timeouts", r.rc_timeouts}};
+  if (topo.routing == Routing::kSrv6) {
+    ordered_json by_path = ordered_json::object();
+    for (const auto& [path, n] : r.retired_by_path) by_path[path] = n;
+    sum["ev_retirements_by_path"] = by_path;
+  }
   sum["events"] = r.events;
   ordered_json qs = ordered_json::array();
   for (const ClassQueue& q : r.queues) {

@@ -41,7 +41,8 @@ bool write_atomically(const std::string& path, const std::string& text, std::str
 
 int sim_main(int argc, char** argv) {
   CLI::App app{
-      "The reference MRC engine on a multi-plane two-tier Clos fabric (docs/simulation.md).\n"
+      "The reference MRC engine on a multi-plane two- or three-tier Clos fabric "
+      "(docs/simulation.md).\n"
       "  run: a connection matrix (htsim's .cm format) on a topology file or flags; JSON out.\n"
       "  gen: write a permutation or incast connection matrix.\n"
       "Exit: 0 every flow completed, 1 some flows did not complete by --end-us, 2 bad options "
@@ -71,6 +72,19 @@ int sim_main(int argc, char** argv) {
       "leaf-spine cables at 1/4 rate for the whole run, chosen from the seed (htsim -failed)");
   bool no_trim = false;
   run_cmd->add_flag("--no-trim", no_trim, "drop instead of trimming on overflow");
+  // Fabric shape and routing (three tiers, SRv6 pinning).
+  auto* o_tiers = run_cmd->add_option("--tiers", topo.tiers, "2 or 3 (default 2)");
+  auto* o_lpp = run_cmd->add_option("--leaves-per-pod", topo.leaves_per_pod,
+                                    "3 tiers: leaves per pod (--spines: aggregation switches "
+                                    "per pod)");
+  auto* o_cores = run_cmd->add_option("--cores", topo.cores,
+                                      "3 tiers: core switches per plane, a multiple of --spines");
+  std::string routing;
+  auto* o_routing = run_cmd
+                        ->add_option("--routing", routing,
+                                     "ecmp (switches hash the EV) or srv6 (the EV names its "
+                                     "path, as the testbed's uSID lists)")
+                        ->check(CLI::IsMember({"ecmp", "srv6"}));
   run_cmd->add_option("--seed", rc.seed, "simulation seed")->capture_default_str();
   run_cmd->add_option("--mtu", rc.mtu, "path MTU: 1024, 2048 or 4096")->capture_default_str();
   run_cmd->add_option("--cc", rc.cc, "nscc or none")->capture_default_str();
@@ -190,6 +204,10 @@ int sim_main(int argc, char** argv) {
   if (o_ecn->count()) base.ecn_threshold_bytes = topo.ecn_threshold_bytes;
   if (o_failed->count()) base.random_degraded = topo.random_degraded;
   if (no_trim) base.trim = false;
+  if (o_tiers->count()) base.tiers = topo.tiers;
+  if (o_lpp->count()) base.leaves_per_pod = topo.leaves_per_pod;
+  if (o_cores->count()) base.cores = topo.cores;
+  if (o_routing->count()) base.routing = routing == "srv6" ? Routing::kSrv6 : Routing::kEcmp;
   if (std::string p = validate_topology(base); !p.empty()) {
     std::cerr << "mrct sim: " << (topo_file.empty() ? std::string("flags") : topo_file) << ": " << p
               << "\n";

@@ -1,32 +1,39 @@
 // mrc_simrun: `mrct sim`, the reference engine (mrc::engine::Endpoint, the same one every other
-// driver uses) on large multi-plane two-tier Clos fabrics built on mrc::sim, with workloads from
-// htsim-style connection-matrix files, so the same workload runs in both tools.
+// driver uses) on large multi-plane two- and three-tier Clos fabrics built on mrc::sim, with
+// workloads from htsim-style connection-matrix files, so the same workload runs in both tools.
 //
-// The fabric: P planes (host port p is plane p). Per plane, L = hosts / hosts_per_leaf leaves and
-// S spines; every leaf has one cable to every spine. A leaf sends a frame for a host on another
-// leaf to spine hash(plane seed, leaf, UDP source port, flow label) mod S, which is ECMP hashing
-// of the EV (the EV is carried in the UDP source port and the flow label). Queues are the
-// simulator's links: a byte FIFO with an ECN marking threshold, trimming of trimmable data on
-// overflow and a strict-priority queue for trimmed headers.
+// The fabric: P planes (host port p is plane p). Two tiers, per plane: L = hosts / hosts_per_leaf
+// leaves and S spines; every leaf has one cable to every spine. Three tiers, per plane: pods of
+// leaves_per_pod leaves and S aggregation switches (every leaf to every aggregation switch of its
+// pod), and C cores; aggregation switch a of every pod has a cable to cores a, a + S, a + 2S, ...
+// (htsim's fat-tree wiring). Upward, a switch picks its uplink by hash(plane and tier seed,
+// switch, UDP source port, flow label), which is ECMP hashing of the EV (the EV is carried in the
+// UDP source port and the flow label), with an independent hash per tier; with `routing srv6`
+// the EV names its path instead (pinned_ev_profile). Queues are the simulator's links: a byte
+// FIFO with an ECN marking threshold, trimming of trimmable data on overflow and a
+// strict-priority queue for trimmed headers.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mrc::simrun {
 
 inline constexpr uint64_t kForeverNs = UINT64_MAX;
 
-// One failure of the fabric: a leaf-spine cable, every cable of a spine (switch failure), every
-// link of a leaf (uplinks and its host links), or a whole plane, down in [from_ns, until_ns), or
-// running at rate_fraction of its rate for the whole run (a degraded link, htsim's -failed).
+// One failure of the fabric: a leaf-spine (leaf-aggregation) cable, an aggregation-core cable,
+// every cable of a spine, aggregation or core switch (switch failure), every link of a leaf
+// (uplinks and its host links), or a whole plane, down in [from_ns, until_ns), or running at
+// rate_fraction of its rate for the whole run (a degraded link, htsim's -failed).
 struct Failure {
   uint8_t plane = 0;   // 1-based
-  int64_t leaf = -1;   // -1: any
-  int64_t spine = -1;  // -1: any
+  int64_t leaf = -1;   // -1: any; leaves are numbered across pods
+  int64_t spine = -1;  // -1: any; 3 tiers: the aggregation switch, numbered across pods
+  int64_t core = -1;   // -1: any; 3 tiers only
   bool down = true;    // false: degraded
   double rate_fraction = 1.0;
   uint64_t from_ns = 0;
@@ -34,12 +41,20 @@ struct Failure {
   std::string where;  // "file:line" it came from, for messages
 };
 
+enum class Routing : uint8_t {
+  kEcmp,  // switches hash the EV onto an uplink
+  kSrv6,  // the EV names its path (as the testbed's SRv6 uSID lists): pinned_ev_profile
+};
+
 struct Topology {
-  uint32_t tiers = 2;  // only 2 is implemented
+  uint32_t tiers = 2;  // 2: leaf-spine; 3: pods of leaves and aggregation switches, cores
   uint32_t hosts = 16;
   uint32_t planes = 2;
   uint32_t hosts_per_leaf = 4;
-  uint32_t spines = 4;  // per plane
+  uint32_t spines = 4;          // per plane (2 tiers) or per pod (3 tiers: aggregation switches)
+  uint32_t leaves_per_pod = 0;  // 3 tiers
+  uint32_t cores = 0;           // per plane, 3 tiers; a multiple of spines
+  Routing routing = Routing::kEcmp;
   uint64_t host_rate_bps = 100'000'000'000;
   uint64_t fabric_rate_bps = 100'000'000'000;
   uint64_t host_delay_ns = 500;    // propagation, host <-> leaf
@@ -48,13 +63,32 @@ struct Topology {
   uint64_t ecn_threshold_bytes = 200'000;  // 0: no marking
   bool trim = true;                        // trim trimmable data on overflow (else drop)
   std::vector<Failure> failures;
-  // htsim's -failed K: K leaf-spine cables, chosen from the seed, at `random_degraded_fraction`
-  // of their rate for the whole run.
+  // htsim's -failed K: K cables of the top tier (leaf-spine, or aggregation-core with 3 tiers,
+  // where htsim degrades its failed links too), chosen from the seed, at
+  // `random_degraded_fraction` of their rate for the whole run.
   uint32_t random_degraded = 0;
   double random_degraded_fraction = 0.25;
 
   uint32_t leaves() const { return hosts_per_leaf == 0 ? 0 : hosts / hosts_per_leaf; }
+  // Leaves per pod: every leaf with 2 tiers (one pod).
+  uint32_t pod_leaves() const { return tiers == 3 ? leaves_per_pod : leaves(); }
+  uint32_t pods() const { return pod_leaves() == 0 ? 0 : leaves() / pod_leaves(); }
+  // Paths between two leaves of different pods, per plane: spines, or cores (one aggregation
+  // switch per core in each pod).
+  uint32_t paths() const { return tiers == 3 ? cores : spines; }
 };
+
+// With `routing srv6`, EV i of a QP is on plane i % planes and names path (first + i / planes) %
+// paths (as the testbed's EV -> uSID segment list mapping, docs/scenarios.md, which has first =
+// 0), so the EVs of a QP cover the paths of every plane evenly. first = host x ceil(evs /
+// planes): with fewer EVs than paths, hosts start at different paths, else every QP of the
+// fabric would crowd onto the first paths. The wire EV carries the path in its low 16 bits and the
+// pin tag (bit 31) with a distinct round number above, so every EV of the QP is distinct; the
+// switches read the path from it instead of hashing (2 tiers: spine = path; 3 tiers: core = path,
+// and the aggregation switch is path % spines, the one wired to that core). Empty string when `evs`
+// EVs cannot be pinned distinctly, else the reason.
+std::string pinned_ev_check(const Topology& t, uint32_t evs);
+inline constexpr uint32_t kPinnedTag = 0x8000'0000u;
 
 // A small line-based file: `key value` settings and `fail ...` lines (docs/simulation.md).
 // On error: false and "<name>:<line>: <what>" in *error; `out` is left unchanged.
@@ -119,8 +153,9 @@ struct RunConfig {
   // 16-host permutation).
   uint8_t timeout = 0;
   uint64_t end_ns = 1'000'000'000;
-  uint64_t slice_ns = 20'000;  // completion/progress check period, simulated
-  bool progress = false;       // a progress line on `progress_out` about once a second
+  uint64_t slice_ns = 20'000;     // completion/progress check period, simulated
+  bool progress = false;          // a progress line on `progress_out` about once a second
+  bool keep_link_frames = false;  // fill RunResult::link_frames (tests)
 };
 
 struct FlowResult {
@@ -135,7 +170,9 @@ struct FlowResult {
 };
 
 struct ClassQueue {
-  std::string name;  // "host_up", "leaf_up", "spine_down", "host_down"
+  // "host_up", "leaf_up", "spine_down", "host_down"; 3 tiers also "agg_up" (aggregation to
+  // core) and "core_down" (leaf_up / spine_down are then leaf <-> aggregation switch)
+  std::string name;
   uint64_t links = 0;
   uint64_t max_backlog_bytes = 0;     // over every link of the class
   double mean_max_backlog_bytes = 0;  // mean over the links of their maximum
@@ -160,6 +197,10 @@ struct RunResult {
   // in total and per plane (ts_plane_bytes[p][k], plane p + 1). The sum is every byte placed.
   std::vector<uint64_t> ts_bytes;
   std::vector<std::vector<uint64_t>> ts_plane_bytes;
+  // `routing srv6`: EV retirements by the path the EV is pinned to ("p1.spine2", "p1.core5").
+  std::vector<std::pair<std::string, uint64_t>> retired_by_path;
+  // With RunConfig::keep_link_frames: every link's name and frames delivered.
+  std::vector<std::pair<std::string, uint64_t>> link_frames;
 };
 
 RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,

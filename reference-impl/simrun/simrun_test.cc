@@ -67,7 +67,36 @@ TEST(SimrunTopology, ErrorsNameTheLine) {
       {"hosts 16\nfail plane 3 down\n", "t.topo:2: plane 3 outside 1..2"},
       {"hosts 16\nfail plane 1 leaf 4 down\n", "t.topo:2: leaf 4 outside 0..3"},
       {"hosts 15\n", "hosts (15) must be a multiple of hosts_per_leaf (4)"},
-      {"tiers 3\n", "only 2-tier"},
+      {"tiers 4\n", "t.topo:1: tiers: expected an integer in 2..3"},
+      {"routing ospf\n", "t.topo:1: routing: expected ecmp or srv6"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 3\n", "multiple of leaves_per_pod"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 3\n",
+       "cores (3) must be a positive multiple of spines"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 8\nspines 2\ncores 4\n",
+       "at least 2 pods"},
+      {"hosts 16\ncores 4\n", "leaves_per_pod and cores need tiers 3"},
+      {"hosts 16\nfail plane 1 core 1 down\n", "t.topo:2: 'core' needs tiers 3"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "fail plane 1 leaf 0 core 1 down\n",
+       "t.topo:7: a leaf has no cable to a core"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "\nfail plane 1 leaf 0 agg 2 down\n",
+       "t.topo:8: leaf 0 (pod 0) has no cable to agg 2 (pod 1)"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "fail plane 1 agg 1 core 2 down\n",
+       "t.topo:7: agg 1 has no cable to core 2"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "fail plane 1 agg 8 down\n",
+       "t.topo:7: agg 8 outside 0..7"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "fail plane 1 core 4 rate 0.5\n",
+       "t.topo:7: core 4 outside 0..3"},
+      {"tiers 3\nhosts 16\nhosts_per_leaf 2\nleaves_per_pod 2\nspines 2\ncores 4\n"
+       "fail random 33 rate 0.5\n",
+       "only 32 aggregation-core cables"},
+      {"tiers 3\nhosts 65536\nhosts_per_leaf 1\nleaves_per_pod 2\nspines 64\ncores 64\n"
+       "planes 16\n",
+       "more than the 2^24 this simulator builds"},
   };
   for (const Case& c : cases) {
     Topology t;
@@ -77,6 +106,44 @@ TEST(SimrunTopology, ErrorsNameTheLine) {
     EXPECT_NE(err.find(c.want), std::string::npos) << "got: " << err;
     EXPECT_EQ(t.hosts, before.hosts);  // unchanged on error
   }
+}
+
+// The smallest fat tree (k = 4): 4 pods of 2 leaves and 2 aggregation switches, 4 cores,
+// 2 hosts per leaf.
+Topology fat_tree() {
+  Topology t;
+  t.tiers = 3;
+  t.hosts = 16;
+  t.planes = 2;
+  t.hosts_per_leaf = 2;
+  t.leaves_per_pod = 2;
+  t.spines = 2;
+  t.cores = 4;
+  return t;
+}
+
+TEST(SimrunTopology, ParsesThreeTiersAndTheirFailures) {
+  Topology t;
+  std::string err;
+  ASSERT_TRUE(
+      parse_topology_text("tiers 3\nhosts 1024\nplanes 8\nhosts_per_leaf 8\n"
+                          "leaves_per_pod 8\nspines 8\ncores 64\nrouting srv6\n"
+                          "fail plane 2 agg 9 core 17 down from_us 5\n"
+                          "fail plane 3 core 63 rate 0.5\nfail plane 1 agg 127 down\n"
+                          "fail plane 1 leaf 127 agg 127 down\nfail random 8 rate 0.25\n",
+                          "t.topo", t, &err))
+      << err;
+  EXPECT_EQ(t.tiers, 3u);
+  EXPECT_EQ(t.leaves(), 128u);
+  EXPECT_EQ(t.pods(), 16u);
+  EXPECT_EQ(t.paths(), 64u);
+  EXPECT_EQ(t.routing, Routing::kSrv6);
+  ASSERT_EQ(t.failures.size(), 4u);
+  EXPECT_EQ(t.failures[0].spine, 9);
+  EXPECT_EQ(t.failures[0].core, 17);
+  EXPECT_EQ(t.failures[1].core, 63);
+  EXPECT_EQ(t.failures[1].spine, -1);
+  EXPECT_EQ(t.failures[3].where, "t.topo:12");
 }
 
 TEST(SimrunCm, ParsesHtsimFormat) {
@@ -411,6 +478,215 @@ TEST(SimrunRun, RefusesAWorkloadBiggerThanTheFabric) {
   const Workload wl = workload(permutation_cm(32, 32, 1000, 1));
   const RunResult r = run(small(), wl, RunConfig{});
   EXPECT_NE(r.error.find("32 nodes"), std::string::npos) << r.error;
+}
+
+uint64_t frames_on(const RunResult& r, const std::string& link) {
+  for (const auto& [name, frames] : r.link_frames)
+    if (name == link) return frames;
+  ADD_FAILURE() << "no link " << link;
+  return 0;
+}
+
+TEST(SimrunRun, ThreeTierPermutationCompletesAndIsDeterministicBySeed) {
+  const Topology t = fat_tree();
+  const Workload wl = workload(permutation_cm(16, 16, 256 * 1024, 1));
+  RunConfig rc;
+  rc.seed = 3;
+  const nlohmann::json a = run_json(t, wl, rc);
+  const nlohmann::json b = run_json(t, wl, rc);
+  EXPECT_EQ(a["summary"]["completed"], 16) << a["summary"].dump();
+  EXPECT_EQ(a, b);
+  rc.seed = 4;
+  EXPECT_NE(a["flows"], run_json(t, wl, rc)["flows"]);
+  EXPECT_EQ(a["topology"]["pods_per_plane"], 4);
+  // The core tier is built: per plane 8 aggregation switches with 2 cables each to the cores.
+  std::map<std::string, uint64_t> links;
+  for (const auto& q : a["summary"]["queues"]) links[q["class"]] = q["links"];
+  EXPECT_EQ(links["agg_up"], 2u * 8u * 2u);
+  EXPECT_EQ(links["core_down"], 2u * 8u * 2u);
+  EXPECT_EQ(links["leaf_up"], 2u * 8u * 2u);
+  EXPECT_EQ(links["host_up"], 2u * 16u);
+}
+
+// One frame, one at a time, to a host on the same leaf, on the other leaf of the pod and in
+// another pod: each step up the tree adds two fabric links each way, and the engine's view
+// of the fabric (the ideal FCT) matches what was built.
+TEST(SimrunRun, ThreeTierHopCountsAndRttsAreAsBuilt) {
+  Topology t = fat_tree();
+  t.fabric_delay_ns = 20'000;  // long cables, so the hop count dominates the FCT
+  const Workload wl = workload(
+      "Nodes 16\n0->1 start 0 size 1000\n0->2 start 1000000000 size 1000\n"
+      "0->4 start 2000000000 size 1000\n");
+  RunConfig rc;
+  rc.keep_link_frames = true;
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, wl, rc);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.flows.size(), 3u);
+  for (const FlowResult& f : r.flows) ASSERT_TRUE(f.done);
+  const int64_t leaf = static_cast<int64_t>(r.flows[0].fct_ns);
+  const int64_t pod = static_cast<int64_t>(r.flows[1].fct_ns);
+  const int64_t core = static_cast<int64_t>(r.flows[2].fct_ns);
+  // 2 more fabric links each way (data and ACK): 4 x 20 us of propagation, plus the frames'
+  // serialization on them (a 1,000-byte frame at 100 Gb/s is about 90 ns).
+  EXPECT_GE(pod - leaf, 80'000);
+  EXPECT_LE(pod - leaf, 81'000);
+  EXPECT_GE(core - pod, 80'000);
+  EXPECT_LE(core - pod, 81'000);
+  const int64_t ideal_pod = static_cast<int64_t>(r.flows[1].ideal_fct_ns);
+  const int64_t ideal_core = static_cast<int64_t>(r.flows[2].ideal_fct_ns);
+  EXPECT_GE(ideal_core - ideal_pod, 80'000);
+  EXPECT_LE(ideal_core - ideal_pod, 81'000);
+  // Only the third flow (its data frame, ACK and control frames) went through a core: every
+  // frame there crossed one link up and one down.
+  auto core_frames = [](const RunResult& x) {
+    uint64_t n = 0;
+    for (const auto& [name, frames] : x.link_frames)
+      if (name.find("core") != std::string::npos) n += frames;
+    return n;
+  };
+  EXPECT_GE(core_frames(r), 4u);  // the data frame and its ACK
+  EXPECT_EQ(core_frames(r) % 2, 0u);
+  const RunResult in_pod =
+      run(t, workload("Nodes 16\n0->1 start 0 size 1000\n0->2 start 1000000000 size 1000\n"), rc);
+  ASSERT_EQ(in_pod.error, "");
+  EXPECT_EQ(core_frames(in_pod), 0u);
+}
+
+TEST(SimrunRun, ThreeTierFailedCoreIsRoutedAround) {
+  Topology t = fat_tree();
+  for (uint8_t p = 1; p <= 2; ++p) {
+    Failure f;
+    f.plane = p;
+    f.core = 1;  // every cable of core 1, for the rest of the run
+    f.from_ns = 20'000;
+    t.failures.push_back(f);
+  }
+  const Workload wl = workload(permutation_cm(16, 16, 1024 * 1024, 1));
+  const nlohmann::json j = run_json(t, wl);
+  const nlohmann::json& sum = j["summary"];
+  EXPECT_EQ(sum["completed"], 16) << sum.dump();
+  EXPECT_GT(sum["ev_retirements"].get<uint64_t>(), 0u);
+  uint64_t core_drops = 0, other_drops = 0;
+  for (const auto& q : sum["queues"]) {
+    (q["class"] == "agg_up" || q["class"] == "core_down" ? core_drops : other_drops) +=
+        q["drops"].get<uint64_t>();
+  }
+  EXPECT_GT(core_drops, 0u);  // frames were lost at the dead core
+  EXPECT_EQ(other_drops, 0u);
+}
+
+// Leaves and aggregation switches hash the EV with different seeds. With one seed, leaf 0 and
+// aggregation switch 0 would compute the same hash for a frame, so every EV that leaf 0 sends to
+// aggregation switch 0 (hash even) would also take its first core (hash even): half of the
+// pod's core uplinks would never carry leaf 0's traffic (fabric polarisation).
+TEST(SimrunRun, ThreeTierHashesEachTierIndependently) {
+  Topology t = fat_tree();
+  t.planes = 1;
+  RunConfig rc;
+  rc.evs = 32;
+  rc.keep_link_frames = true;
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, workload("Nodes 16\n0->4 start 0 size 1000000\n"), rc);
+  ASSERT_EQ(r.error, "");
+  ASSERT_TRUE(r.flows.at(0).done);
+  for (const char* link : {"p1.agg0>core0", "p1.agg0>core2", "p1.agg1>core1", "p1.agg1>core3"})
+    EXPECT_GT(frames_on(r, link), 0u) << link;
+}
+
+TEST(SimrunRun, Srv6PinningUsesEverySpineOncePerPlane) {
+  // 2 planes x 4 spines, 8 EVs: one EV per (plane, spine). Every uplink of the sender's leaf
+  // carries data; with 8 EVs on 8 links that is each path exactly once.
+  Topology t = small();
+  t.routing = Routing::kSrv6;
+  const Workload wl = workload("Nodes 16\n0->4 start 0 size 1000000\n");
+  RunConfig rc;
+  rc.evs = 8;
+  rc.keep_link_frames = true;
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, wl, rc);
+  ASSERT_EQ(r.error, "");
+  ASSERT_TRUE(r.flows.at(0).done);
+  for (int p = 1; p <= 2; ++p) {
+    for (int m = 0; m < 4; ++m) {
+      EXPECT_GT(frames_on(r, "p" + std::to_string(p) + ".leaf0>spine" + std::to_string(m)), 10u)
+          << "plane " << p << " spine " << m;
+    }
+  }
+  // ECMP hashing of the same 8 EVs leaves some uplink unused (the reason pinning exists).
+  t.routing = Routing::kEcmp;
+  const RunResult h = run(t, wl, rc);
+  int unused = 0;
+  for (int p = 1; p <= 2; ++p)
+    for (int m = 0; m < 4; ++m)
+      unused +=
+          frames_on(h, "p" + std::to_string(p) + ".leaf0>spine" + std::to_string(m)) == 0 ? 1 : 0;
+  EXPECT_GT(unused, 0);
+
+  // Fewer EVs than paths: a host starts at path host x EVs per plane (host 1, one EV per plane:
+  // spine 1), so the QPs of a fabric do not all crowd onto the first paths.
+  rc.evs = 2;
+  t.routing = Routing::kSrv6;
+  const RunResult one = run(t, workload("Nodes 16\n1->4 start 0 size 100000\n"), rc);
+  ASSERT_EQ(one.error, "");
+  for (int p = 1; p <= 2; ++p) {
+    for (int m = 0; m < 4; ++m) {
+      const uint64_t n =
+          frames_on(one, "p" + std::to_string(p) + ".leaf0>spine" + std::to_string(m));
+      EXPECT_EQ(n > 0, m == 1) << "plane " << p << " spine " << m << ": " << n;
+    }
+  }
+  rc.evs = 8;
+
+  // Three tiers: the EV names the core, and with it the aggregation switch wired to it.
+  Topology f = fat_tree();
+  f.routing = Routing::kSrv6;
+  const RunResult c = run(f, workload("Nodes 16\n0->4 start 0 size 1000000\n"), rc);
+  ASSERT_EQ(c.error, "");
+  ASSERT_TRUE(c.flows.at(0).done);
+  for (int p = 1; p <= 2; ++p) {
+    const std::string pn = "p" + std::to_string(p);
+    for (int core = 0; core < 4; ++core) {
+      const int agg = core % 2;  // pod 0
+      EXPECT_GT(frames_on(c, pn + ".agg" + std::to_string(agg) + ">core" + std::to_string(core)),
+                10u)
+          << pn << " core " << core;
+    }
+  }
+}
+
+TEST(SimrunRun, Srv6FailedSpineRetiresExactlyItsEvs) {
+  Topology t = small();
+  t.routing = Routing::kSrv6;
+  Failure f;
+  f.plane = 1;
+  f.spine = 2;
+  f.from_ns = 30'000;
+  t.failures.push_back(f);
+  RunConfig rc;
+  rc.evs = 16;  // two EVs per (plane, spine)
+  rc.end_ns = 20'000'000;
+  const Workload wl = workload(permutation_cm(16, 16, 1024 * 1024, 1));
+  const RunResult r = run(t, wl, rc);
+  ASSERT_EQ(r.error, "");
+  for (const FlowResult& fr : r.flows) EXPECT_TRUE(fr.done) << fr.flow.id;
+  ASSERT_FALSE(r.retired_by_path.empty());
+  for (const auto& [path, n] : r.retired_by_path) EXPECT_EQ(path, "p1.spine2") << n;
+  // Every sender on another leaf than its receiver had two EVs on the dead spine.
+  uint64_t crossing = 0;
+  for (const Flow& fl : wl.flows) crossing += fl.src / 4 != fl.dst / 4;
+  EXPECT_GE(r.ev_retirements, 2 * crossing);
+}
+
+TEST(SimrunRun, Srv6RefusesMoreEvsThanItCanPin) {
+  Topology t = small();
+  t.routing = Routing::kSrv6;
+  EXPECT_EQ(pinned_ev_check(t, 2 * 4 * 16384), "");
+  EXPECT_NE(pinned_ev_check(t, 2 * 4 * 16384 + 1), "");
+  RunConfig rc;
+  rc.evs = 2 * 4 * 16384 + 1;
+  const RunResult r = run(t, workload("Nodes 16\n0->4 size 1000\n"), rc);
+  EXPECT_NE(r.error.find("routing srv6"), std::string::npos) << r.error;
 }
 
 }  // namespace
