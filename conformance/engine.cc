@@ -697,7 +697,8 @@ uint64_t Engine::merge(Obs& o, const wire::DecodedFrame& f, uint64_t h) {
 template <bool IcrcDone>
 inline __attribute__((always_inline)) void Engine::judge_frame(
     uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data, wire::LinkType link,
-    uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok, uint64_t early_key) {
+    uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok, uint64_t early_key,
+    std::optional<uint64_t> content_h) {
   PointState& ps = points[point];
   ps.frames++;
   if (!ok) ps.decode_errors++;
@@ -707,6 +708,10 @@ inline __attribute__((always_inline)) void Engine::judge_frame(
   o.ts = ts;
   o.f = &frame;
   o.snapped = orig_len > data.size();
+  if (content_h) {
+    o.content_hash_known = true;
+    o.content_hash = *content_h;
+  }
   auto verify_icrc = [&] {
     if constexpr (!IcrcDone) {
       if (frame.has_icrc) {
@@ -883,14 +888,23 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   // DecodeOptions::verify_icrc.
   opt.verify_icrc = false;
   const bool ok = wire::decode_frame(data, decoded, opt, *wire_profile);
-  judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key);
+  judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key,
+                     std::nullopt);
+}
+
+std::optional<uint64_t> Engine::payload_hash_stage(const wire::DecodedFrame& f, bool ok) {
+  // What on_data() and retx_checks() hash: a data packet's content, unless trimmed (o.trimmed is
+  // f.trimmed). A frame the decoder gave up on reaches no stateful rule.
+  if (!ok || !f.roce || !f.op || f.op->kind != wire::PacketKind::kMrcData || f.trimmed)
+    return std::nullopt;
+  return content_hash(f);
 }
 
 void Engine::on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                         wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f,
-                        bool ok, uint64_t key) {
+                        bool ok, uint64_t key, std::optional<uint64_t> content_h) {
   tick(ts);
-  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, key);
+  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, key, content_h);
 }
 
 void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
@@ -1530,6 +1544,11 @@ class Pipeline {
   void frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data, wire::LinkType link,
              uint32_t orig_len) {
     Slot& s = acquire();
+    // The slot two on was last read on the judging core: its lines are requested for writing
+    // now, while this frame is decoded. Only a slot already judged (tail_seen is behind the
+    // judging thread, never ahead).
+    if (prod_.filled + kSlotsAhead - prod_.tail_seen < kSlots)
+      fetch_slot<1>(ring_[(prod_.filled + kSlotsAhead) & (kSlots - 1)]);
     s.is_frame = true;
     s.point = point;
     s.frame_no = frame_no;
@@ -1539,6 +1558,7 @@ class Pipeline {
     s.orig_len = orig_len;
     s.ok = Engine::decode_stage(*wp_, data, link, s.f);
     s.key = Engine::shape_key(*wp_, data, link);
+    s.content_h = Engine::payload_hash_stage(s.f, s.ok);
     commit();
   }
   void decision(const Decision& d) {
@@ -1575,7 +1595,8 @@ class Pipeline {
     uint32_t orig_len = 0;
     uint64_t frame_no = 0;
     uint64_t ts = 0;
-    uint64_t key = 0;  // Engine::shape_key()
+    uint64_t key = 0;                   // Engine::shape_key()
+    std::optional<uint64_t> content_h;  // Engine::payload_hash_stage()
     wire::Bytes data{};
     Decision d;
   };
@@ -1585,6 +1606,16 @@ class Pipeline {
   struct alignas(64) Counter {
     std::atomic<uint64_t> v{0};
   };
+
+  static constexpr uint64_t kSlotsAhead = 2;
+  // Requests the lines of a slot's decoded frame and the fields after it (not the decision),
+  // for reading (Write = 0) or writing.
+  template <int Write = 0>
+  static void fetch_slot(const Slot& s) {
+    const char* p = reinterpret_cast<const char*>(&s);
+    for (size_t off = 0; off < sizeof(wire::DecodedFrame) + 64; off += 64)
+      __builtin_prefetch(p + off, Write);
+  }
 
   // Waits until c differs from `seen` and returns its value: a short spin, then the futex.
   static uint64_t await_change(const std::atomic<uint64_t>& c, uint64_t seen) {
@@ -1649,11 +1680,17 @@ class Pipeline {
       ahead(ring[t & (kSlots - 1)]);
       for (; t < h; ++t) {
         Slot& s = ring[t & (kSlots - 1)];
+        // The decoded frame two slots on was written on the other core: its lines are requested
+        // now, so that they are here when the frame is judged (a frame's rules take longer than
+        // one line's transfer, and the first touch of a slot was the judging thread's costliest
+        // load). Only published slots: the reading thread may be writing the next ones.
+        if (t + kSlotsAhead < h) fetch_slot(ring[(t + kSlotsAhead) & (kSlots - 1)]);
         if (t + 1 < h) ahead(ring[(t + 1) & (kSlots - 1)]);
         if (!failed) {
           try {
             if (s.is_frame)
-              e.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok, s.key);
+              e.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok, s.key,
+                           s.content_h);
             else
               e.on_decision(s.d);
           } catch (...) {

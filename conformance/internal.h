@@ -400,6 +400,10 @@ bool in_range(const Map& m, const K& k) {
 }
 
 // One observation of a frame at one capture point, as the evaluators see it.
+// Content hash of the parts of a data packet a retransmission must repeat byte for byte:
+// METH, RETH, ImmDt and payload (not BTH flags, TSETH, EV, DSCP or ICRC).
+uint64_t content_hash(const wire::DecodedFrame& f);
+
 struct Obs {
   uint32_t point = 0;
   uint64_t frame_no = 0;
@@ -420,6 +424,11 @@ struct Obs {
   bool ce = false;
   bool icrc_bad = false;  // the ICRC does not verify: the receiver drops it
   bool snapped = false;   // the capture cut the frame (snap length)
+  // content_hash(*f), when the reading thread of the pipelined checker computed it already
+  // (Engine::payload_hash_stage): hashing reads the whole payload, which sits in that thread's
+  // cache, and it is the judging thread that is the longer stage.
+  bool content_hash_known = false;
+  uint64_t content_hash = 0;
 };
 
 // One transmission of a PSN (a distinct packet, possibly seen at several points).
@@ -1165,7 +1174,15 @@ struct Engine {
                            wire::DecodedFrame& f);
   void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                   wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok,
-                  uint64_t key);
+                  uint64_t key, std::optional<uint64_t> content_h = std::nullopt);
+  // content_hash() of a frame whose payload MRC-REQ-005 and the content checks hash (new data,
+  // not trimmed, decoded whole); nullopt for any other frame. A function of the decoded frame
+  // alone: the pipelined checker runs it on the reading thread.
+  static std::optional<uint64_t> payload_hash_stage(const wire::DecodedFrame& f, bool ok);
+  // content_hash(*o.f), computed once per frame.
+  static uint64_t frame_content_hash(const Obs& o) {
+    return o.content_hash_known ? o.content_hash : content_hash(*o.f);
+  }
   void tick(uint64_t ts);  // the clock and the periodic sweep, per frame
   uint64_t take_early_key(wire::Bytes data, wire::LinkType link);
   template <bool C>
@@ -1173,7 +1190,7 @@ struct Engine {
   template <bool IcrcDone>
   void judge_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                    wire::LinkType link, uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok,
-                   uint64_t early_key);
+                   uint64_t early_key, std::optional<uint64_t> content_h);
   void on_decision(const Decision& d);
   void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);
@@ -1297,9 +1314,6 @@ struct Engine {
   void cc_on_sack(const Obs& o, const wire::DecodedFrame& f, Flow& fl);
 };
 
-// Content hash of the parts of a data packet a retransmission must repeat byte for byte:
-// METH, RETH, ImmDt and payload (not BTH flags, TSETH, EV, DSCP or ICRC).
-uint64_t content_hash(const wire::DecodedFrame& f);
 // Merge-table key of a frame (see Engine::merge): RoCE addresses, UDP sport and the first
 // `ib_bytes` bytes from BTH with BTH byte 4 (FECN/BECN, rewritten by switches) left out.
 uint64_t merge_key(const Addr& src, const Addr& dst, uint16_t sport, const uint8_t* bth,

@@ -254,7 +254,7 @@ void Engine::new_psn_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
     r.rkey = f.reth.rkey;
     r.dma_len = f.reth.dma_len;
     r.payload_len = static_cast<uint32_t>(f.payload.size());
-    r.content_hash = content_hash(f);
+    r.content_hash = frame_content_hash(o);
     r.nominal = f.udp.length + 40u;
   }
   neighbour_checks(o, fl, p, r);
@@ -316,7 +316,7 @@ void Engine::retx_checks(const Obs& o, Flow& fl, int64_t p, PsnRec& r) {
              " of capture " + std::to_string(r.first_point) + ") but has RTX=0");
   // MRC-REQ-005
   if (!o.trimmed && !f.trimmed) {
-    const uint64_t h = content_hash(f);
+    const uint64_t h = frame_content_hash(o);
     if (r.content_known) {
       judge(REQ_005);
       if (h != r.content_hash) {
