@@ -950,9 +950,10 @@ void Qp::requester_timer(uint64_t now_ns) {
         // may have answered older packets just after this one left and then stopped (its
         // process, or the host's packet processing, not scheduled), and the silence, counted
         // from the tail probe, is short of T/2 when T comes. all-to-all under a busy loop
-        // (QP 259, seed 2) retired both EVs of a QP that way, each timeout with one resend and
-        // nothing lost. A timeout while packets sent after it are answered still fires at T;
-        // one that does fire retires its EV (R40).
+        // (seed 3, QP 259) retired an EV that way: the responder's SACKs for older packets
+        // came 7 ms late, then it answered nothing for 19 ms, and nothing was lost. A timeout
+        // while packets sent after it are answered still fires at T; one that does fire
+        // retires its EV (R40).
         const uint64_t grace = ep_->cfg.silent_peer_grace_ns;
         if (grace > 0 && e.retries == 0) {
           if ((peer_silent(now_ns) || !answered_after(e)) && now_ns < e.deadline_ns + grace) {
