@@ -107,7 +107,10 @@ struct EndpointConfig {
   // ci-fast suite under a busy loop: 17-36 ms silences against a 16.8 ms T retired 1-14 good
   // EVs per run). A timeout while the peer answers (other EVs delivering, the tail probe
   // answered) is path evidence and fires at T as before; so do the retries after the first (C.9
-  // schedule), and R44 only asks for "no earlier than T". 0 (the default): every timeout at T.
+  // schedule), and R44 only asks for "no earlier than T". The same hold applies while nothing
+  // sent after the packet has been answered (no later data packet delivered on any EV, no later
+  // tail probe answered): a peer that answered older packets and then stopped is as silent
+  // about this packet. 0 (the default): every timeout at T.
   uint64_t silent_peer_grace_ns = 0;
   // Reliability probes: consecutive good probe SACKs that return an ASSUMED_BAD EV to GOOD.
   uint32_t k_recover = 3;

@@ -248,6 +248,9 @@ class Qp {
   // nothing: a tail probe's answer T/2 after the last SACK is no end of a silence.
   void sent_to_peer(uint64_t now_ns);
   bool peer_silent(uint64_t now_ns) const;
+  // The peer answered something sent after e: a data packet sent later was delivered (on any
+  // EV) or a tail probe sent later was answered.
+  bool answered_after(const TxEntry& e) const;
   const SendWqe* wqe_of_psn(uint32_t psn) const;
   void note_rtx(uint32_t psn, const TxEntry& e, uint32_t old_wev);
   // responder helpers
@@ -328,6 +331,10 @@ class Qp {
   bool gap_scan_deferred_ = false;  // a SACK of the open receive batch left its scan to the end
   bool tlp_pending_ = false;
   bool tlp_sent_ = false;
+  uint16_t tlp_probe_id_ = 0;                 // probe_id of the latest tail probe
+  uint64_t tlp_probe_sent_ns_ = 0;            // when it left (0: none yet)
+  uint64_t answered_tail_probe_sent_ns_ = 0;  // send time of the latest tail probe answered
+  uint64_t delivered_tx_seq_ = 0;  // largest tx_seq of a data packet known delivered (any EV)
   uint16_t next_probe_id_ = 0;
   uint64_t last_cwnd_logged_ = 0;
   uint64_t data_tx_since_rev_probe_ = 0;

@@ -539,6 +539,90 @@ TEST(Recovery, SilentPeerGraceDoesNotDelayATimeoutWhileOtherEvsDeliver) {
   EXPECT_EQ(st.silent_peer_holds, 0u);
 }
 
+// What all-to-all under a busy loop showed (QP 259, seed 2): the peer answered the first
+// packets of a burst, then nothing for longer than T (its process, or the host's packet
+// processing, not scheduled). Its last answer came after the rest of the burst had left, so the
+// silence was counted from the tail probe at T/2 and was not T/2 long yet when the rest timed
+// out at T: the hold did not apply, the timeouts resent and retired the EVs. Nothing sent after
+// those packets had been answered on any EV. `stall_ns`: until then everything A sends after
+// the first `answered` data packets (the rest of the burst, probes, resends) reaches B only at
+// `stall_ns`. `grace_ns` is A's and B's silent_peer_grace_ns.
+QpStats run_stalled_tail(uint32_t answered, uint64_t stall_ns, uint64_t grace_ns, Pair*& out,
+                         std::unique_ptr<Pair>& keep) {
+  QpParams qp = fast_timeout();
+  qp.ev = make_ev_profile(8, 0, 1);
+  qp.tune = [grace_ns](EndpointConfig& c) { c.silent_peer_grace_ns = grace_ns; };
+  keep = std::make_unique<Pair>(2, 31, qp);
+  Pair& p = *keep;
+  out = &p;
+  const uint32_t first = p.a.sq_psn;
+  p.hook = [&p, first, answered, stall_ns](Frame& f) {
+    wire::DecodedFrame d;
+    p.one_way_ns = 2'000;
+    if (!f.a_to_b || !decode(f, d) || p.now >= stall_ns) return Verdict::kDeliver;
+    const bool early = d.op->kind == PacketKind::kMrcData && !d.bth.rtx &&
+                       wire::psn_diff(d.bth.psn, first) < answered;
+    if (!early) p.one_way_ns = stall_ns - p.now;
+    return Verdict::kDeliver;
+  };
+  Transfer t(p, 16 * 4096, 5);
+  t.post(p, 1, 0, 16 * 4096);
+  EXPECT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  const std::vector<Sent> sent = data_sent(p);
+  EXPECT_GE(sent.size(), 16u);
+  // One burst: PSNs 12..15 left before any answer came back.
+  if (sent.size() >= 16) {
+    EXPECT_EQ(sent[15].t_ns, sent[0].t_ns);
+  }
+  QpStats st;
+  EXPECT_TRUE(p.a.ep->qp_stats(p.a.qpn, st).ok());
+  return st;
+}
+
+TEST(Recovery, PeerStalledAfterAnsweringPartOfABurstRetiresNoEv) {
+  const uint64_t T = 1024ull << 4;
+  std::unique_ptr<Pair> keep;
+  Pair* p = nullptr;
+  // Without the grace (every timeout at T) the stall is read as path failure: what the
+  // grace has to prevent.
+  const QpStats strict = run_stalled_tail(12, 3 * T, 0, p, keep);
+  EXPECT_GT(strict.rtx_timeout, 0u);
+  EXPECT_GT(count_events(p->a, EventKind::kEvState, "reason", "timeout"), 0u);
+  // With the runtime's grace (100 T here) the timeouts wait for the peer: it answers at 3T and
+  // nothing is resent, no EV retired.
+  const QpStats held = run_stalled_tail(12, 3 * T, 100 * T, p, keep);
+  EXPECT_EQ(held.rtx_timeout, 0u);
+  EXPECT_EQ(held.retransmits, 0u);
+  EXPECT_GE(held.silent_peer_holds, 1u);
+  EXPECT_EQ(count_events(p->a, EventKind::kEvState, "to", "ASSUMED_BAD"), 0u);
+}
+
+TEST(Recovery, SilentPeerGraceDoesNotDelayATailLossOnAFailedEvWhenTheTailProbeIsAnswered) {
+  // The last packet is lost on its EV (dropped), the tail probe at T/2 is answered: the peer is
+  // alive and the timeout is path evidence, at T and not at T + grace.
+  const uint64_t T = 1024ull << 4;
+  QpParams qp = fast_timeout();
+  qp.ev = make_ev_profile(8, 0, 1);
+  qp.tune = [T](EndpointConfig& c) { c.silent_peer_grace_ns = 100 * T; };
+  Pair p(2, 33, qp);
+  Transfer t(p, 8 * 4096, 3);
+  const uint32_t last = wire::psn_add(p.a.sq_psn, 7);
+  p.hook = [&](Frame& f) { return data_psn(f, last, false) ? Verdict::kDrop : Verdict::kDeliver; };
+  t.post(p, 1, 0, 8 * 4096);
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_TRUE(t.exact());
+  const std::vector<Sent> sent = data_sent(p);
+  uint64_t first_ns = 0, resend_ns = 0;
+  for (const Sent& s : sent) {
+    if (s.psn != last) continue;
+    if (!s.rtx && first_ns == 0) first_ns = s.t_ns;
+    if (s.rtx && resend_ns == 0) resend_ns = s.t_ns;
+  }
+  ASSERT_NE(resend_ns, 0u);
+  EXPECT_LE(resend_ns - first_ns, 2 * T);
+}
+
 TEST(Recovery, SilentPeerGraceDelaysOnlyTheFirstRetryWhenEveryPathIsDown) {
   // Nothing ever comes back: the first retry waits T + grace, the others keep the C.9 schedule,
   // and the QP still errors when the budget is spent.
