@@ -178,8 +178,12 @@ Status Runtime::Impl::open() {
   if (cfg.io == IoKind::kPacket && cfg.rx_filter && cfg.pcap_prefix.empty() &&
       cfg.mutant == Mutant::kNone) {
     std::string why_not;
-    rx_filter = RxFilter::create(cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0(),
-                                 cfg.endpoint.reply_interval_ns, why_not);
+    RxFilter::Gaps gaps;
+    gaps.reply_ns = cfg.endpoint.reply_interval_ns;
+    gaps.ep_peer_ns = cfg.endpoint.ep_reply_interval_ns;
+    gaps.ep_stranger_ns = cfg.endpoint.ep_reply_stranger_interval_ns;
+    rx_filter = RxFilter::create(cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0(), gaps,
+                                 why_not);
     if (!rx_filter)
       std::fprintf(stderr,
                    "mrc runtime: warning: no kernel receive filter (%s); duplicates and "
@@ -679,6 +683,8 @@ RuntimeStats Runtime::Impl::snapshot() {
     out.rx_filter_duplicates = c.duplicates;
     out.rx_filter_out_of_window = c.out_of_window;
     out.rx_filter_sampled = c.sampled;
+    out.rx_filter_ep_peer_limited = c.ep_peer_limited;
+    out.rx_filter_ep_stranger_limited = c.ep_stranger_limited;
   }
   if (mutator) {
     out.mutant_changed = mutator->frames_changed();

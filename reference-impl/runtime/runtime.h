@@ -298,6 +298,9 @@ struct RuntimeStats {
   // reached the engine's counters) and passed on although refusable (one per reply interval).
   bool rx_filter = false;
   uint64_t rx_filter_duplicates = 0, rx_filter_out_of_window = 0, rx_filter_sampled = 0;
+  // ... and the endpoint requests it refused: EV probes beyond one per ep_reply_interval_ns
+  // from a peer node, and requests of other nodes beyond one per ep_reply_stranger_interval_ns.
+  uint64_t rx_filter_ep_peer_limited = 0, rx_filter_ep_stranger_limited = 0;
   engine::EndpointStats endpoint;
 };
 

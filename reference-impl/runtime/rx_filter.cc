@@ -60,13 +60,29 @@ constexpr int kOffSlots = 80;
 constexpr int kSlotBytes = 40;
 constexpr uint32_t kSlots = 64;
 constexpr int kSlotQpn = 0, kSlotCack = 4, kSlotLimit = 8, kSlotGid = 16, kSlotLastPass = 32;
-constexpr uint32_t kValueBytes = kOffSlots + kSlots * kSlotBytes;
+// Endpoint requests (DestQP 2): per-peer and stranger buckets, 16 peer entries of 32 B hashed by
+// the low 4 bits of the GID: 4 x u32 GID words, u32 mode (0 empty, 1 one peer, 2 several peers
+// hash here: pass all), u64 last pass (ns).
+constexpr int kOffEpBitmap = kOffSlots + static_cast<int>(kSlots) * kSlotBytes;  // 2640
+constexpr int kOffEpPeerGap = kOffEpBitmap + 32;
+constexpr int kOffEpStrangerGap = kOffEpPeerGap + 8;
+constexpr int kOffEpPeerLimited = kOffEpStrangerGap + 8;
+constexpr int kOffEpStrangerLimited = kOffEpPeerLimited + 8;
+constexpr int kOffStrangerLast = kOffEpStrangerLimited + 8;
+constexpr int kOffPeers = kOffStrangerLast + 8;
+constexpr int kPeerBytes = 32;
+constexpr uint32_t kPeers = 16;
+constexpr int kPeerMode = 16, kPeerLastPass = 24;
+constexpr uint32_t kValueBytes = kOffPeers + kPeers * kPeerBytes;
+static_assert(kOffPeers % 8 == 0 && kOffStrangerLast % 8 == 0);
 
 // Frame offsets (Ethernet + IPv6 + UDP + BTH).
 constexpr int kIp6Vtc = 14, kIp6Next = 20, kIp6Src = 22, kUdpDport = 56, kBthOpcode = 62,
               kBthQpnWord = 66, kBthPsnWord = 70;
 constexpr uint32_t kMinBthFrame = 74;
-constexpr uint32_t kAccept = 0x40000;  // snap length: the whole frame
+constexpr int kErthOp = 75;             // ERTH right behind the BTH (no TSETH: not data)
+constexpr uint32_t kMinErthFrame = 80;  // through the ERTH's port-status mask
+constexpr uint32_t kAccept = 0x40000;   // snap length: the whole frame
 
 int sys_bpf(int cmd, bpf_attr& attr) {
   return static_cast<int>(syscall(__NR_bpf, cmd, &attr, sizeof attr));
@@ -132,6 +148,21 @@ class Asm {
   std::map<std::string, size_t> labels_;
 };
 
+// R3 = bit R0 (an opcode) of the 256-bit bitmap at `off` in the map (R7); clobbers R0-R2.
+void bitmap_test(Asm& a, int off) {
+  using R = Asm::Reg;
+  a.mov(R::R1, R::R0);
+  a.alui(BPF_RSH, R::R1, 5);
+  a.alui(BPF_AND, R::R1, 7);
+  a.alui(BPF_LSH, R::R1, 2);
+  a.mov(R::R2, R::R7);
+  a.alu(BPF_ADD, R::R2, R::R1);
+  a.ldx(BPF_W, R::R3, R::R2, static_cast<int16_t>(off));
+  a.alui(BPF_AND, R::R0, 31);
+  a.alu(BPF_RSH, R::R3, R::R0);
+  a.alui(BPF_AND, R::R3, 1);
+}
+
 std::vector<bpf_insn> build_program(int map_fd) {
   using R = Asm::Reg;
   Asm a;
@@ -150,18 +181,52 @@ std::vector<bpf_insn> build_program(int map_fd) {
   // From here on every frame is accepted unless refused below: too short for a BTH -> engine.
   a.ldx(BPF_W, R::R1, R::R6, 0);  // __sk_buff.len
   a.jmpi(BPF_JLT, R::R1, kMinBthFrame, "pass");
-  // Data opcode? bitmap[op / 32] >> (op % 32) & 1
+  // Endpoint request? (bitmap test as below)
   a.ld_abs(BPF_B, kBthOpcode);
-  a.mov(R::R1, R::R0);
-  a.alui(BPF_RSH, R::R1, 5);
-  a.alui(BPF_AND, R::R1, 7);
-  a.alui(BPF_LSH, R::R1, 2);
-  a.mov(R::R2, R::R7);
-  a.alu(BPF_ADD, R::R2, R::R1);
-  a.ldx(BPF_W, R::R3, R::R2, kOffOpBitmap);
-  a.alui(BPF_AND, R::R0, 31);
-  a.alu(BPF_RSH, R::R3, R::R0);
-  a.alui(BPF_AND, R::R3, 1);
+  bitmap_test(a, kOffEpBitmap);
+  a.jmpi(BPF_JEQ, R::R3, 0, "data");
+  a.ldx(BPF_W, R::R1, R::R6, 0);
+  a.jmpi(BPF_JLT, R::R1, kMinErthFrame, "pass");
+  a.ld_abs(BPF_W, kBthQpnWord);
+  a.alui(BPF_AND, R::R0, 0xFFFFFF);
+  a.jmpi(BPF_JNE, R::R0, static_cast<int32_t>(wire::kEndpointOpQpn), "pass");
+  // The source's entry: R9 = map + kOffPeers + (last GID word % 16) * 32.
+  a.ld_abs(BPF_W, kIp6Src + 12);
+  a.alui(BPF_AND, R::R0, kPeers - 1);
+  a.alui(BPF_MUL, R::R0, kPeerBytes);
+  a.mov(R::R9, R::R7);
+  a.alu(BPF_ADD, R::R9, R::R0);
+  a.ldx(BPF_W, R::R1, R::R9, kOffPeers + kPeerMode);
+  a.jmpi(BPF_JEQ, R::R1, 2, "pass");
+  a.jmpi(BPF_JEQ, R::R1, 0, "stranger");
+  for (int w = 0; w < 4; ++w) {
+    a.ld_abs(BPF_W, kIp6Src + 4 * w);
+    a.ldx(BPF_W, R::R1, R::R9, static_cast<int16_t>(kOffPeers + 4 * w));
+    a.jmp(BPF_JNE, R::R0, R::R1, "stranger");
+  }
+  // A peer: only its EV probes are limited here; a port-status update changes state.
+  a.ld_abs(BPF_B, kErthOp);
+  a.alui(BPF_AND, R::R0, 3);
+  a.jmpi(BPF_JNE, R::R0, static_cast<int32_t>(wire::EndpointOp::kEvProbe), "pass");
+  a.alui(BPF_ADD, R::R9, kOffPeers + kPeerLastPass);
+  a.ldx(BPF_DW, R::R6, R::R7, kOffEpPeerGap);
+  a.mov(R::R8, R::R7);
+  a.alui(BPF_ADD, R::R8, kOffEpPeerLimited);
+  a.ja("bucket");
+  // A node we have no QP with: one bucket for all of them (the engine stores nothing for them
+  // and answers from one shared bucket).
+  a.label("stranger");
+  a.mov(R::R9, R::R7);
+  a.alui(BPF_ADD, R::R9, kOffStrangerLast);
+  a.ldx(BPF_DW, R::R6, R::R7, kOffEpStrangerGap);
+  a.mov(R::R8, R::R7);
+  a.alui(BPF_ADD, R::R8, kOffEpStrangerLimited);
+  a.ja("bucket");
+
+  a.label("data");
+  // Data opcode?
+  a.ld_abs(BPF_B, kBthOpcode);
+  bitmap_test(a, kOffOpBitmap);
   a.jmpi(BPF_JEQ, R::R3, 0, "pass");
   // Trimmed (DSCP = traffic class >> 2): the engine NACKs those whatever their PSN.
   a.ld_abs(BPF_H, kIp6Vtc);
@@ -194,29 +259,33 @@ std::vector<bpf_insn> build_program(int map_fd) {
   a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotCack);
   a.alu(BPF_SUB, R::R0, R::R1);
   a.alui(BPF_AND, R::R0, 0xFFFFFF);
-  a.movi(R::R8, kOffDuplicates);
+  a.mov(R::R8, R::R7);
+  a.alui(BPF_ADD, R::R8, kOffDuplicates);
   a.jmpi(BPF_JEQ, R::R0, 0, "refuse");
   a.jmpi(BPF_JGE, R::R0, 1 << 23, "refuse");
   a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotLimit);
   a.jmp(BPF_JLE, R::R0, R::R1, "pass");
-  a.movi(R::R8, kOffOutOfWindow);
+  a.alui(BPF_ADD, R::R8, kOffOutOfWindow - kOffDuplicates);
   a.label("refuse");
   // One refusable frame per sample gap and QP still reaches the engine (its reply bucket
   // decides whether it is answered): a peer that lost our SACKs learns the state again.
+  a.alui(BPF_ADD, R::R9, kOffSlots + kSlotLastPass);
+  a.ldx(BPF_DW, R::R6, R::R7, kOffSampleGap);
+  // The bucket: R9 -> its last pass (ns), R6 = its gap, R8 -> the counter of refusals. One frame
+  // per gap passes (no packet is read from here on: R6 no longer holds the context).
+  a.label("bucket");
   a.call(BPF_FUNC_ktime_get_ns);
-  a.ldx(BPF_DW, R::R1, R::R9, kOffSlots + kSlotLastPass);
+  a.ldx(BPF_DW, R::R1, R::R9, 0);
   a.mov(R::R2, R::R0);
   a.alu(BPF_SUB, R::R2, R::R1);
-  a.ldx(BPF_DW, R::R3, R::R7, kOffSampleGap);
-  a.jmp(BPF_JGE, R::R2, R::R3, "sample");
-  a.alu(BPF_ADD, R::R8, R::R7);
+  a.jmp(BPF_JGE, R::R2, R::R6, "sample");
   a.movi(R::R1, 1);
   a.atomic_add64(R::R8, R::R1, 0);
   a.label("drop");
   a.movi(R::R0, 0);
   a.exit();
   a.label("sample");
-  a.stx(BPF_DW, R::R9, R::R0, kOffSlots + kSlotLastPass);
+  a.stx(BPF_DW, R::R9, R::R0, 0);
   a.movi(R::R1, 1);
   a.atomic_add64(R::R7, R::R1, kOffSampled);
   a.label("pass");
@@ -236,8 +305,9 @@ RxFilter::~RxFilter() {
   if (shared_ != nullptr) munmap(shared_, shared_bytes_);
 }
 
-std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, uint64_t sample_gap_ns,
+std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, const Gaps& gaps,
                                            std::string& why_not) {
+  const uint64_t sample_gap_ns = gaps.reply_ns;
   std::unique_ptr<RxFilter> f(new RxFilter());
   bpf_attr attr{};
   attr.map_type = BPF_MAP_TYPE_ARRAY;
@@ -269,6 +339,13 @@ std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, uin
   f->word(kOffDscpTrimmedLastHop) = profile.dscp().trimmed_lasthop;
   f->word(kOffRocePort) = profile.roce_port();
   f->dword(kOffSampleGap) = sample_gap_ns;
+  for (unsigned op = 0; op < 256; ++op) {
+    const wire::OpcodeInfo* info = profile.opcode_info(static_cast<uint8_t>(op));
+    if (info == nullptr || info->kind != wire::PacketKind::kMrcEndpointRequest) continue;
+    f->word(kOffEpBitmap + 4 * static_cast<int>(op / 32)) |= 1u << (op % 32);
+  }
+  f->dword(kOffEpPeerGap) = gaps.ep_peer_ns;
+  f->dword(kOffEpStrangerGap) = gaps.ep_stranger_ns;
 
   const std::vector<bpf_insn> prog = build_program(f->map_.get());
   static const char kLicense[] = "Dual BSD/GPL";
@@ -301,6 +378,7 @@ uint64_t& RxFilter::dword(int off) {
 }
 
 void RxFilter::publish(std::span<const engine::RxGate> gates) {
+  publish_peers(gates);
   // Wanted contents of each slot; a QP whose slot another QP took stays unfiltered.
   std::array<const engine::RxGate*, kSlots> want{};
   for (const engine::RxGate& g : gates) {
@@ -336,11 +414,38 @@ void RxFilter::publish(std::span<const engine::RxGate> gates) {
   }
 }
 
+void RxFilter::publish_peers(std::span<const engine::RxGate> gates) {
+  std::array<uint32_t, kPeers> mode{};
+  std::array<wire::Ipv6Addr, kPeers> gid{};
+  for (const engine::RxGate& g : gates) {
+    const uint32_t i = be_word(g.peer_gid, 3) % kPeers;
+    if (mode[i] == 0) {
+      mode[i] = 1;
+      gid[i] = g.peer_gid;
+    } else if (gid[i] != g.peer_gid) {
+      mode[i] = 2;
+    }
+  }
+  for (uint32_t i = 0; i < kPeers; ++i) {
+    const int base = kOffPeers + static_cast<int>(i) * kPeerBytes;
+    uint32_t* m = &word(base + kPeerMode);
+    if (mode[i] == __atomic_load_n(m, __ATOMIC_RELAXED) && (mode[i] != 1 || peers_[i] == gid[i]))
+      continue;
+    // Passing everything while the entry changes: a peer is never taken for a stranger.
+    __atomic_store_n(m, 2u, __ATOMIC_RELEASE);
+    for (int w = 0; w < 4; ++w)
+      __atomic_store_n(&word(base + 4 * w), be_word(gid[i], w), __ATOMIC_RELAXED);
+    peers_[i] = gid[i];
+    __atomic_store_n(m, mode[i], __ATOMIC_RELEASE);
+  }
+}
+
 RxFilter::Counts RxFilter::counts() const {
   auto rd = [&](int off) {
     return __atomic_load_n(reinterpret_cast<const uint64_t*>(shared_ + off), __ATOMIC_RELAXED);
   };
-  return {rd(kOffDuplicates), rd(kOffOutOfWindow), rd(kOffSampled)};
+  return {rd(kOffDuplicates), rd(kOffOutOfWindow), rd(kOffEpPeerLimited), rd(kOffEpStrangerLimited),
+          rd(kOffSampled)};
 }
 
 int64_t RxFilter::run_on(std::span<const std::byte> frame) const {

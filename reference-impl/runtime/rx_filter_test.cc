@@ -33,9 +33,13 @@ std::vector<std::byte> with(std::vector<std::byte> f, uint32_t qpn, uint32_t psn
 class RxFilterTest : public ::testing::Test {
  protected:
   // gap: the sample gap; the default never lets a refusable frame through.
-  void make(uint64_t gap_ns = std::numeric_limits<uint64_t>::max() / 2) {
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max() / 2;
+  void make(uint64_t gap_ns = kNever, uint64_t ep_gap_ns = kNever) {
     std::string why;
-    filter_ = RxFilter::create(wire::mrp0(), gap_ns, why);
+    RxFilter::Gaps gaps;
+    gaps.reply_ns = gap_ns;
+    gaps.ep_peer_ns = gaps.ep_stranger_ns = ep_gap_ns;
+    filter_ = RxFilter::create(wire::mrp0(), gaps, why);
     if (!filter_) GTEST_SKIP() << "no eBPF here: " << why;
     if (filter_->run_on(sample("stev/WRITE_ONLY")) == -EPERM) GTEST_SKIP() << "no test run";
   }
@@ -64,11 +68,11 @@ class RxFilterTest : public ::testing::Test {
 TEST_F(RxFilterTest, RefusesDuplicatesAndPsnsBeyondTwiceTheWindowOnly) {
   make();
   gate(1000, 512);
-  EXPECT_TRUE(data_accepted(1001));             // the next PSN
-  EXPECT_TRUE(data_accepted(1000 + 1024));      // the edge: twice the window
-  EXPECT_FALSE(data_accepted(1000 + 1025));     // beyond it
+  EXPECT_TRUE(data_accepted(1001));               // the next PSN
+  EXPECT_TRUE(data_accepted(1000 + 1024));        // the edge: twice the window
+  EXPECT_FALSE(data_accepted(1000 + 1025));       // beyond it
   EXPECT_FALSE(data_accepted(1000 + (1 << 21)));  // what the psn-ahead flood sends
-  EXPECT_FALSE(data_accepted(1000));            // the cumulative PSN itself
+  EXPECT_FALSE(data_accepted(1000));              // the cumulative PSN itself
   EXPECT_FALSE(data_accepted(999));
   EXPECT_FALSE(data_accepted((1000 - (1 << 23)) & 0xFFFFFF));  // 2^23 back: a duplicate
   RxFilter::Counts c = filter_->counts();
@@ -137,6 +141,64 @@ TEST_F(RxFilterTest, GapZeroRefusesNothing) {
   EXPECT_TRUE(data_accepted(900));
   EXPECT_TRUE(data_accepted(1000 + (1 << 21)));
   EXPECT_EQ(filter_->counts().sampled, 2u);
+}
+
+// The endpoint-request samples come from the requestor: with a gate (a QP) toward it, it is a
+// peer; from another source address, a stranger.
+std::vector<std::byte> from(std::vector<std::byte> f, uint8_t last_gid_byte) {
+  f[22 + 15] = static_cast<std::byte>(last_gid_byte);
+  return f;
+}
+
+TEST_F(RxFilterTest, LimitsPeersEvProbesAndStrangersRequests) {
+  make(kNever, kNever);
+  gate(1000, 512);
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  const std::vector<std::byte> status = sample("stev/ENDPOINT_REQUEST/port-status");
+  const uint8_t peer_last = static_cast<uint8_t>(ws::requestor().gid[15]);
+  // The peer: EV probes refused (gap never over), port-status updates always passed (they change
+  // state).
+  EXPECT_FALSE(accepted(probe));
+  EXPECT_TRUE(accepted(status));
+  EXPECT_TRUE(accepted(status));
+  // Strangers, whatever their entry: every request refused.
+  EXPECT_FALSE(accepted(from(probe, peer_last ^ 0x10)));   // the peer's entry, another GID
+  EXPECT_FALSE(accepted(from(status, peer_last ^ 0x01)));  // an empty entry
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.ep_peer_limited, 1u);
+  EXPECT_EQ(c.ep_stranger_limited, 2u);
+  // Not DestQP 2, or too short for the ERTH: the engine's to judge.
+  std::vector<std::byte> f = with(probe, 77, 0);
+  EXPECT_TRUE(accepted(f));
+  f = probe;
+  f.resize(79);
+  EXPECT_TRUE(accepted(f));
+  // Two peers in one entry: both passed, and strangers hashing there too.
+  engine::RxGate second = gates_[0];
+  second.qpn += 1;
+  second.peer_gid[0] ^= 0x80;
+  gates_.push_back(second);
+  filter_->publish(gates_);
+  EXPECT_TRUE(accepted(probe));
+  EXPECT_TRUE(accepted(from(probe, peer_last ^ 0x10)));
+  // No QP at all: the peer is a stranger like any other.
+  gates_.clear();
+  filter_->publish(gates_);
+  EXPECT_FALSE(accepted(status));
+}
+
+TEST_F(RxFilterTest, EndpointBucketsPassOnePerGap) {
+  make(kNever, 3'600'000'000'000ull);
+  gate(1000, 512);
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  EXPECT_TRUE(accepted(probe));
+  EXPECT_FALSE(accepted(probe));
+  const std::vector<std::byte> stranger = from(probe, 0x77);
+  EXPECT_TRUE(accepted(stranger));
+  EXPECT_FALSE(accepted(from(probe, 0x78)));
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.ep_peer_limited, 1u);
+  EXPECT_EQ(c.ep_stranger_limited, 1u);
 }
 
 }  // namespace

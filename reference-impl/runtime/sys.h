@@ -86,10 +86,15 @@ class TxIo {
 // runtime, attached to every plane's ring.
 class RxFilter {
  public:
+  // One frame per gap passes each bucket (0: the bucket refuses nothing), so that the engine's
+  // own buckets of the same interval still see one to answer.
+  struct Gaps {
+    uint64_t reply_ns = 0;        // per QP: duplicates and PSNs beyond the window
+    uint64_t ep_peer_ns = 0;      // per peer node: its EV probes
+    uint64_t ep_stranger_ns = 0;  // all endpoint requests of nodes without a QP with us
+  };
   // nullptr and `why_not` when this kernel or process cannot load it (no CAP_BPF, no bpf()).
-  // `sample_gap_ns`: per QP, at most one frame the filter would refuse per gap reaches the
-  // engine anyway, so that its reply bucket still answers (0: the filter refuses nothing).
-  static std::unique_ptr<RxFilter> create(const wire::WireProfile& profile, uint64_t sample_gap_ns,
+  static std::unique_ptr<RxFilter> create(const wire::WireProfile& profile, const Gaps& gaps,
                                           std::string& why_not);
   ~RxFilter();
   RxFilter(const RxFilter&) = delete;
@@ -99,7 +104,9 @@ class RxFilter {
   // cumulative PSNs leave.
   void publish(std::span<const engine::RxGate> gates);
   struct Counts {
-    uint64_t duplicates = 0, out_of_window = 0, sampled = 0;
+    uint64_t duplicates = 0, out_of_window = 0;
+    uint64_t ep_peer_limited = 0, ep_stranger_limited = 0;  // endpoint requests refused
+    uint64_t sampled = 0;                                   // refusable, passed on (data)
   };
   Counts counts() const;
   // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN) as the ring's socket would:
@@ -110,10 +117,12 @@ class RxFilter {
   RxFilter() = default;
   uint32_t& word(int off);
   uint64_t& dword(int off);
+  void publish_peers(std::span<const engine::RxGate> gates);
   Fd map_, prog_;
   std::byte* shared_ = nullptr;
   size_t shared_bytes_ = 0;
   std::array<wire::Ipv6Addr, 64> published_{};
+  std::array<wire::Ipv6Addr, 16> peers_{};
 };
 
 struct PortIoConfig {
