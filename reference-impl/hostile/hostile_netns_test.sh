@@ -206,7 +206,7 @@ check(answered <= 0.25 * (sent["ev-probe"] + sent["port-status"]),
       f"endpoint responses rate-limited: {answered} answered, "
       f"{s1['engine']['ep_responses_limited']} limited")
 # The kernel receive filter (reference-impl/runtime/rx_filter.cc) refuses duplicates and PSNs
-# beyond the window before the engine sees them, one per QP and ms excepted: its counters are
+# beyond the window before the engine sees them, 64 then one per QP and ms excepted: its counters are
 # added to the engine's. The bad-ICRC frames are old PSNs, so it refuses them as duplicates
 # without reading their ICRC (it cannot); old-psn and bad-icrc are therefore judged together.
 filt = lambda r, k: r["rx_filter"][k]
@@ -224,8 +224,8 @@ moved_sum("old-psn + bad-icrc", {"packets.duplicates_rx": lambda r: r["packets"]
                                  "engine.rx_bad_icrc": lambda r: r["engine"]["rx_bad_icrc"],
                                  "rx_filter.duplicates": lambda r: filt(r, "duplicates")},
           sent["old-psn"] + sent["bad-icrc"])
-# Endpoint requests: the kernel passes one EV probe per ms from a peer and one request per ms
-# from all other nodes together; the rest are counted in rx_filter.ep_*_limited.
+# Endpoint requests: the kernel passes 64 then one EV probe per ms from a peer and 64 then one
+# request per ms from all other nodes together; the rest are counted in rx_filter.ep_*_limited.
 moved_sum("ev-probe + port-status", {"engine.ep_requests_rx": lambda r: r["engine"]["ep_requests_rx"],
                                      "rx_filter.ep_peer_limited": lambda r: filt(r, "ep_peer_limited"),
                                      "rx_filter.ep_stranger_limited":
@@ -235,7 +235,7 @@ moved_sum("port-status", {"engine.port_status_unknown_peer":
                               lambda r: r["engine"]["port_status_unknown_peer"],
                           "rx_filter.ep_stranger_limited": lambda r: filt(r, "ep_stranger_limited")},
           sent["port-status"])
-# Most of them refused in the kernel: at 10,000 frames/s one per ms reaches the engine.
+# Most of them refused in the kernel: at 10,000 frames/s 64 then one per ms reach the engine.
 n_dup_oor = sent["psn-ahead"] + sent["old-psn"] + sent["bad-icrc"]
 in_kernel = sum(filt(s1, k) - filt(s0, k) for k in ("duplicates", "out_of_window"))
 check(in_kernel >= 0.5 * n_dup_oor,

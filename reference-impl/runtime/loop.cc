@@ -182,6 +182,8 @@ Status Runtime::Impl::open() {
     gaps.reply_ns = cfg.endpoint.reply_interval_ns;
     gaps.ep_peer_ns = cfg.endpoint.ep_reply_interval_ns;
     gaps.ep_stranger_ns = cfg.endpoint.ep_reply_stranger_interval_ns;
+    gaps.reply_burst = cfg.endpoint.reply_burst;
+    gaps.ep_burst = cfg.endpoint.ep_reply_burst;
     rx_filter = RxFilter::create(cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0(), gaps,
                                  why_not);
     if (!rx_filter)

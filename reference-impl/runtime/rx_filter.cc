@@ -8,16 +8,20 @@
 //
 // What the kernel decides from: one array map of one element, mmapped (BPF_F_MMAPABLE), that
 // the loop thread rewrites from Endpoint::rx_gates() before every transmit and that holds the
-// filter's counters. Layout (byte offsets, host order; kSlot* below):
-//   0   u64 duplicates refused       8   u64 out of window refused
-//   16  u64 sampled (refusable, passed on so that the engine answers from its reply bucket)
+// filter's counters. Layout (byte offsets, host order; the kOff* and kBucket* constants below):
+//   16  u64 refusable frames a bucket passed on (to the engine, whose own bucket answers them)
 //   24  u32 bitmap of the data opcodes (256 bits, the wire profile's)
 //   56  u32 DSCP trimmed    60 u32 DSCP trimmed last hop (trimmed packets are never refused)
-//   64  u32 RoCE UDP port   72 u64 sample gap (ns, per QP: at most one refusable frame per gap
-//                                   reaches the engine; 0 = every one does)
-//   80  64 slots of 40 B, slot = QPN mod 64: u32 QPN + 1 (0 = empty), u32 cumulative PSN,
+//   64  u32 RoCE UDP port
+//   80  64 QP slots of 40 B, slot = QPN mod 64: u32 QPN + 1 (0 = empty), u32 cumulative PSN,
 //       u32 refusal limit (PSNs beyond it are out of window), u32 unused, 4 x u32 peer GID
-//       words (as BPF_LD_ABS reads them: big-endian words in host order), u64 last pass (ns).
+//       words (as BPF_LD_ABS reads them: big-endian words in host order), u64 the QP bucket's
+//       theoretical arrival time.
+//   then the endpoint-request opcode bitmap, the strangers' arrival time, 16 peer entries and
+//   four buckets (duplicates, out of window, a peer's EV probes, strangers' requests): gap,
+//   tau and the count of frames refused.
+// The buckets are the engine's (burst, then one per interval; GCRA, no division in the kernel),
+// so that everything the engine's own bucket would answer still reaches it.
 //
 // Why a frame it refuses is never a legitimate one: the published cumulative PSN only lags the
 // engine's (a PSN at or below it was placed), and the limit is twice the window: the peer sends
@@ -30,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -48,14 +53,11 @@
 namespace mrc::runtime {
 namespace {
 
-constexpr int kOffDuplicates = 0;
-constexpr int kOffOutOfWindow = 8;
 constexpr int kOffSampled = 16;
 constexpr int kOffOpBitmap = 24;
 constexpr int kOffDscpTrimmed = 56;
 constexpr int kOffDscpTrimmedLastHop = 60;
 constexpr int kOffRocePort = 64;
-constexpr int kOffSampleGap = 72;
 constexpr int kOffSlots = 80;
 constexpr int kSlotBytes = 40;
 constexpr uint32_t kSlots = 64;
@@ -64,16 +66,22 @@ constexpr int kSlotQpn = 0, kSlotCack = 4, kSlotLimit = 8, kSlotGid = 16, kSlotL
 // the low 4 bits of the GID: 4 x u32 GID words, u32 mode (0 empty, 1 one peer, 2 several peers
 // hash here: pass all), u64 last pass (ns).
 constexpr int kOffEpBitmap = kOffSlots + static_cast<int>(kSlots) * kSlotBytes;  // 2640
-constexpr int kOffEpPeerGap = kOffEpBitmap + 32;
-constexpr int kOffEpStrangerGap = kOffEpPeerGap + 8;
-constexpr int kOffEpPeerLimited = kOffEpStrangerGap + 8;
-constexpr int kOffEpStrangerLimited = kOffEpPeerLimited + 8;
-constexpr int kOffStrangerLast = kOffEpStrangerLimited + 8;
+constexpr int kOffStrangerLast = kOffEpBitmap + 32;
 constexpr int kOffPeers = kOffStrangerLast + 8;
 constexpr int kPeerBytes = 32;
 constexpr uint32_t kPeers = 16;
 constexpr int kPeerMode = 16, kPeerLastPass = 24;
-constexpr uint32_t kValueBytes = kOffPeers + kPeers * kPeerBytes;
+// The buckets (GCRA: a frame passes when its bucket's theoretical arrival time is at most
+// now + tau, which then moves to max(it, now) + gap; tau = (burst - 1) x gap), 24 B each: u64
+// gap (ns), u64 tau (ns), u64 frames refused. Each QP slot and peer entry and the strangers keep
+// their arrival time in their "last pass" field.
+constexpr int kOffBuckets = kOffPeers + static_cast<int>(kPeers) * kPeerBytes;
+constexpr int kBucketBytes = 24;
+constexpr int kBucketDuplicates = kOffBuckets, kBucketOutOfWindow = kOffBuckets + kBucketBytes,
+              kBucketEpPeer = kOffBuckets + 2 * kBucketBytes,
+              kBucketEpStranger = kOffBuckets + 3 * kBucketBytes;
+constexpr int kBucketGap = 0, kBucketTau = 8, kBucketRefused = 16;
+constexpr uint32_t kValueBytes = kOffBuckets + 4 * kBucketBytes;
 static_assert(kOffPeers % 8 == 0 && kOffStrangerLast % 8 == 0);
 
 // Frame offsets (Ethernet + IPv6 + UDP + BTH).
@@ -209,18 +217,16 @@ std::vector<bpf_insn> build_program(int map_fd) {
   a.alui(BPF_AND, R::R0, 3);
   a.jmpi(BPF_JNE, R::R0, static_cast<int32_t>(wire::EndpointOp::kEvProbe), "pass");
   a.alui(BPF_ADD, R::R9, kOffPeers + kPeerLastPass);
-  a.ldx(BPF_DW, R::R6, R::R7, kOffEpPeerGap);
   a.mov(R::R8, R::R7);
-  a.alui(BPF_ADD, R::R8, kOffEpPeerLimited);
+  a.alui(BPF_ADD, R::R8, kBucketEpPeer);
   a.ja("bucket");
   // A node we have no QP with: one bucket for all of them (the engine stores nothing for them
   // and answers from one shared bucket).
   a.label("stranger");
   a.mov(R::R9, R::R7);
   a.alui(BPF_ADD, R::R9, kOffStrangerLast);
-  a.ldx(BPF_DW, R::R6, R::R7, kOffEpStrangerGap);
   a.mov(R::R8, R::R7);
-  a.alui(BPF_ADD, R::R8, kOffEpStrangerLimited);
+  a.alui(BPF_ADD, R::R8, kBucketEpStranger);
   a.ja("bucket");
 
   a.label("data");
@@ -260,34 +266,38 @@ std::vector<bpf_insn> build_program(int map_fd) {
   a.alu(BPF_SUB, R::R0, R::R1);
   a.alui(BPF_AND, R::R0, 0xFFFFFF);
   a.mov(R::R8, R::R7);
-  a.alui(BPF_ADD, R::R8, kOffDuplicates);
+  a.alui(BPF_ADD, R::R8, kBucketDuplicates);
   a.jmpi(BPF_JEQ, R::R0, 0, "refuse");
   a.jmpi(BPF_JGE, R::R0, 1 << 23, "refuse");
   a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotLimit);
   a.jmp(BPF_JLE, R::R0, R::R1, "pass");
-  a.alui(BPF_ADD, R::R8, kOffOutOfWindow - kOffDuplicates);
+  a.alui(BPF_ADD, R::R8, kBucketOutOfWindow - kBucketDuplicates);
   a.label("refuse");
   // One refusable frame per sample gap and QP still reaches the engine (its reply bucket
   // decides whether it is answered): a peer that lost our SACKs learns the state again.
   a.alui(BPF_ADD, R::R9, kOffSlots + kSlotLastPass);
-  a.ldx(BPF_DW, R::R6, R::R7, kOffSampleGap);
-  // The bucket: R9 -> its last pass (ns), R6 = its gap, R8 -> the counter of refusals. One frame
-  // per gap passes (no packet is read from here on: R6 no longer holds the context).
+  // The bucket: R9 -> its theoretical arrival time, R8 -> its gap, tau and refusal count.
   a.label("bucket");
   a.call(BPF_FUNC_ktime_get_ns);
-  a.ldx(BPF_DW, R::R1, R::R9, 0);
-  a.mov(R::R2, R::R0);
-  a.alu(BPF_SUB, R::R2, R::R1);
-  a.jmp(BPF_JGE, R::R2, R::R6, "sample");
+  a.ldx(BPF_DW, R::R1, R::R9, 0);  // theoretical arrival time
+  a.ldx(BPF_DW, R::R2, R::R8, kBucketTau);
+  a.alu(BPF_ADD, R::R2, R::R0);
+  a.jmp(BPF_JGT, R::R1, R::R2, "over");
+  a.jmp(BPF_JGE, R::R1, R::R0, "later");
+  a.mov(R::R1, R::R0);
+  a.label("later");
+  a.ldx(BPF_DW, R::R3, R::R8, kBucketGap);
+  a.alu(BPF_ADD, R::R1, R::R3);
+  a.stx(BPF_DW, R::R9, R::R1, 0);
   a.movi(R::R1, 1);
-  a.atomic_add64(R::R8, R::R1, 0);
+  a.atomic_add64(R::R7, R::R1, kOffSampled);
+  a.ja("pass");
+  a.label("over");
+  a.movi(R::R1, 1);
+  a.atomic_add64(R::R8, R::R1, kBucketRefused);
   a.label("drop");
   a.movi(R::R0, 0);
   a.exit();
-  a.label("sample");
-  a.stx(BPF_DW, R::R9, R::R0, 0);
-  a.movi(R::R1, 1);
-  a.atomic_add64(R::R7, R::R1, kOffSampled);
   a.label("pass");
   a.movi(R::R0, static_cast<int32_t>(kAccept));
   a.exit();
@@ -307,7 +317,6 @@ RxFilter::~RxFilter() {
 
 std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, const Gaps& gaps,
                                            std::string& why_not) {
-  const uint64_t sample_gap_ns = gaps.reply_ns;
   std::unique_ptr<RxFilter> f(new RxFilter());
   bpf_attr attr{};
   attr.map_type = BPF_MAP_TYPE_ARRAY;
@@ -338,14 +347,19 @@ std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, con
   f->word(kOffDscpTrimmed) = profile.dscp().trimmed;
   f->word(kOffDscpTrimmedLastHop) = profile.dscp().trimmed_lasthop;
   f->word(kOffRocePort) = profile.roce_port();
-  f->dword(kOffSampleGap) = sample_gap_ns;
+  const auto bucket = [&](int off, uint64_t gap_ns, uint32_t burst) {
+    f->dword(off + kBucketGap) = gap_ns;
+    f->dword(off + kBucketTau) = gap_ns * (std::max<uint32_t>(burst, 1) - 1);
+  };
+  bucket(kBucketDuplicates, gaps.reply_ns, gaps.reply_burst);
+  bucket(kBucketOutOfWindow, gaps.reply_ns, gaps.reply_burst);
+  bucket(kBucketEpPeer, gaps.ep_peer_ns, gaps.ep_burst);
+  bucket(kBucketEpStranger, gaps.ep_stranger_ns, gaps.ep_burst);
   for (unsigned op = 0; op < 256; ++op) {
     const wire::OpcodeInfo* info = profile.opcode_info(static_cast<uint8_t>(op));
     if (info == nullptr || info->kind != wire::PacketKind::kMrcEndpointRequest) continue;
     f->word(kOffEpBitmap + 4 * static_cast<int>(op / 32)) |= 1u << (op % 32);
   }
-  f->dword(kOffEpPeerGap) = gaps.ep_peer_ns;
-  f->dword(kOffEpStrangerGap) = gaps.ep_stranger_ns;
 
   const std::vector<bpf_insn> prog = build_program(f->map_.get());
   static const char kLicense[] = "Dual BSD/GPL";
@@ -444,7 +458,8 @@ RxFilter::Counts RxFilter::counts() const {
   auto rd = [&](int off) {
     return __atomic_load_n(reinterpret_cast<const uint64_t*>(shared_ + off), __ATOMIC_RELAXED);
   };
-  return {rd(kOffDuplicates), rd(kOffOutOfWindow), rd(kOffEpPeerLimited), rd(kOffEpStrangerLimited),
+  return {rd(kBucketDuplicates + kBucketRefused), rd(kBucketOutOfWindow + kBucketRefused),
+          rd(kBucketEpPeer + kBucketRefused), rd(kBucketEpStranger + kBucketRefused),
           rd(kOffSampled)};
 }
 

@@ -34,11 +34,13 @@ class RxFilterTest : public ::testing::Test {
  protected:
   // gap: the sample gap; the default never lets a refusable frame through.
   static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max() / 2;
-  void make(uint64_t gap_ns = kNever, uint64_t ep_gap_ns = kNever) {
+  // Buckets of `burst` frames, then one per gap (kNever: none).
+  void make(uint64_t gap_ns = kNever, uint64_t ep_gap_ns = kNever, uint32_t burst = 1) {
     std::string why;
     RxFilter::Gaps gaps;
     gaps.reply_ns = gap_ns;
     gaps.ep_peer_ns = gaps.ep_stranger_ns = ep_gap_ns;
+    gaps.reply_burst = gaps.ep_burst = burst;
     filter_ = RxFilter::create(wire::mrp0(), gaps, why);
     if (!filter_) GTEST_SKIP() << "no eBPF here: " << why;
     if (filter_->run_on(sample("stev/WRITE_ONLY")) == -EPERM) GTEST_SKIP() << "no test run";
@@ -68,7 +70,8 @@ class RxFilterTest : public ::testing::Test {
 TEST_F(RxFilterTest, RefusesDuplicatesAndPsnsBeyondTwiceTheWindowOnly) {
   make();
   gate(1000, 512);
-  EXPECT_TRUE(data_accepted(1001));               // the next PSN
+  EXPECT_TRUE(data_accepted(999));   // refusable, but the QP's bucket lets its one frame through
+  EXPECT_TRUE(data_accepted(1001));  // the next PSN
   EXPECT_TRUE(data_accepted(1000 + 1024));        // the edge: twice the window
   EXPECT_FALSE(data_accepted(1000 + 1025));       // beyond it
   EXPECT_FALSE(data_accepted(1000 + (1 << 21)));  // what the psn-ahead flood sends
@@ -78,7 +81,7 @@ TEST_F(RxFilterTest, RefusesDuplicatesAndPsnsBeyondTwiceTheWindowOnly) {
   RxFilter::Counts c = filter_->counts();
   EXPECT_EQ(c.duplicates, 3u);
   EXPECT_EQ(c.out_of_window, 2u);
-  EXPECT_EQ(c.sampled, 0u);
+  EXPECT_EQ(c.sampled, 1u);
   // The cumulative PSN moves on: 1001 is now a duplicate, 2000 + 1024 in the window.
   gate(2000, 512);
   EXPECT_FALSE(data_accepted(1001));
@@ -156,12 +159,14 @@ TEST_F(RxFilterTest, LimitsPeersEvProbesAndStrangersRequests) {
   const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
   const std::vector<std::byte> status = sample("stev/ENDPOINT_REQUEST/port-status");
   const uint8_t peer_last = static_cast<uint8_t>(ws::requestor().gid[15]);
-  // The peer: EV probes refused (gap never over), port-status updates always passed (they change
-  // state).
+  // The peer: EV probes refused once its bucket's one frame has passed, port-status updates
+  // always passed (they change state).
+  EXPECT_TRUE(accepted(probe));
   EXPECT_FALSE(accepted(probe));
   EXPECT_TRUE(accepted(status));
   EXPECT_TRUE(accepted(status));
-  // Strangers, whatever their entry: every request refused.
+  // Strangers, whatever their entry: one bucket for all.
+  EXPECT_TRUE(accepted(from(status, peer_last ^ 0x02)));
   EXPECT_FALSE(accepted(from(probe, peer_last ^ 0x10)));   // the peer's entry, another GID
   EXPECT_FALSE(accepted(from(status, peer_last ^ 0x01)));  // an empty entry
   RxFilter::Counts c = filter_->counts();
@@ -199,6 +204,17 @@ TEST_F(RxFilterTest, EndpointBucketsPassOnePerGap) {
   RxFilter::Counts c = filter_->counts();
   EXPECT_EQ(c.ep_peer_limited, 1u);
   EXPECT_EQ(c.ep_stranger_limited, 1u);
+}
+
+TEST_F(RxFilterTest, BucketsAllowTheirBurst) {
+  make(3'600'000'000'000ull, 3'600'000'000'000ull, 3);
+  gate(1000, 512);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(data_accepted(900)) << i;
+  EXPECT_FALSE(data_accepted(900));
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(accepted(probe)) << i;
+  EXPECT_FALSE(accepted(probe));
+  EXPECT_EQ(filter_->counts().sampled, 6u);
 }
 
 }  // namespace

@@ -86,12 +86,15 @@ class TxIo {
 // runtime, attached to every plane's ring.
 class RxFilter {
  public:
-  // One frame per gap passes each bucket (0: the bucket refuses nothing), so that the engine's
-  // own buckets of the same interval still see one to answer.
+  // The kernel's token buckets, as the engine's: `burst` frames at once, then one per gap
+  // (gap 0: the bucket refuses nothing), so that the engine's own buckets of the same rates
+  // still see every frame they would answer.
   struct Gaps {
-    uint64_t reply_ns = 0;        // per QP: duplicates and PSNs beyond the window
+    uint64_t reply_ns = 0;  // per QP: duplicates and PSNs beyond the window
+    uint32_t reply_burst = 1;
     uint64_t ep_peer_ns = 0;      // per peer node: its EV probes
     uint64_t ep_stranger_ns = 0;  // all endpoint requests of nodes without a QP with us
+    uint32_t ep_burst = 1;
   };
   // nullptr and `why_not` when this kernel or process cannot load it (no CAP_BPF, no bpf()).
   static std::unique_ptr<RxFilter> create(const wire::WireProfile& profile, const Gaps& gaps,
@@ -106,7 +109,7 @@ class RxFilter {
   struct Counts {
     uint64_t duplicates = 0, out_of_window = 0;
     uint64_t ep_peer_limited = 0, ep_stranger_limited = 0;  // endpoint requests refused
-    uint64_t sampled = 0;                                   // refusable, passed on (data)
+    uint64_t sampled = 0;                                   // refusable, passed on by a bucket
   };
   Counts counts() const;
   // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN) as the ring's socket would:
