@@ -568,6 +568,19 @@ Status Endpoint::qp_stats(uint32_t qpn, QpStats& out) const {
   return Status::Ok();
 }
 
+void Endpoint::rx_gates(std::vector<RxGate>& out) const {
+  out.clear();
+  for (const auto& [qpn, qp] : impl_->qps) {
+    if (qp->state() != QpState::kRtr && qp->state() != QpState::kRts) continue;
+    RxGate g;
+    g.qpn = qpn;
+    g.peer_gid = qp->peer_gid();
+    g.rcv_cack = qp->rcv_cack();
+    g.rcv_window = qp->rcv_window();
+    out.push_back(g);
+  }
+}
+
 Status Endpoint::ev_info(uint32_t qpn, std::vector<EvInfo>& out) const {
   auto it = impl_->qps.find(qpn);
   if (it == impl_->qps.end()) return Status::Error(EINVAL, "ev_info: no QP " + std::to_string(qpn));

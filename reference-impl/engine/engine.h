@@ -596,6 +596,17 @@ struct QpStats {
   uint64_t rcvd_bytes = 0;  // nominal bytes of distinct data packets received
 };
 
+// What the responder of one QP refuses without looking further, for a receive filter in front
+// of the engine (the runtime's kernel socket filter): a data packet from `peer_gid` to `qpn`
+// at a PSN <= rcv_cack is a duplicate, one more than rcv_window PSNs beyond rcv_cack is out of
+// the window. Either way the engine would only answer it from the QP's reply bucket.
+struct RxGate {
+  uint32_t qpn = 0;
+  wire::Ipv6Addr peer_gid{};
+  uint32_t rcv_cack = 0;
+  uint32_t rcv_window = 0;
+};
+
 struct EvInfo {
   uint32_t wev = 0;
   uint8_t port = 0;
@@ -686,6 +697,9 @@ class Endpoint {
   Status qp_stats(uint32_t qpn, QpStats& out) const;
   Status ev_info(uint32_t qpn, std::vector<EvInfo>& out) const;
   const EndpointConfig& config() const;
+  // One RxGate per QP whose responder takes data (RTR, RTS), in QPN order. Cheap enough to
+  // call once per loop iteration.
+  void rx_gates(std::vector<RxGate>& out) const;
 
   struct Impl;
 

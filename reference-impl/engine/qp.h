@@ -186,6 +186,8 @@ class Qp {
   QpState state() const { return state_; }
   uint32_t qpn() const { return qpn_; }
   const wire::Ipv6Addr& peer_gid() const { return attr_.dgid; }
+  uint32_t rcv_cack() const { return rcv_cack_; }
+  uint32_t rcv_window() const { return rcv_window_; }
   const EvSet& evs() const { return evs_; }
   EvSet& evs() { return evs_; }
   uint64_t ev_profile_id() const { return mrc_.ev_profile_id; }

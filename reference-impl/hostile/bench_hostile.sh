@@ -5,7 +5,7 @@
 #
 #   bench_hostile.sh [--rate 100000] [--seconds 8] [--rounds 1] [--planes 2] [--size 256K]
 #                    [--kinds "unexp-event ev-probe ..."] [--mrct PATH] [--hostile PATH]
-#                    [--flood-cpu N] [--endpoint-cpus LIST] [--no-control]
+#                    [--flood-cpu N] [--endpoint-cpus LIST] [--no-control] [--extra "ARGS"]
 #
 # Topology as reference-impl/runtime/topo.sh (STEV, PLANES planes) plus an attacker namespace
 # on plane 1's router. Every run, flood-free included, does the same: the transfer starts, the
@@ -30,7 +30,8 @@
 # and the endpoint's CPU per refused frame (its loop CPU beyond the control's per GiB).
 # --flood-cpu pins the generator (and the kernel forwarding it runs inline: veth, the router,
 # the victim's socket) to one CPU and --endpoint-cpus the client and server to others (taskset
-# lists); the flood-free run is pinned the same way.
+# lists); the flood-free run is pinned the same way. --extra passes ARGS to both endpoints (e.g.
+# --extra --no-rx-filter to measure without the kernel receive filter).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -46,6 +47,7 @@ hostile=""
 flood_cpu=""
 endpoint_cpus=""
 control=1
+extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --flood-cpu) flood_cpu=$2; shift 2 ;;
     --endpoint-cpus) endpoint_cpus=$2; shift 2 ;;
     --no-control) control=0; shift ;;
+    --extra) read -r -a extra <<< "$2"; shift 2 ;;
     *) echo "bench_hostile.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -115,12 +118,12 @@ host_cpu() {
 run() {
   local kind=$1 where=$3 name=$1-$2-$3
   ip netns exec "$B" "${ep[@]}" server --ifaces "$ib" --accept-timeout 20 --buffer-limit 64M --json \
-    > "$tmp/$name-server.json" 2> "$tmp/$name-server.err" &
+    ${extra[@]+"${extra[@]}"} > "$tmp/$name-server.json" 2> "$tmp/$name-server.err" &
   local spid=$!
   pids+=("$spid")
   sleep 0.3
   ip netns exec "$A" "${ep[@]}" client --server fd00:ff::b --ifaces "$ia" --size "$size" \
-    --duration "$seconds" --buffer-limit 64M --json > "$tmp/$name-client.json" 2> "$tmp/$name-client.err" &
+    --duration "$seconds" --buffer-limit 64M --json ${extra[@]+"${extra[@]}"} > "$tmp/$name-client.json" 2> "$tmp/$name-client.err" &
   local cpid=$!
   pids+=("$cpid")
   local t0
@@ -200,13 +203,17 @@ r = {"kind": kind, "where": where, "gbit_per_s": c.get("gbit_per_s", 0), "sent":
      "cli_cpu_s": c.get("cpu_s", 0), "host_busy_pct": 100 * busy_s / (wall * ncpu) if wall > 0 else 0,
      "softirq_s": softirq_s, "flood_wall_s": wall, "router_dropped": dropped,
      "srv_rss_mib": s.get("peak_rss_kib", 0) / 1024, "cli_rss_mib": c.get("peak_rss_kib", 0) / 1024,
-     "peers": s.get("engine", {}).get("peer_state_entries", -1), "ok": ok}
+     "peers": s.get("engine", {}).get("peer_state_entries", -1), "ok": ok,
+     # Refused by the kernel receive filters of both endpoints (never reached their engines).
+     "kernel_refused": sum(j.get("rx_filter", {}).get(k, 0) for j in (s, c)
+                           for k in ("duplicates", "out_of_window", "ep_peer_limited",
+                                     "ep_stranger_limited"))}
 with open(os.path.join(d, "results.jsonl"), "a") as out:
     out.write(json.dumps(r) + "\n")
 label = kind if where == "delivered" else f"{kind}/{where}"
 print(f"{label:24} {r['gbit_per_s']:7.3f} {r['sent']:>9} {r['rate']:>9.0f} {r['gen_cpu_s']:6.2f} "
       f"{r['srv_cpu_s']:6.2f} {r['cli_cpu_s']:6.2f} {r['host_busy_pct']:5.0f}% {softirq_s:7.2f} "
-      f"{dropped:>9} {r['srv_rss_mib']:7.1f} {r['peers']:>5} "
+      f"{dropped:>9} {r['srv_rss_mib']:7.1f} {r['peers']:>5} {r['kernel_refused']:>9} "
       f"{'verified' if ok else f'FAILED c{crc} s{src}'}  load {load}", flush=True)
 if not ok:
     for p in (f"{name}-client.err", f"{name}-server.err"):
@@ -217,13 +224,13 @@ if not ok:
 PYEOF
 }
 
-echo "# ${ep[*]}, $planes planes STEV, $size messages, ${seconds} s transfers, flood $rate frames/s" \
+echo "# ${ep[*]} ${extra[*]+${extra[*]}}, $planes planes STEV, $size messages, ${seconds} s transfers, flood $rate frames/s" \
   "(generator on CPU ${flood_cpu:-any}, endpoints on ${endpoint_cpus:-any}); $(nproc) cores;" \
   "$([ $control = 1 ] && echo "each kind also dropped on the router (control)" || echo "no control runs")"
 for ((r = 1; r <= rounds; r++)); do
   echo "# round $r"
-  printf '%-24s %7s %9s %9s %6s %6s %6s %6s %7s %9s %7s %5s\n' kind Gbit/s sent frames/s genCPU \
-    srvCPU cliCPU busy softirq rtrDrop srvRSSMi peers
+  printf '%-24s %7s %9s %9s %6s %6s %6s %6s %7s %9s %7s %5s %9s\n' kind Gbit/s sent frames/s genCPU \
+    srvCPU cliCPU busy softirq rtrDrop srvRSSMi peers kRefused
   for k in none $kinds; do
     run "$k" "$r" delivered
     if [ $control = 1 ] && [ "$k" != none ]; then run "$k" "$r" router-drop; fi

@@ -82,6 +82,7 @@ struct Options {
   uint64_t seed = 1;
   std::string seed_text = "1";  // a number or "random"
   bool busy_poll = false;
+  bool no_rx_filter = false;
   std::string buffer_limit = "2G";
   double ctl_timeout_s = 10;
   double accept_timeout_s = 0;
@@ -550,6 +551,13 @@ json report_json(const Report& r) {
                    {"drop_events_suppressed", es.drop_events_suppressed},
                    {"peer_state_entries", es.peer_state_entries},
                    {"tx_frames", es.tx_frames}};
+    // Refused in the kernel: never seen by the engine, so not in "engine" or the QP counters.
+    j["rx_filter"] = {{"on", r.rt.rx_filter},
+                      {"duplicates", r.rt.rx_filter_duplicates},
+                      {"out_of_window", r.rt.rx_filter_out_of_window},
+                      {"sampled", r.rt.rx_filter_sampled},
+                      {"ep_peer_limited", r.rt.rx_filter_ep_peer_limited},
+                      {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited}};
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"timer_fires", r.rt.timer_fires},
@@ -705,6 +713,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.io = s.io;
   rc.rx_ring_frames = o.ring;
   rc.busy_poll = o.busy_poll;
+  rc.rx_filter = !o.no_rx_filter;
   rc.pcap_prefix = o.pcap;
   rc.event_log_path = o.event_log;
   rc.mutant = s.mutant;
@@ -1663,6 +1672,9 @@ int endpoint_main(int argc, char** argv) {
                  "in every run")
       ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
+  app.add_flag("--no-rx-filter", o.no_rx_filter,
+               "io packet: no kernel receive filter (duplicates and PSNs beyond the window reach "
+               "the engine; for comparison)");
   app.add_option("--buffer-limit", o.buffer_limit, "bytes of message buffer per side")
       ->capture_default_str();
   app.add_option("--ctl-timeout", o.ctl_timeout_s,

@@ -100,6 +100,9 @@ struct Runtime::Impl {
   std::vector<engine::TxPacket> extra;
   std::vector<TxItem> items;
   std::vector<std::byte> rx_scratch;
+  // kPacket: the kernel receive filter and the gates it was last given (rx_filter.cc).
+  std::unique_ptr<RxFilter> rx_filter;
+  std::vector<engine::RxGate> rx_gates;
 
   // loop control
   std::thread thread;
@@ -170,6 +173,25 @@ Status Runtime::Impl::open() {
                          "runtime speaks RoCEv2 over IPv6");
   rt_offset = realtime_offset_ns();
   cfg.endpoint.ports.clear();
+  // Captures must show what the wire brought and mutants judge every received frame: the
+  // kernel filter only runs without either.
+  if (cfg.io == IoKind::kPacket && cfg.rx_filter && cfg.pcap_prefix.empty() &&
+      cfg.mutant == Mutant::kNone) {
+    std::string why_not;
+    RxFilter::Gaps gaps;
+    gaps.reply_ns = cfg.endpoint.reply_interval_ns;
+    gaps.ep_peer_ns = cfg.endpoint.ep_reply_interval_ns;
+    gaps.ep_stranger_ns = cfg.endpoint.ep_reply_stranger_interval_ns;
+    gaps.reply_burst = cfg.endpoint.reply_burst;
+    gaps.ep_burst = cfg.endpoint.ep_reply_burst;
+    rx_filter = RxFilter::create(cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0(), gaps,
+                                 why_not);
+    if (!rx_filter)
+      std::fprintf(stderr,
+                   "mrc runtime: warning: no kernel receive filter (%s); duplicates and "
+                   "PSNs beyond the window are refused by the engine\n",
+                   why_not.c_str());
+  }
   for (size_t i = 0; i < cfg.planes.size(); ++i) {
     const PlaneConfig& pc = cfg.planes[i];
     for (size_t j = 0; j < i; ++j)
@@ -196,6 +218,7 @@ Status Runtime::Impl::open() {
     uint32_t fb = 1024;
     while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     io.frame_bytes = fb;
+    if (rx_filter) io.rx_filter_prog_fd = rx_filter->prog_fd();
     std::unique_ptr<PortIo> port_io;
     Status s =
         cfg.io == IoKind::kPacket ? open_packet_io(io, port_io) : open_socket_io(io, gid, port_io);
@@ -599,6 +622,11 @@ Status Runtime::Impl::loop() {
     uint64_t app_wake = UINT64_MAX;
     if (app) app_wake = app(*ep, now, done);
     now = monotonic_ns();
+    if (rx_filter) {
+      // Before the SACKs that carry the new cumulative PSNs leave (rx_filter.cc: why).
+      ep->rx_gates(rx_gates);
+      rx_filter->publish(rx_gates);
+    }
     more |= transmit(now);
     sample_cwnd(now);
     if (done) break;
@@ -651,6 +679,15 @@ RuntimeStats Runtime::Impl::snapshot() {
     out.planes.push_back(p->stats);
   }
   out.endpoint = ep->stats();
+  if (rx_filter) {
+    const RxFilter::Counts c = rx_filter->counts();
+    out.rx_filter = true;
+    out.rx_filter_duplicates = c.duplicates;
+    out.rx_filter_out_of_window = c.out_of_window;
+    out.rx_filter_sampled = c.sampled;
+    out.rx_filter_ep_peer_limited = c.ep_peer_limited;
+    out.rx_filter_ep_stranger_limited = c.ep_stranger_limited;
+  }
   if (mutator) {
     out.mutant_changed = mutator->frames_changed();
     out.mutant_added = mutator->frames_added();

@@ -60,8 +60,15 @@ class PacketIo final : public PortIo {
     std::copy(std::begin(kRoceFilter), std::end(kRoceFilter), filter.begin());
     filter[3].k = cfg.roce_port;
     sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
-    if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
+    if (cfg.rx_filter_prog_fd >= 0) {
+      // The kernel receive filter (rx_filter.cc): accepts what the classic one does, less the
+      // data packets the engine would refuse anyway.
+      if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_BPF, &cfg.rx_filter_prog_fd,
+                     sizeof cfg.rx_filter_prog_fd) < 0)
+        return sys_error("SO_ATTACH_BPF (receive filter) on " + cfg.iface.name);
+    } else if (setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0) {
       return sys_error("SO_ATTACH_FILTER on " + cfg.iface.name);
+    }
     // Our own transmissions must not come back through the ring (and kernel-sent frames are
     // not ours to judge).
     const int one = 1;

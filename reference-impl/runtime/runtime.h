@@ -257,6 +257,12 @@ struct RuntimeConfig {
   Mutant mutant = Mutant::kNone;
   // Receive frames larger than this are counted as truncated and dropped.
   uint32_t max_frame_bytes = 8192 - 256;
+  // kPacket: refuse in the kernel (an eBPF socket filter on each ring) the data packets the
+  // engine would refuse anyway: duplicates and PSNs beyond twice the window of a QP in RTR/RTS,
+  // from its peer; one per QP and reply_interval_ns still reaches the engine. Off with captures
+  // (they show what the wire brought) and mutants; where the kernel refuses bpf(), the runtime
+  // warns and goes on without it.
+  bool rx_filter = true;
 };
 
 struct PlaneStats {
@@ -288,6 +294,13 @@ struct RuntimeStats {
   uint64_t ev_recovered = 0;  // back to GOOD
   uint64_t mutant_changed = 0, mutant_added = 0, mutant_dropped = 0;
   uint64_t loop_cpu_ns = 0;  // CPU time of the loop thread (CLOCK_THREAD_CPUTIME_ID)
+  // The kernel receive filter: whether it runs, and the data packets it refused (they never
+  // reached the engine's counters) and passed on although refusable (one per reply interval).
+  bool rx_filter = false;
+  uint64_t rx_filter_duplicates = 0, rx_filter_out_of_window = 0, rx_filter_sampled = 0;
+  // ... and the endpoint requests it refused: EV probes beyond one per ep_reply_interval_ns
+  // from a peer node, and requests of other nodes beyond one per ep_reply_stranger_interval_ns.
+  uint64_t rx_filter_ep_peer_limited = 0, rx_filter_ep_stranger_limited = 0;
   engine::EndpointStats endpoint;
 };
 

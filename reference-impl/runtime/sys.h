@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,6 +82,52 @@ class TxIo {
   uint64_t errors = 0;   // frames lost to hard errors
 };
 
+// kPacket: the kernel receive filter (rx_filter.cc explains the program and its map). One per
+// runtime, attached to every plane's ring.
+class RxFilter {
+ public:
+  // The kernel's token buckets, as the engine's: `burst` frames at once, then one per gap
+  // (gap 0: the bucket refuses nothing), so that the engine's own buckets of the same rates
+  // still see every frame they would answer.
+  struct Gaps {
+    uint64_t reply_ns = 0;  // per QP: duplicates and PSNs beyond the window
+    uint32_t reply_burst = 1;
+    uint64_t ep_peer_ns = 0;      // per peer node: its EV probes
+    uint64_t ep_stranger_ns = 0;  // all endpoint requests of nodes without a QP with us
+    uint32_t ep_burst = 1;
+  };
+  // nullptr and `why_not` when this kernel or process cannot load it (no CAP_BPF, no bpf()).
+  static std::unique_ptr<RxFilter> create(const wire::WireProfile& profile, const Gaps& gaps,
+                                          std::string& why_not);
+  ~RxFilter();
+  RxFilter(const RxFilter&) = delete;
+  RxFilter& operator=(const RxFilter&) = delete;
+  int prog_fd() const { return prog_.get(); }
+  // What the engine refuses now (Endpoint::rx_gates); call before the SACKs that carry the
+  // cumulative PSNs leave.
+  void publish(std::span<const engine::RxGate> gates);
+  struct Counts {
+    uint64_t duplicates = 0, out_of_window = 0;
+    uint64_t ep_peer_limited = 0, ep_stranger_limited = 0;  // endpoint requests refused
+    uint64_t sampled = 0;                                   // refusable, passed on by a bucket
+  };
+  Counts counts() const;
+  // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN) as the ring's socket would:
+  // 0 = refused, otherwise the snap length; -errno when the kernel cannot run it. For tests.
+  int64_t run_on(std::span<const std::byte> frame) const;
+
+ private:
+  RxFilter() = default;
+  uint32_t& word(int off);
+  uint64_t& dword(int off);
+  void publish_peers(std::span<const engine::RxGate> gates);
+  Fd map_, prog_;
+  std::byte* shared_ = nullptr;
+  size_t shared_bytes_ = 0;
+  std::array<wire::Ipv6Addr, 64> published_{};
+  std::array<wire::Ipv6Addr, 16> peers_{};
+};
+
 struct PortIoConfig {
   IfaceInfo iface;
   uint32_t ring_frames = 1024;
@@ -87,6 +135,8 @@ struct PortIoConfig {
   uint32_t batch = 64;
   wire::EvFormat ev_format = wire::EvFormat::kStev;
   uint16_t roce_port = wire::kRoceV2Port;  // the wire profile's first port
+  // kPacket: the eBPF program to attach instead of the classic filter (-1: classic).
+  int rx_filter_prog_fd = -1;
 };
 
 Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);

@@ -1,0 +1,221 @@
+// The kernel receive filter's program, run by the kernel on crafted frames (BPF_PROG_TEST_RUN):
+// what it refuses, what it must never refuse, its counters and its sampling.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#include "reference-impl/runtime/sys.h"
+#include "wire/samples.h"
+#include "wire/wire.h"
+
+namespace mrc::runtime {
+namespace {
+
+namespace ws = wire::samples;
+
+std::vector<std::byte> sample(const std::string& name) {
+  for (const ws::Sample& s : ws::all_samples())
+    if (s.name == name) return s.frame;
+  ADD_FAILURE() << "no sample " << name;
+  return {};
+}
+
+// The STEV sample with another QPN and PSN (BTH at 62: QPN bytes 67..69, PSN 71..73).
+std::vector<std::byte> with(std::vector<std::byte> f, uint32_t qpn, uint32_t psn) {
+  for (int i = 0; i < 3; ++i) {
+    f[67 + i] = static_cast<std::byte>(qpn >> (16 - 8 * i));
+    f[71 + i] = static_cast<std::byte>(psn >> (16 - 8 * i));
+  }
+  return f;
+}
+
+class RxFilterTest : public ::testing::Test {
+ protected:
+  // gap: the sample gap; the default never lets a refusable frame through.
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max() / 2;
+  // Buckets of `burst` frames, then one per gap (kNever: none).
+  void make(uint64_t gap_ns = kNever, uint64_t ep_gap_ns = kNever, uint32_t burst = 1) {
+    std::string why;
+    RxFilter::Gaps gaps;
+    gaps.reply_ns = gap_ns;
+    gaps.ep_peer_ns = gaps.ep_stranger_ns = ep_gap_ns;
+    gaps.reply_burst = gaps.ep_burst = burst;
+    filter_ = RxFilter::create(wire::mrp0(), gaps, why);
+    if (!filter_) GTEST_SKIP() << "no eBPF here: " << why;
+    if (filter_->run_on(sample("stev/WRITE_ONLY")) == -EPERM) GTEST_SKIP() << "no test run";
+  }
+  void gate(uint32_t cack, uint32_t window = 512) {
+    engine::RxGate g;
+    g.qpn = qpn_;
+    g.peer_gid = ws::requestor().gid;
+    g.rcv_cack = cack;
+    g.rcv_window = window;
+    gates_ = {g};
+    filter_->publish(gates_);
+  }
+  bool accepted(const std::vector<std::byte>& f) {
+    const int64_t r = filter_->run_on(f);
+    EXPECT_GE(r, 0);
+    return r > 0;
+  }
+  bool data_accepted(uint32_t psn) { return accepted(with(data_, qpn_, psn)); }
+
+  std::unique_ptr<RxFilter> filter_;
+  std::vector<engine::RxGate> gates_;
+  std::vector<std::byte> data_ = sample("stev/WRITE_ONLY");
+  uint32_t qpn_ = ws::responder().qpn;
+};
+
+TEST_F(RxFilterTest, RefusesDuplicatesAndPsnsBeyondTwiceTheWindowOnly) {
+  make();
+  gate(1000, 512);
+  EXPECT_TRUE(data_accepted(999));   // refusable, but the QP's bucket lets its one frame through
+  EXPECT_TRUE(data_accepted(1001));  // the next PSN
+  EXPECT_TRUE(data_accepted(1000 + 1024));        // the edge: twice the window
+  EXPECT_FALSE(data_accepted(1000 + 1025));       // beyond it
+  EXPECT_FALSE(data_accepted(1000 + (1 << 21)));  // what the psn-ahead flood sends
+  EXPECT_FALSE(data_accepted(1000));              // the cumulative PSN itself
+  EXPECT_FALSE(data_accepted(999));
+  EXPECT_FALSE(data_accepted((1000 - (1 << 23)) & 0xFFFFFF));  // 2^23 back: a duplicate
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.duplicates, 3u);
+  EXPECT_EQ(c.out_of_window, 2u);
+  EXPECT_EQ(c.sampled, 1u);
+  // The cumulative PSN moves on: 1001 is now a duplicate, 2000 + 1024 in the window.
+  gate(2000, 512);
+  EXPECT_FALSE(data_accepted(1001));
+  EXPECT_TRUE(data_accepted(2000 + 1024));
+  EXPECT_TRUE(data_accepted(2001));
+  // Across the PSN wrap.
+  gate(0xFFFFF0, 512);
+  EXPECT_TRUE(data_accepted(5));
+  EXPECT_FALSE(data_accepted(0xFFFFF0));
+  EXPECT_FALSE(data_accepted(0xFFFFF0 + 1025 - 0x1000000));
+}
+
+TEST_F(RxFilterTest, PassesWhatItCannotJudge) {
+  make();
+  gate(1000, 512);
+  // Another QP, another source, a QP no longer published.
+  EXPECT_TRUE(accepted(with(data_, qpn_ + 1, 5)));
+  std::vector<std::byte> f = with(data_, qpn_, 5);
+  f[22 + 15] ^= std::byte{1};
+  EXPECT_TRUE(accepted(f));
+  // Not a data packet (a SACK at the same QPN and an old PSN).
+  EXPECT_TRUE(accepted(with(sample("stev/SACK"), qpn_, 5)));
+  // Trimmed data packets: NACKed whatever their PSN.
+  EXPECT_TRUE(accepted(with(sample("stev/WRITE_MIDDLE/trimmed"), qpn_, 5)));
+  EXPECT_TRUE(accepted(with(sample("stev/WRITE_MIDDLE/trimmed-lasthop"), qpn_, 5)));
+  // Too short for a BTH: the engine counts the decode error.
+  std::vector<std::byte> shortf = with(data_, qpn_, 5);
+  shortf.resize(73);
+  EXPECT_TRUE(accepted(shortf));
+  // Outer SRv6 header: the engine decodes the inner packet.
+  EXPECT_TRUE(accepted(sample("srv6-srh/WRITE_ONLY")));
+  EXPECT_EQ(filter_->counts().duplicates + filter_->counts().out_of_window, 0u);
+  // What the classic filter refused is still refused: not UDP, UDP to another port.
+  std::vector<std::byte> tcp = data_;
+  tcp[20] = std::byte{6};
+  EXPECT_FALSE(accepted(tcp));
+  std::vector<std::byte> other = data_;
+  other[56] = std::byte{0x30};
+  EXPECT_FALSE(accepted(other));
+  // No gates: nothing refused.
+  gates_.clear();
+  filter_->publish(gates_);
+  EXPECT_TRUE(data_accepted(5));
+}
+
+TEST_F(RxFilterTest, LetsOneRefusableFramePerGapThrough) {
+  make(3'600'000'000'000ull);  // one per hour: the first only
+  gate(1000, 512);
+  EXPECT_TRUE(data_accepted(900));
+  EXPECT_FALSE(data_accepted(900));
+  EXPECT_FALSE(data_accepted(1000 + (1 << 21)));
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.sampled, 1u);
+  EXPECT_EQ(c.duplicates + c.out_of_window, 2u);
+}
+
+TEST_F(RxFilterTest, GapZeroRefusesNothing) {
+  make(0);
+  gate(1000, 512);
+  EXPECT_TRUE(data_accepted(900));
+  EXPECT_TRUE(data_accepted(1000 + (1 << 21)));
+  EXPECT_EQ(filter_->counts().sampled, 2u);
+}
+
+// The endpoint-request samples come from the requestor: with a gate (a QP) toward it, it is a
+// peer; from another source address, a stranger.
+std::vector<std::byte> from(std::vector<std::byte> f, uint8_t last_gid_byte) {
+  f[22 + 15] = static_cast<std::byte>(last_gid_byte);
+  return f;
+}
+
+TEST_F(RxFilterTest, LimitsPeersEvProbesAndStrangersRequests) {
+  make(kNever, kNever);
+  gate(1000, 512);
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  const std::vector<std::byte> status = sample("stev/ENDPOINT_REQUEST/port-status");
+  const uint8_t peer_last = static_cast<uint8_t>(ws::requestor().gid[15]);
+  // The peer: EV probes refused once its bucket's one frame has passed, port-status updates
+  // always passed (they change state).
+  EXPECT_TRUE(accepted(probe));
+  EXPECT_FALSE(accepted(probe));
+  EXPECT_TRUE(accepted(status));
+  EXPECT_TRUE(accepted(status));
+  // Strangers, whatever their entry: one bucket for all.
+  EXPECT_TRUE(accepted(from(status, peer_last ^ 0x02)));
+  EXPECT_FALSE(accepted(from(probe, peer_last ^ 0x10)));   // the peer's entry, another GID
+  EXPECT_FALSE(accepted(from(status, peer_last ^ 0x01)));  // an empty entry
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.ep_peer_limited, 1u);
+  EXPECT_EQ(c.ep_stranger_limited, 2u);
+  // Not DestQP 2, or too short for the ERTH: the engine's to judge.
+  std::vector<std::byte> f = with(probe, 77, 0);
+  EXPECT_TRUE(accepted(f));
+  f = probe;
+  f.resize(79);
+  EXPECT_TRUE(accepted(f));
+  // Two peers in one entry: both passed, and strangers hashing there too.
+  engine::RxGate second = gates_[0];
+  second.qpn += 1;
+  second.peer_gid[0] ^= 0x80;
+  gates_.push_back(second);
+  filter_->publish(gates_);
+  EXPECT_TRUE(accepted(probe));
+  EXPECT_TRUE(accepted(from(probe, peer_last ^ 0x10)));
+  // No QP at all: the peer is a stranger like any other.
+  gates_.clear();
+  filter_->publish(gates_);
+  EXPECT_FALSE(accepted(status));
+}
+
+TEST_F(RxFilterTest, EndpointBucketsPassOnePerGap) {
+  make(kNever, 3'600'000'000'000ull);
+  gate(1000, 512);
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  EXPECT_TRUE(accepted(probe));
+  EXPECT_FALSE(accepted(probe));
+  const std::vector<std::byte> stranger = from(probe, 0x77);
+  EXPECT_TRUE(accepted(stranger));
+  EXPECT_FALSE(accepted(from(probe, 0x78)));
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.ep_peer_limited, 1u);
+  EXPECT_EQ(c.ep_stranger_limited, 1u);
+}
+
+TEST_F(RxFilterTest, BucketsAllowTheirBurst) {
+  make(3'600'000'000'000ull, 3'600'000'000'000ull, 3);
+  gate(1000, 512);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(data_accepted(900)) << i;
+  EXPECT_FALSE(data_accepted(900));
+  const std::vector<std::byte> probe = sample("stev/ENDPOINT_REQUEST/ev-probe");
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(accepted(probe)) << i;
+  EXPECT_FALSE(accepted(probe));
+  EXPECT_EQ(filter_->counts().sampled, 6u);
+}
+
+}  // namespace
+}  // namespace mrc::runtime
