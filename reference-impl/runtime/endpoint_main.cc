@@ -89,6 +89,7 @@ struct Options {
   double stall_s = 30;
   uint32_t planes = 1;  // memory role
   uint32_t ring = 1024;
+  uint32_t tx_ring = 1024;
   bool list_mutants = false;
 };
 
@@ -561,6 +562,7 @@ json report_json(const Report& r) {
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"timer_fires", r.rt.timer_fires},
+                 {"tx_syscalls", r.rt.tx_syscalls},
                  {"cpu_s", r.rt.loop_cpu_ns / 1e9}};
     if (r.mutant != "none")
       j["mutant_frames"] = {{"changed", r.rt.mutant_changed},
@@ -712,6 +714,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.planes = s.planes;
   rc.io = s.io;
   rc.rx_ring_frames = o.ring;
+  rc.tx_ring_frames = o.tx_ring;
   rc.busy_poll = o.busy_poll;
   rc.rx_filter = !o.no_rx_filter;
   rc.pcap_prefix = o.pcap;
@@ -1687,6 +1690,9 @@ int endpoint_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--planes", o.planes, "memory role: number of planes")->capture_default_str();
   app.add_option("--ring", o.ring, "receive ring frames per plane")->capture_default_str();
+  app.add_option("--tx-ring", o.tx_ring,
+                 "packet, packet-tx: transmit ring (PACKET_TX_RING) frames; 0: sendmmsg")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -226,8 +226,11 @@ Status Runtime::Impl::open() {
     ports.push_back(std::move(port_io));
   }
   {
-    Status s = packet_tx() ? open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx)
-                           : open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx);
+    uint32_t fb = 1024;
+    while (fb < cfg.max_frame_bytes + 256) fb *= 2;
+    Status s = !packet_tx()             ? open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx)
+               : cfg.tx_ring_frames > 0 ? open_packet_ring_tx(cfg.tx_ring_frames, fb, tx)
+                                        : open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx);
     if (!s.ok()) return s;
   }
   if (Status s = open_sink_socket(
@@ -673,6 +676,7 @@ Status Runtime::Impl::loop() {
 
 RuntimeStats Runtime::Impl::snapshot() {
   RuntimeStats out = st;
+  out.tx_syscalls = tx ? tx->syscalls : 0;
   out.planes.clear();
   for (auto& p : ports) {
     p->ring_drops();

@@ -185,6 +185,7 @@ class PacketTx final : public TxIo {
         msgs_[i].msg_hdr.msg_iovlen = 1;
       }
       const int r = sendmmsg(fd_.get(), msgs_.data(), static_cast<unsigned>(k), MSG_DONTWAIT);
+      ++syscalls;
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == ENOBUFS) {
@@ -211,6 +212,141 @@ class PacketTx final : public TxIo {
   std::vector<sockaddr_ll> names_;
 };
 
+// AF_PACKET transmit through a TPACKET_V2 TX ring (PACKET_TX_RING): the frames are written into
+// the mmapped ring and one send() per run of frames for the same interface hands them all to
+// the kernel, which builds each skb on the ring's pages (no copy from user iovecs, no
+// per-message sockaddr and msghdr walk). The socket is not bound: each kick names the egress
+// interface in its sockaddr_ll, so frames still leave in the engine's order across planes (a
+// run ends where the interface changes). SOCK_RAW: the frame carries its own Ethernet header
+// with the next hop's MAC.
+//
+// Slot protocol (kernel and user share one head): a slot is ours when TP_STATUS_AVAILABLE; we
+// fill it and mark it TP_STATUS_SEND_REQUEST; the kick turns each into TP_STATUS_SENDING and
+// advances the kernel's head, and the skb's destructor makes it AVAILABLE again. A kick that
+// fails (ENOBUFS from a full or carrier-less device, EAGAIN with a full socket buffer) leaves
+// the kernel's head on the failed slot and every later requested slot unsent; those are handed
+// back to AVAILABLE and the frames reported as not sent, so that the caller retries or drops
+// them as with sendmmsg and the next send() refills the same slots.
+class PacketRingTx final : public TxIo {
+ public:
+  ~PacketRingTx() override {
+    if (ring_ != nullptr) munmap(ring_, ring_bytes_);
+  }
+
+  Status open(uint32_t ring_frames, uint32_t frame_bytes) {
+    fd_ = Fd(socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd_.ok()) return sys_error("socket(AF_PACKET) for the transmit ring");
+    const int v2 = TPACKET_V2;
+    if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VERSION, &v2, sizeof v2) < 0)
+      return sys_error("PACKET_VERSION on the transmit ring");
+    const int one = 1;
+    (void)setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
+    // Every frame in flight holds socket buffer space until its skb is freed.
+    const int sndbuf = 32 << 20;
+    (void)setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
+    frame_size_ = frame_bytes;
+    data_off_ = TPACKET2_HDRLEN - sizeof(sockaddr_ll);
+    const uint32_t frames_per_block = 16;
+    uint32_t frames = std::max<uint32_t>(ring_frames, frames_per_block);
+    frames = (frames + frames_per_block - 1) / frames_per_block * frames_per_block;
+    tpacket_req req{};
+    req.tp_block_size = frame_size_ * frames_per_block;
+    req.tp_block_nr = frames / frames_per_block;
+    req.tp_frame_size = frame_size_;
+    req.tp_frame_nr = frames;
+    if (setsockopt(fd_.get(), SOL_PACKET, PACKET_TX_RING, &req, sizeof req) < 0)
+      return sys_error("PACKET_TX_RING (" + std::to_string(frames) + " x " +
+                       std::to_string(frame_size_) + " B)");
+    frame_nr_ = frames;
+    ring_bytes_ = size_t{req.tp_block_size} * req.tp_block_nr;
+    void* m = mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+    if (m == MAP_FAILED) return sys_error("mmap of the transmit ring");
+    ring_ = static_cast<std::byte*>(m);
+    return Status::Ok();
+  }
+  int fd() const override { return fd_.get(); }
+
+  int send(std::span<const TxItem> items) override {
+    size_t done = 0;
+    while (done < items.size()) {
+      // One run: consecutive frames for the same interface, as many as there are free slots.
+      const int ifindex = items[done].ifindex;
+      size_t k = 0;
+      while (done + k < items.size() && items[done + k].ifindex == ifindex) {
+        tpacket2_hdr* hdr = slot(head_ + k);
+        const uint32_t status = __atomic_load_n(&hdr->tp_status, __ATOMIC_ACQUIRE);
+        // Still in flight (or requested): the ring is full.
+        if ((status & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING | TP_STATUS_WRONG_FORMAT)) != 0)
+          break;
+        const std::span<const std::byte> f = items[done + k].frame;
+        if (f.size() > frame_size_ - data_off_) {
+          if (k > 0) break;  // kick what is before it first
+          // Does not fit a slot: a hard error for this frame alone, as EMSGSIZE from sendmmsg.
+          if (done > 0) return static_cast<int>(done);
+          ++errors;
+          return -EMSGSIZE;
+        }
+        std::memcpy(reinterpret_cast<std::byte*>(hdr) + data_off_, f.data(), f.size());
+        hdr->tp_len = static_cast<uint32_t>(f.size());
+        __atomic_store_n(&hdr->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);
+        ++k;
+      }
+      if (k == 0) {
+        // The next slot is still in flight (its skb is queued somewhere on the path).
+        ++blocked;
+        ++ring_full;
+        return static_cast<int>(done);
+      }
+      sockaddr_ll to{};
+      to.sll_family = AF_PACKET;
+      to.sll_protocol = htons(ETH_P_IPV6);
+      to.sll_ifindex = ifindex;
+      to.sll_halen = 6;
+      const ssize_t r = sendto(fd_.get(), nullptr, 0, MSG_DONTWAIT,
+                               reinterpret_cast<const sockaddr*>(&to), sizeof to);
+      const int err = r < 0 ? errno : 0;
+      ++syscalls;
+      const size_t sent = sent_prefix(k);
+      head_ = (head_ + static_cast<uint32_t>(sent)) % frame_nr_;
+      done += sent;
+      if (sent == k) continue;
+      // The kernel stopped at slot `sent` (its head stays there): give back every unsent slot.
+      for (size_t i = sent; i < k; ++i)
+        __atomic_store_n(&slot(head_ + (i - sent))->tp_status, TP_STATUS_AVAILABLE,
+                         __ATOMIC_RELEASE);
+      if (err == 0 || err == EAGAIN || err == ENOBUFS || err == EINTR) {
+        ++blocked;
+        return static_cast<int>(done);
+      }
+      if (done > 0) return static_cast<int>(done);
+      ++errors;
+      return -err;
+    }
+    return static_cast<int>(done);
+  }
+
+  uint64_t ring_full = 0;  // times every slot was in flight
+
+ private:
+  tpacket2_hdr* slot(size_t i) const {
+    return reinterpret_cast<tpacket2_hdr*>(ring_ + (i % frame_nr_) * size_t{frame_size_});
+  }
+  // How many of the k slots from head_ the kernel has taken (SENDING, or AVAILABLE again).
+  size_t sent_prefix(size_t k) const {
+    size_t i = 0;
+    for (; i < k; ++i) {
+      const uint32_t st = __atomic_load_n(&slot(head_ + i)->tp_status, __ATOMIC_ACQUIRE);
+      if (st == TP_STATUS_SEND_REQUEST || (st & TP_STATUS_WRONG_FORMAT) != 0) break;
+    }
+    return i;
+  }
+
+  Fd fd_;
+  std::byte* ring_ = nullptr;
+  size_t ring_bytes_ = 0;
+  uint32_t frame_size_ = 0, frame_nr_ = 0, data_off_ = 0, head_ = 0;
+};
+
 }  // namespace
 
 Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out) {
@@ -223,6 +359,13 @@ Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out) {
 Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out) {
   auto tx = std::make_unique<PacketTx>();
   if (Status st = tx->open(batch); !st.ok()) return st;
+  out = std::move(tx);
+  return Status::Ok();
+}
+
+Status open_packet_ring_tx(uint32_t ring_frames, uint32_t frame_bytes, std::unique_ptr<TxIo>& out) {
+  auto tx = std::make_unique<PacketRingTx>();
+  if (Status st = tx->open(ring_frames, frame_bytes); !st.ok()) return st;
   out = std::move(tx);
   return Status::Ok();
 }

@@ -249,7 +249,11 @@ struct RuntimeConfig {
   IoKind io = IoKind::kPacket;
   uint32_t rx_ring_frames = 1024;  // kPacket: receive ring slots per plane (power of two)
   uint32_t batch = 64;             // frames per sendmmsg / recvmmsg
-  bool busy_poll = false;          // spin instead of sleeping in epoll_wait (burns a core)
+  // kPacket, kPacketTx: transmit through a PACKET_TX_RING of this many slots (0: sendmmsg).
+  // The engine's frames are written into the mmapped ring and one send() per run of frames for
+  // the same plane hands them to the kernel (packet_io.cc, PacketRingTx).
+  uint32_t tx_ring_frames = 1024;
+  bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
   // Capture every frame sent and received on each port into <pcap_prefix>-<iface>.pcap
   // (nanosecond pcap, Ethernet). Empty: no capture.
   std::string pcap_prefix;
@@ -288,6 +292,7 @@ struct RuntimeStats {
   uint64_t loop_iterations = 0;
   uint64_t epoll_waits = 0;  // times the loop slept
   uint64_t timer_fires = 0;
+  uint64_t tx_syscalls = 0;        // sendmmsg calls or transmit-ring kicks
   uint64_t ev_to_assumed_bad = 0;  // EV retirements
   uint64_t ev_to_skip = 0;
   uint64_t ev_to_denied = 0;

@@ -231,6 +231,7 @@ class SocketTx final : public TxIo {
         continue;
       }
       const int r = sendmmsg(fd_.get(), msgs_.data(), static_cast<unsigned>(built), MSG_DONTWAIT);
+      ++syscalls;
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == ENOBUFS) {

@@ -78,8 +78,9 @@ class TxIo {
   // Sends frames in order. Returns how many left (the rest stay with the caller to retry when
   // fd() is writable), or -errno on a hard error of the first frame.
   virtual int send(std::span<const TxItem> items) = 0;
-  uint64_t blocked = 0;  // times the socket pushed back
-  uint64_t errors = 0;   // frames lost to hard errors
+  uint64_t blocked = 0;   // times the socket pushed back
+  uint64_t errors = 0;    // frames lost to hard errors
+  uint64_t syscalls = 0;  // sendmmsg calls, or send() kicks of a transmit ring
 };
 
 // kPacket: the kernel receive filter (rx_filter.cc explains the program and its map). One per
@@ -143,6 +144,8 @@ Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);
 Status open_socket_io(const PortIoConfig& cfg, const wire::Ipv6Addr& gid,
                       std::unique_ptr<PortIo>& out);
 Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
+// AF_PACKET transmit through a TPACKET_V2 TX ring of ring_frames slots of frame_bytes each.
+Status open_packet_ring_tx(uint32_t ring_frames, uint32_t frame_bytes, std::unique_ptr<TxIo>& out);
 Status open_socket_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
 // UDP socket bound to [::]:roce_port that drops everything it gets (see runtime.h).
 Status open_sink_socket(Fd& out, uint16_t roce_port = wire::kRoceV2Port);
