@@ -229,7 +229,8 @@ Status Runtime::Impl::open() {
     uint32_t fb = 1024;
     while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     Status s = !packet_tx()             ? open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx)
-               : cfg.tx_ring_frames > 0 ? open_packet_ring_tx(cfg.tx_ring_frames, fb, tx)
+               : cfg.tx_ring_frames > 0 ? open_packet_ring_tx(cfg.tx_ring_frames, fb,
+                                                              std::max<uint32_t>(1, cfg.batch), tx)
                                         : open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx);
     if (!s.ok()) return s;
   }

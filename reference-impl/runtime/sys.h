@@ -144,8 +144,10 @@ Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);
 Status open_socket_io(const PortIoConfig& cfg, const wire::Ipv6Addr& gid,
                       std::unique_ptr<PortIo>& out);
 Status open_packet_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
-// AF_PACKET transmit through a TPACKET_V2 TX ring of ring_frames slots of frame_bytes each.
-Status open_packet_ring_tx(uint32_t ring_frames, uint32_t frame_bytes, std::unique_ptr<TxIo>& out);
+// AF_PACKET transmit through a TPACKET_V2 TX ring of ring_frames slots of frame_bytes each;
+// batches whose frames alternate interfaces (mean run < 4 frames) go through sendmmsg (batch).
+Status open_packet_ring_tx(uint32_t ring_frames, uint32_t frame_bytes, uint32_t batch,
+                           std::unique_ptr<TxIo>& out);
 Status open_socket_tx(uint32_t batch, std::unique_ptr<TxIo>& out);
 // UDP socket bound to [::]:roce_port that drops everything it gets (see runtime.h).
 Status open_sink_socket(Fd& out, uint16_t roce_port = wire::kRoceV2Port);
