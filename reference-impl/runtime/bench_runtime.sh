@@ -239,7 +239,8 @@ for r in range(1, rounds + 1):
                      f"nack {rt['nack']}, sack_gap {rt['sack_gap']}), EV retirements "
                      f"{c.get('ev', {}).get('retired', 0)}, verified "
                      f"{v.get('messages_checked', 0) - v.get('messages_bad', 0)}/"
-                     f"{v.get('messages_checked', 0)} messages")
+                     f"{v.get('messages_checked', 0)} messages, client frames per transmit "
+                     f"system call {data_frames / max(1, c.get('loop', {}).get('tx_syscalls', 0)):.1f}")
 med = statistics.median
 def ratio(r, g):
     ig = iperf[r - 1][0]
