@@ -605,6 +605,7 @@ struct RxGate {
   wire::Ipv6Addr peer_gid{};
   uint32_t rcv_cack = 0;
   uint32_t rcv_window = 0;
+  bool operator==(const RxGate&) const = default;
 };
 
 struct EvInfo {
@@ -697,9 +698,11 @@ class Endpoint {
   Status qp_stats(uint32_t qpn, QpStats& out) const;
   Status ev_info(uint32_t qpn, std::vector<EvInfo>& out) const;
   const EndpointConfig& config() const;
-  // One RxGate per QP whose responder takes data (RTR, RTS), in QPN order. Cheap enough to
-  // call once per loop iteration.
+  // One RxGate per QP whose responder takes data (RTR, RTS), in QPN order: O(QPs), so a caller
+  // asks again only when rx_gate_generation() moved, which it does whenever what rx_gates()
+  // returns may have changed (and sometimes when it did not).
   void rx_gates(std::vector<RxGate>& out) const;
+  uint64_t rx_gate_generation() const;
 
   struct Impl;
 

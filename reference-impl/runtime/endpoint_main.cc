@@ -557,7 +557,8 @@ json report_json(const Report& r) {
                       {"out_of_window", r.rt.rx_filter_out_of_window},
                       {"sampled", r.rt.rx_filter_sampled},
                       {"ep_peer_limited", r.rt.rx_filter_ep_peer_limited},
-                      {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited}};
+                      {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited},
+                      {"publishes", r.rt.rx_filter_publishes}};
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"timer_fires", r.rt.timer_fires},

@@ -103,6 +103,8 @@ struct Runtime::Impl {
   // kPacket: the kernel receive filter and the gates it was last given (rx_filter.cc).
   std::unique_ptr<RxFilter> rx_filter;
   std::vector<engine::RxGate> rx_gates;
+  // Endpoint::rx_gate_generation() at the last publication (none yet: the maximum).
+  uint64_t rx_gates_published = UINT64_MAX;
 
   // loop control
   std::thread thread;
@@ -622,10 +624,13 @@ Status Runtime::Impl::loop() {
     uint64_t app_wake = UINT64_MAX;
     if (app) app_wake = app(*ep, now, done);
     now = monotonic_ns();
-    if (rx_filter) {
-      // Before the SACKs that carry the new cumulative PSNs leave (rx_filter.cc: why).
+    if (rx_filter && ep->rx_gate_generation() != rx_gates_published) {
+      // Before the SACKs that carry the new cumulative PSNs leave (rx_filter.cc: why); only
+      // when a gate input changed: rx_gates() and publish() walk every QP.
+      rx_gates_published = ep->rx_gate_generation();
       ep->rx_gates(rx_gates);
       rx_filter->publish(rx_gates);
+      ++st.rx_filter_publishes;
     }
     more |= transmit(now);
     sample_cwnd(now);

@@ -301,6 +301,9 @@ struct RuntimeStats {
   // ... and the endpoint requests it refused: EV probes beyond one per ep_reply_interval_ns
   // from a peer node, and requests of other nodes beyond one per ep_reply_stranger_interval_ns.
   uint64_t rx_filter_ep_peer_limited = 0, rx_filter_ep_stranger_limited = 0;
+  // Times the loop rewrote the filter's map: only when the engine's gates changed (a window
+  // moved, a QP changed state), not every loop turn.
+  uint64_t rx_filter_publishes = 0;
   engine::EndpointStats endpoint;
 };
 
