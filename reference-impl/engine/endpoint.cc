@@ -583,6 +583,10 @@ void Endpoint::rx_gates(std::vector<RxGate>& out) const {
     g.peer_gid = qp->peer_gid();
     g.rcv_cack = qp->rcv_cack();
     g.rcv_window = qp->rcv_window();
+    if (qp->state() == QpState::kRts) {
+      g.snd_cack = qp->snd_cack();
+      g.snd_window = qp->snd_window();
+    }
     out.push_back(g);
   }
 }

@@ -193,6 +193,22 @@ Status Runtime::Impl::open() {
                    "mrc runtime: warning: no kernel receive filter (%s); duplicates and "
                    "PSNs beyond the window are refused by the engine\n",
                    why_not.c_str());
+    // At tc ingress on every plane or on none (then the rings' socket filters do the work).
+    for (size_t i = 0; rx_filter && cfg.rx_filter_ingress && i < cfg.planes.size(); ++i) {
+      IfaceInfo info;
+      if (!query_iface(cfg.planes[i].iface, info).ok()) {
+        rx_filter->detach_ingress();
+        break;  // the plane loop below reports it
+      }
+      if (!rx_filter->attach_ingress(info.index, why_not)) {
+        rx_filter->detach_ingress();
+        std::fprintf(stderr,
+                     "mrc runtime: note: the kernel receive filter runs on the rings, not at "
+                     "tc ingress (%s)\n",
+                     why_not.c_str());
+        break;
+      }
+    }
   }
   for (size_t i = 0; i < cfg.planes.size(); ++i) {
     const PlaneConfig& pc = cfg.planes[i];
@@ -220,7 +236,7 @@ Status Runtime::Impl::open() {
     uint32_t fb = 1024;
     while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     io.frame_bytes = fb;
-    if (rx_filter) io.rx_filter_prog_fd = rx_filter->prog_fd();
+    if (rx_filter && !rx_filter->on_ingress()) io.rx_filter_prog_fd = rx_filter->prog_fd();
     std::unique_ptr<PortIo> port_io;
     Status s =
         cfg.io == IoKind::kPacket ? open_packet_io(io, port_io) : open_socket_io(io, gid, port_io);
@@ -692,6 +708,8 @@ RuntimeStats Runtime::Impl::snapshot() {
     out.rx_filter_sampled = c.sampled;
     out.rx_filter_ep_peer_limited = c.ep_peer_limited;
     out.rx_filter_ep_stranger_limited = c.ep_stranger_limited;
+    out.rx_filter_nacks_not_outstanding = c.nacks_not_outstanding;
+    out.rx_filter_ingress = rx_filter->on_ingress();
   }
   if (mutator) {
     out.mutant_changed = mutator->frames_changed();
