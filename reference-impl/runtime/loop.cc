@@ -193,6 +193,8 @@ Status Runtime::Impl::open() {
                    "mrc runtime: warning: no kernel receive filter (%s); duplicates and "
                    "PSNs beyond the window are refused by the engine\n",
                    why_not.c_str());
+    else
+      rx_filter->set_local_gid(gid);
     // At tc ingress on every plane or on none (then the rings' socket filters do the work).
     for (size_t i = 0; rx_filter && cfg.rx_filter_ingress && i < cfg.planes.size(); ++i) {
       IfaceInfo info;

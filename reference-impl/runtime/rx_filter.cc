@@ -30,7 +30,9 @@
 //       not sending, NACKs passed), u32 unused.
 //   then the endpoint-request opcode bitmap, the strangers' arrival time, 16 peer entries,
 //   four buckets (duplicates, out of window, a peer's EV probes, strangers' requests): gap,
-//   tau and the count of frames refused; then the NACK opcode bitmap.
+//   tau and the count of frames refused; then the NACK opcode bitmap, the endpoint's own GID
+//   (4 x u32 words) and u32 whether it is set: frames to another address are never refused
+//   (at tc ingress the program sees the traffic of every process on the interface).
 // The buckets are the engine's (burst, then one per interval; GCRA, no division in the kernel),
 // so that everything the engine's own bucket would answer still reaches it.
 //
@@ -104,12 +106,14 @@ constexpr int kBucketDuplicates = kOffBuckets, kBucketOutOfWindow = kOffBuckets 
               kBucketEpStranger = kOffBuckets + 3 * kBucketBytes;
 constexpr int kBucketGap = 0, kBucketTau = 8, kBucketRefused = 16;
 constexpr int kOffNackBitmap = kOffBuckets + 4 * kBucketBytes;
-constexpr uint32_t kValueBytes = kOffNackBitmap + 32;
+constexpr int kOffLocalGid = kOffNackBitmap + 32;
+constexpr int kOffLocalGidSet = kOffLocalGid + 16;
+constexpr uint32_t kValueBytes = kOffLocalGidSet + 8;
 static_assert(kOffPeers % 8 == 0 && kOffStrangerLast % 8 == 0);
 
 // Frame offsets (Ethernet + IPv6 + UDP + BTH).
-constexpr int kIp6Vtc = 14, kIp6Next = 20, kIp6Src = 22, kUdpDport = 56, kBthOpcode = 62,
-              kBthQpnWord = 66, kBthPsnWord = 70;
+constexpr int kIp6Vtc = 14, kIp6Next = 20, kIp6Src = 22, kIp6Dst = 38, kUdpDport = 56,
+              kBthOpcode = 62, kBthQpnWord = 66, kBthPsnWord = 70;
 constexpr uint32_t kMinBthFrame = 74;
 constexpr int kErthOp = 75;             // ERTH right behind the BTH (no TSETH: not data)
 constexpr uint32_t kMinErthFrame = 80;  // through the ERTH's port-status mask
@@ -258,7 +262,17 @@ std::vector<bpf_insn> build_program(int map_fd, const Verdicts& v) {
   a.ld_abs(BPF_H, kUdpDport);
   a.ldx(BPF_W, R::R1, R::R7, kOffRocePort);
   a.jmp(BPF_JNE, R::R0, R::R1, "drop");
-  // From here on every frame is accepted unless refused below: too short for a BTH -> engine.
+  // From here on every frame is accepted unless refused below. To another GID (another
+  // endpoint process on the interface): not ours to judge.
+  a.ldx(BPF_W, R::R1, R::R7, kOffLocalGidSet);
+  a.jmpi(BPF_JEQ, R::R1, 0, "to_us");
+  for (int w = 0; w < 4; ++w) {
+    a.ld_abs(BPF_W, kIp6Dst + 4 * w);
+    a.ldx(BPF_W, R::R1, R::R7, static_cast<int16_t>(kOffLocalGid + 4 * w));
+    a.jmp(BPF_JNE, R::R0, R::R1, "pass");
+  }
+  a.label("to_us");
+  // Too short for a BTH -> engine.
   a.ldx(BPF_W, R::R1, R::R6, 0);  // __sk_buff.len
   a.jmpi(BPF_JLT, R::R1, kMinBthFrame, "pass");
   // Endpoint request? (bitmap test as below)
@@ -503,6 +517,13 @@ uint32_t& RxFilter::word(int off) {
 }
 uint64_t& RxFilter::dword(int off) {
   return *reinterpret_cast<uint64_t*>(shared_ + off);
+}
+
+void RxFilter::set_local_gid(const wire::Ipv6Addr& gid) {
+  __atomic_store_n(&word(kOffLocalGidSet), 0u, __ATOMIC_RELEASE);
+  for (int w = 0; w < 4; ++w)
+    __atomic_store_n(&word(kOffLocalGid + 4 * w), be_word(gid, w), __ATOMIC_RELAXED);
+  __atomic_store_n(&word(kOffLocalGidSet), 1u, __ATOMIC_RELEASE);
 }
 
 void RxFilter::publish(std::span<const engine::RxGate> gates) {

@@ -344,5 +344,23 @@ TEST_F(RxFilterNackTest, TcVariantRefusesTheSameAndPassesTheRest) {
   EXPECT_EQ(c.out_of_window, 1u);
 }
 
+// At tc ingress the program sees every process's traffic on the interface: a frame to another
+// GID than the endpoint's is never refused, whatever QPN, peer and PSN it carries.
+TEST_F(RxFilterTest, JudgesOnlyFramesToTheEndpointsOwnGid) {
+  make();
+  gate(1000, 512);
+  filter_->set_local_gid(ws::responder().gid);
+  EXPECT_TRUE(data_accepted(1000 + (1 << 21)));   // the bucket's one frame
+  EXPECT_FALSE(data_accepted(1000 + (1 << 21)));  // to us: refused
+  std::vector<std::byte> f = with(data_, qpn_, 1000 + (1 << 21));
+  f[38 + 15] ^= std::byte{1};  // to another GID
+  EXPECT_TRUE(accepted(f));
+  if (filter_->run_on(f, true) != -ENOENT) {
+    EXPECT_EQ(filter_->run_on(f, true), TC_ACT_OK);
+    EXPECT_EQ(filter_->run_on(with(data_, qpn_, 1000 + (1 << 21)), true), TC_ACT_SHOT);
+  }
+  EXPECT_EQ(filter_->counts().out_of_window, 2u);
+}
+
 }  // namespace
 }  // namespace mrc::runtime

@@ -114,6 +114,9 @@ class RxFilter {
   // What the engine refuses now (Endpoint::rx_gates); call before the SACKs that carry the
   // cumulative PSNs leave.
   void publish(std::span<const engine::RxGate> gates);
+  // The endpoint's own GID: frames to any other address pass whatever they carry (unset: the
+  // destination is not looked at).
+  void set_local_gid(const wire::Ipv6Addr& gid);
   struct Counts {
     uint64_t duplicates = 0, out_of_window = 0;
     uint64_t ep_peer_limited = 0, ep_stranger_limited = 0;  // endpoint requests refused
