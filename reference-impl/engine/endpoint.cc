@@ -413,6 +413,7 @@ Status Endpoint::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t attr_mask,
                            const MrcQpAttr& mrc, uint32_t mrc_mask) {
   Qp* qp = impl_->find_qp(qpn);
   if (qp == nullptr) return Status::Error(EINVAL, "modify_qp: no QP " + std::to_string(qpn));
+  ++impl_->rx_gate_gen;  // peer, windows, PSNs
   return qp->modify(attr, attr_mask, mrc, mrc_mask);
 }
 
@@ -430,6 +431,7 @@ Status Endpoint::destroy_qp(uint32_t qpn) {
     return Status::Error(EINVAL, "destroy_qp: no QP " + std::to_string(qpn));
   const wire::Ipv6Addr peer = it->second->peer_gid();
   impl_->qps.erase(it);
+  ++impl_->rx_gate_gen;
   if (!impl_->has_qp_to(peer)) {  // per-peer state goes with the peer's last QP
     impl_->peer_port_mask.erase(peer);
     impl_->ep_reply_peer.erase(peer);
@@ -568,6 +570,10 @@ Status Endpoint::qp_stats(uint32_t qpn, QpStats& out) const {
   return Status::Ok();
 }
 
+uint64_t Endpoint::rx_gate_generation() const {
+  return impl_->rx_gate_gen;
+}
+
 void Endpoint::rx_gates(std::vector<RxGate>& out) const {
   out.clear();
   for (const auto& [qpn, qp] : impl_->qps) {
@@ -577,6 +583,10 @@ void Endpoint::rx_gates(std::vector<RxGate>& out) const {
     g.peer_gid = qp->peer_gid();
     g.rcv_cack = qp->rcv_cack();
     g.rcv_window = qp->rcv_window();
+    if (qp->state() == QpState::kRts) {
+      g.snd_cack = qp->snd_cack();
+      g.snd_window = qp->snd_window();
+    }
     out.push_back(g);
   }
 }

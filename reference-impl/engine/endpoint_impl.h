@@ -77,6 +77,9 @@ struct Endpoint::Impl {
 
   // Between begin_rx_batch() and end_rx_batch(): the QPs whose SACK-gap scan waits for the end.
   bool rx_batch_open = false;
+  // Bumped wherever an RxGate input changes (a QP's state, peer, windows, cumulative PSNs; a QP
+  // destroyed): a receive filter republishes only then (Endpoint::rx_gate_generation).
+  uint64_t rx_gate_gen = 0;
   std::vector<uint32_t> gap_scan_deferred;
 
   // ---- helpers (endpoint.cc)

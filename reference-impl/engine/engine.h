@@ -596,15 +596,20 @@ struct QpStats {
   uint64_t rcvd_bytes = 0;  // nominal bytes of distinct data packets received
 };
 
-// What the responder of one QP refuses without looking further, for a receive filter in front
-// of the engine (the runtime's kernel socket filter): a data packet from `peer_gid` to `qpn`
-// at a PSN <= rcv_cack is a duplicate, one more than rcv_window PSNs beyond rcv_cack is out of
-// the window. Either way the engine would only answer it from the QP's reply bucket.
+// What one QP refuses without looking further, for a receive filter in front of the engine
+// (the runtime's kernel filter): a data packet from `peer_gid` to `qpn` at a PSN <= rcv_cack is
+// a duplicate, one more than rcv_window PSNs beyond rcv_cack is out of the window (the engine
+// would only answer it from the QP's reply bucket); a NACK at a PSN <= snd_cack (the
+// requester's cumulative ACK) or more than snd_window beyond it names nothing outstanding (the
+// engine drops it, Qp::on_nack). snd_window 0: the requester is not sending (not RTS).
 struct RxGate {
   uint32_t qpn = 0;
   wire::Ipv6Addr peer_gid{};
   uint32_t rcv_cack = 0;
   uint32_t rcv_window = 0;
+  uint32_t snd_cack = 0;
+  uint32_t snd_window = 0;
+  bool operator==(const RxGate&) const = default;
 };
 
 struct EvInfo {
@@ -697,9 +702,11 @@ class Endpoint {
   Status qp_stats(uint32_t qpn, QpStats& out) const;
   Status ev_info(uint32_t qpn, std::vector<EvInfo>& out) const;
   const EndpointConfig& config() const;
-  // One RxGate per QP whose responder takes data (RTR, RTS), in QPN order. Cheap enough to
-  // call once per loop iteration.
+  // One RxGate per QP whose responder takes data (RTR, RTS), in QPN order: O(QPs), so a caller
+  // asks again only when rx_gate_generation() moved, which it does whenever what rx_gates()
+  // returns may have changed (and sometimes when it did not).
   void rx_gates(std::vector<RxGate>& out) const;
+  uint64_t rx_gate_generation() const;
 
   struct Impl;
 

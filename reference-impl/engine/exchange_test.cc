@@ -79,6 +79,62 @@ TEST(Exchange, WriteIsDeliveredByteExactWithOneCompletion) {
   EXPECT_EQ(p.in_flight(), 0u);
 }
 
+// A receive filter republishes the gates only when rx_gate_generation() moved: at every step
+// of a transfer, gates that changed come with a new generation, and an idle pair moves none.
+TEST(Exchange, RxGateGenerationMovesWheneverTheGatesDo) {
+  Pair p(2);
+  struct Seen {
+    uint64_t gen = UINT64_MAX;
+    std::vector<RxGate> gates;
+    int changes = 0;
+  };
+  Seen seen_a, seen_b;
+  const auto check = [](const Endpoint& ep, Seen& s) {
+    std::vector<RxGate> now;
+    ep.rx_gates(now);
+    if (ep.rx_gate_generation() == s.gen) {
+      EXPECT_EQ(now, s.gates) << "gates changed under generation " << s.gen;
+      return;
+    }
+    if (now != s.gates) ++s.changes;
+    s.gen = ep.rx_gate_generation();
+    s.gates = now;
+  };
+  check(*p.a.ep, seen_a);
+  check(*p.b.ep, seen_b);
+  const size_t len = 1 << 20;
+  Buffer src(*p.a.ep, len, 1);
+  Buffer dst(*p.b.ep, len, 2);
+  const Sge sge = src.sge(0, len);
+  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, dst.addr(), dst.mr.rkey).ok());
+  ASSERT_TRUE(p.run([&] {
+    check(*p.a.ep, seen_a);
+    check(*p.b.ep, seen_b);
+    return !p.poll(p.a).empty();
+  }));
+  // The responder's cumulative PSN moved with the data (the pair delivers bursts at once, so
+  // a few steps see it move).
+  EXPECT_GE(seen_b.changes, 1);
+  std::vector<RxGate> gates;
+  p.b.ep->rx_gates(gates);
+  ASSERT_EQ(gates.size(), 1u);
+  EXPECT_EQ(gates[0].rcv_cack, wire::psn_add(p.a.sq_psn, 255));
+  // Idle: nothing moves.
+  p.run_idle(10'000'000);
+  check(*p.a.ep, seen_a);
+  check(*p.b.ep, seen_b);
+  const uint64_t ga = p.a.ep->rx_gate_generation(), gb = p.b.ep->rx_gate_generation();
+  p.run_idle(10'000'000);
+  EXPECT_EQ(p.a.ep->rx_gate_generation(), ga);
+  EXPECT_EQ(p.b.ep->rx_gate_generation(), gb);
+  // A QP leaving RTS (here: destroyed) moves it too.
+  ASSERT_TRUE(p.b.ep->destroy_qp(p.b.qpn).ok());
+  check(*p.b.ep, seen_b);
+  EXPECT_NE(p.b.ep->rx_gate_generation(), gb);
+  p.b.ep->rx_gates(gates);
+  EXPECT_TRUE(gates.empty());
+}
+
 TEST(Exchange, SegmentationOfOddLengthsAndMultipleSges) {
   QpParams qp;
   qp.path_mtu = 1024;

@@ -170,6 +170,7 @@ void Qp::set_state(QpState to, std::string_view reason) {
   if (to == state_) return;
   const QpState from = state_;
   state_ = to;
+  ++ep_->rx_gate_gen;
   Event e = ep_->event(EventKind::kQpState, qpn_);
   e.s("from", qp_state_name(from)).s("to", qp_state_name(to)).s("reason", reason);
   ep_->emit(e);

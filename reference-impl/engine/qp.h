@@ -188,6 +188,9 @@ class Qp {
   const wire::Ipv6Addr& peer_gid() const { return attr_.dgid; }
   uint32_t rcv_cack() const { return rcv_cack_; }
   uint32_t rcv_window() const { return rcv_window_; }
+  // The requester's cumulative ACK and the most PSNs it sends beyond it (RTS only).
+  uint32_t snd_cack() const { return cack_seen_; }
+  uint32_t snd_window() const { return mpr_negotiated_; }
   const EvSet& evs() const { return evs_; }
   EvSet& evs() { return evs_; }
   uint64_t ev_profile_id() const { return mrc_.ev_profile_id; }

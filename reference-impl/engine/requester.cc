@@ -426,6 +426,7 @@ void Qp::advance_cack(uint32_t cack, uint64_t& newly, uint64_t now_ns) {
     if (p == cack) break;
   }
   cack_seen_ = cack;
+  ++ep_->rx_gate_gen;
   if (have_sacked_ && !psn_lt(cack_seen_, highest_sacked_)) have_sacked_ = false;
 }
 

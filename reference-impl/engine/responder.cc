@@ -226,6 +226,7 @@ void Qp::advance_rcv_cack(uint8_t port, uint32_t wev, uint64_t now_ns) {
     const RxSlot done = s;
     s = RxSlot{};
     rcv_cack_ = next;
+    ++ep_->rx_gate_gen;
     if (ooo_count_ > 0) --ooo_count_;
     if (!(done.flags & RxSlot::kLast)) continue;
     msn_completed_ = done.msn;

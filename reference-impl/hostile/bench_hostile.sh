@@ -27,7 +27,11 @@
 # The control pays the generator and the router's forwarding but not the victim's receive path
 # nor the endpoint's refusal, so on a 2-core host where they all share the CPUs it separates
 # "the kernel carrying the flood" from "the endpoint refusing it"; the summary gives both ratios
-# and the endpoint's CPU per refused frame (its loop CPU beyond the control's per GiB).
+# (x free: delivered / flood-free, the issue's goal; x control: delivered / router-drop, the
+# victim's own cost) and the endpoint's CPU per refused frame (its loop CPU beyond the control's
+# per GiB), each the median over --rounds, and names the lowest x free. Every result line ends
+# with where the server's kernel receive filter ran (rx_filter.at: tc-ingress, socket, none)
+# and the load average; the header names the CPU.
 # --flood-cpu pins the generator (and the kernel forwarding it runs inline: veth, the router,
 # the victim's socket) to one CPU and --endpoint-cpus the client and server to others (taskset
 # lists); the flood-free run is pinned the same way. --extra passes ARGS to both endpoints (e.g.
@@ -207,14 +211,16 @@ r = {"kind": kind, "where": where, "gbit_per_s": c.get("gbit_per_s", 0), "sent":
      # Refused by the kernel receive filters of both endpoints (never reached their engines).
      "kernel_refused": sum(j.get("rx_filter", {}).get(k, 0) for j in (s, c)
                            for k in ("duplicates", "out_of_window", "ep_peer_limited",
-                                     "ep_stranger_limited"))}
+                                     "ep_stranger_limited", "nacks_not_outstanding")),
+     "filter_at": s.get("rx_filter", {}).get("at", "-")}
 with open(os.path.join(d, "results.jsonl"), "a") as out:
     out.write(json.dumps(r) + "\n")
 label = kind if where == "delivered" else f"{kind}/{where}"
 print(f"{label:24} {r['gbit_per_s']:7.3f} {r['sent']:>9} {r['rate']:>9.0f} {r['gen_cpu_s']:6.2f} "
       f"{r['srv_cpu_s']:6.2f} {r['cli_cpu_s']:6.2f} {r['host_busy_pct']:5.0f}% {softirq_s:7.2f} "
       f"{dropped:>9} {r['srv_rss_mib']:7.1f} {r['peers']:>5} {r['kernel_refused']:>9} "
-      f"{'verified' if ok else f'FAILED c{crc} s{src}'}  load {load}", flush=True)
+      f"{'verified' if ok else f'FAILED c{crc} s{src}'}  filter {r['filter_at']}  load {load}",
+      flush=True)
 if not ok:
     for p in (f"{name}-client.err", f"{name}-server.err"):
         try:
@@ -227,6 +233,7 @@ PYEOF
 echo "# ${ep[*]} ${extra[*]+${extra[*]}}, $planes planes STEV, $size messages, ${seconds} s transfers, flood $rate frames/s" \
   "(generator on CPU ${flood_cpu:-any}, endpoints on ${endpoint_cpus:-any}); $(nproc) cores;" \
   "$([ $control = 1 ] && echo "each kind also dropped on the router (control)" || echo "no control runs")"
+echo "# CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1); load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= rounds; r++)); do
   echo "# round $r"
   printf '%-24s %7s %9s %9s %6s %6s %6s %6s %7s %9s %7s %5s %9s\n' kind Gbit/s sent frames/s genCPU \
@@ -247,8 +254,13 @@ def med(k, w, f):
     return statistics.median(v) if v else None
 base = med("none", "delivered", "gbit_per_s")
 print(f"# medians over {len(runs[('none', 'delivered')])} round(s); flood-free {base:.3f} Gbit/s")
+print("# x free: goodput under the flood / flood-free (the issue's >= 0.9x). x control: delivered /")
+print("# router-drop, the victim's own cost (the control pays the generator and the kernel carrying")
+print("# the flood to the last hop, not the victim's receive path). frames/s: what the generator")
+print("# injected (median of the rounds; each round's figure is in its table above).")
 print(f"{'kind':12} {'frames/s':>9} {'Gbit/s':>7} {'x free':>6} {'dropped on router':>17} "
-      f"{'x free':>6} {'endpoint us/frame':>17}")
+      f"{'x free':>6} {'x control':>9} {'endpoint us/frame':>17}")
+worst = []
 for (k, w) in runs:
     if k == "none" or w != "delivered":
         continue
@@ -263,7 +275,12 @@ for (k, w) in runs:
         gib = r["srv_cpu_s"] / r["srv_cpu_s_per_gib"]
         per.append(1e6 * (r["srv_cpu_s"] - ctl * gib) / r["sent"])
     ratio = lambda x: f"{x / base:6.2f}" if base and x is not None else "     -"
+    vs_ctl = f"{g / gc:9.2f}" if gc else f"{'-':>9}"
     print(f"{k:12} {med(k, w, 'rate'):>9.0f} {g:7.3f} {ratio(g)} "
-          f"{(f'{gc:7.3f} Gbit/s' if gc is not None else '-'):>17} {ratio(gc)} "
+          f"{(f'{gc:7.3f} Gbit/s' if gc is not None else '-'):>17} {ratio(gc)} {vs_ctl} "
           f"{(f'{statistics.median(per):.2f}' if per else '-'):>17}")
+    worst.append((g / base if base else 0, k))
+if worst:
+    r, k = min(worst)
+    print(f"# lowest x free: {k} {r:.2f} ({'meets' if r >= 0.9 else 'below'} the 0.9x goal)")
 PYEOF

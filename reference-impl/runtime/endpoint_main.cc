@@ -83,6 +83,7 @@ struct Options {
   std::string seed_text = "1";  // a number or "random"
   bool busy_poll = false;
   bool no_rx_filter = false;
+  bool no_rx_filter_ingress = false;
   std::string buffer_limit = "2G";
   double ctl_timeout_s = 10;
   double accept_timeout_s = 0;
@@ -554,11 +555,16 @@ json report_json(const Report& r) {
                    {"tx_frames", es.tx_frames}};
     // Refused in the kernel: never seen by the engine, so not in "engine" or the QP counters.
     j["rx_filter"] = {{"on", r.rt.rx_filter},
+                      {"at", !r.rt.rx_filter          ? "none"
+                             : r.rt.rx_filter_ingress ? "tc-ingress"
+                                                      : "socket"},
+                      {"nacks_not_outstanding", r.rt.rx_filter_nacks_not_outstanding},
                       {"duplicates", r.rt.rx_filter_duplicates},
                       {"out_of_window", r.rt.rx_filter_out_of_window},
                       {"sampled", r.rt.rx_filter_sampled},
                       {"ep_peer_limited", r.rt.rx_filter_ep_peer_limited},
-                      {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited}};
+                      {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited},
+                      {"publishes", r.rt.rx_filter_publishes}};
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"timer_fires", r.rt.timer_fires},
@@ -717,6 +723,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.tx_ring_frames = o.tx_ring;
   rc.busy_poll = o.busy_poll;
   rc.rx_filter = !o.no_rx_filter;
+  rc.rx_filter_ingress = !o.no_rx_filter_ingress;
   rc.pcap_prefix = o.pcap;
   rc.event_log_path = o.event_log;
   rc.mutant = s.mutant;
@@ -1675,6 +1682,10 @@ int endpoint_main(int argc, char** argv) {
                  "in every run")
       ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
+  app.add_flag("--no-rx-filter-ingress", o.no_rx_filter_ingress,
+               "io packet: run the kernel receive filter on the receive rings, not at tc "
+               "ingress (refused frames then still take the IPv6/UDP receive path; for "
+               "comparison)");
   app.add_flag("--no-rx-filter", o.no_rx_filter,
                "io packet: no kernel receive filter (duplicates and PSNs beyond the window reach "
                "the engine; for comparison)");

@@ -103,6 +103,8 @@ struct Runtime::Impl {
   // kPacket: the kernel receive filter and the gates it was last given (rx_filter.cc).
   std::unique_ptr<RxFilter> rx_filter;
   std::vector<engine::RxGate> rx_gates;
+  // Endpoint::rx_gate_generation() at the last publication (none yet: the maximum).
+  uint64_t rx_gates_published = UINT64_MAX;
 
   // loop control
   std::thread thread;
@@ -191,6 +193,24 @@ Status Runtime::Impl::open() {
                    "mrc runtime: warning: no kernel receive filter (%s); duplicates and "
                    "PSNs beyond the window are refused by the engine\n",
                    why_not.c_str());
+    else
+      rx_filter->set_local_gid(gid);
+    // At tc ingress on every plane or on none (then the rings' socket filters do the work).
+    for (size_t i = 0; rx_filter && cfg.rx_filter_ingress && i < cfg.planes.size(); ++i) {
+      IfaceInfo info;
+      if (!query_iface(cfg.planes[i].iface, info).ok()) {
+        rx_filter->detach_ingress();
+        break;  // the plane loop below reports it
+      }
+      if (!rx_filter->attach_ingress(info.index, why_not)) {
+        rx_filter->detach_ingress();
+        std::fprintf(stderr,
+                     "mrc runtime: note: the kernel receive filter runs on the rings, not at "
+                     "tc ingress (%s)\n",
+                     why_not.c_str());
+        break;
+      }
+    }
   }
   for (size_t i = 0; i < cfg.planes.size(); ++i) {
     const PlaneConfig& pc = cfg.planes[i];
@@ -218,7 +238,7 @@ Status Runtime::Impl::open() {
     uint32_t fb = 1024;
     while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     io.frame_bytes = fb;
-    if (rx_filter) io.rx_filter_prog_fd = rx_filter->prog_fd();
+    if (rx_filter && !rx_filter->on_ingress()) io.rx_filter_prog_fd = rx_filter->prog_fd();
     std::unique_ptr<PortIo> port_io;
     Status s =
         cfg.io == IoKind::kPacket ? open_packet_io(io, port_io) : open_socket_io(io, gid, port_io);
@@ -626,10 +646,13 @@ Status Runtime::Impl::loop() {
     uint64_t app_wake = UINT64_MAX;
     if (app) app_wake = app(*ep, now, done);
     now = monotonic_ns();
-    if (rx_filter) {
-      // Before the SACKs that carry the new cumulative PSNs leave (rx_filter.cc: why).
+    if (rx_filter && ep->rx_gate_generation() != rx_gates_published) {
+      // Before the SACKs that carry the new cumulative PSNs leave (rx_filter.cc: why); only
+      // when a gate input changed: rx_gates() and publish() walk every QP.
+      rx_gates_published = ep->rx_gate_generation();
       ep->rx_gates(rx_gates);
       rx_filter->publish(rx_gates);
+      ++st.rx_filter_publishes;
     }
     more |= transmit(now);
     sample_cwnd(now);
@@ -692,6 +715,8 @@ RuntimeStats Runtime::Impl::snapshot() {
     out.rx_filter_sampled = c.sampled;
     out.rx_filter_ep_peer_limited = c.ep_peer_limited;
     out.rx_filter_ep_stranger_limited = c.ep_stranger_limited;
+    out.rx_filter_nacks_not_outstanding = c.nacks_not_outstanding;
+    out.rx_filter_ingress = rx_filter->on_ingress();
   }
   if (mutator) {
     out.mutant_changed = mutator->frames_changed();

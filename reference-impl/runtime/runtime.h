@@ -265,8 +265,12 @@ struct RuntimeConfig {
   // engine would refuse anyway: duplicates and PSNs beyond twice the window of a QP in RTR/RTS,
   // from its peer; one per QP and reply_interval_ns still reaches the engine. Off with captures
   // (they show what the wire brought) and mutants; where the kernel refuses bpf(), the runtime
-  // warns and goes on without it.
+  // warns and goes on without it. NACKs naming no outstanding PSN are refused too.
   bool rx_filter = true;
+  // ... and run it at each plane interface's tc ingress hook (TCX, Linux 6.6+) rather than on
+  // the rings, so that a refused frame skips the namespace's IPv6/UDP receive path as well;
+  // where the kernel cannot, on the rings.
+  bool rx_filter_ingress = true;
 };
 
 struct PlaneStats {
@@ -306,6 +310,11 @@ struct RuntimeStats {
   // ... and the endpoint requests it refused: EV probes beyond one per ep_reply_interval_ns
   // from a peer node, and requests of other nodes beyond one per ep_reply_stranger_interval_ns.
   uint64_t rx_filter_ep_peer_limited = 0, rx_filter_ep_stranger_limited = 0;
+  // Times the loop rewrote the filter's map: only when the engine's gates changed (a window
+  // moved, a QP changed state), not every loop turn.
+  uint64_t rx_filter_publishes = 0;
+  uint64_t rx_filter_nacks_not_outstanding = 0;  // NACKs refused: no outstanding PSN named
+  bool rx_filter_ingress = false;                // at tc ingress (else the rings' socket filter)
   engine::EndpointStats endpoint;
 };
 

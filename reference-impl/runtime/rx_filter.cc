@@ -1,25 +1,38 @@
-// The kernel receive filter of the AF_PACKET back end: an eBPF socket filter, assembled here
-// and loaded with the bpf() system call (no library), that refuses in the kernel, before the
-// frame is copied into the receive ring and before the loop thread is woken for it, the data
-// packets the engine would refuse anyway: duplicates (PSN <= the QP's cumulative PSN) and PSNs
-// far beyond its window. Under a flood of them the ring copy, the wake-up and the engine's
-// decode and ICRC check cost the victim 2-3 us per frame (docs/performance.md, "Hostile
-// floods"); the filter costs a few hundred instructions of the sender's softirq.
+// The kernel receive filter of the AF_PACKET back end: an eBPF program, assembled here and
+// loaded with the bpf() system call (no library), that refuses in the kernel, before the frame
+// is copied into the receive ring and before the loop thread is woken for it, the packets the
+// engine would refuse anyway: data duplicates (PSN <= the QP's cumulative PSN), data PSNs far
+// beyond its window, and NACKs (UNEXP_EVENT among them) that name no PSN the requester has
+// outstanding. Under a flood of them the ring copy, the wake-up and the engine's decode and
+// ICRC check cost the victim 2-3 us per frame (docs/performance.md, "Hostile floods"); the
+// filter costs a few hundred instructions of the sender's softirq.
+//
+// Where it runs: on the interface's tc ingress hook (TCX, Linux 6.6+) when the kernel lets us
+// attach it there, else as the ring's socket filter. At tc ingress a refused frame is dropped
+// before the IPv6 and UDP receive path of the endpoint's namespace (which every frame to port
+// 4791 otherwise takes, up to the sink socket's drop-all filter: Udp6InErrors) and before the
+// packet socket; the ring then keeps the classic filter. The same program serves both, only
+// its verdicts differ (a socket filter returns the bytes to keep, tc an action).
 //
 // What the kernel decides from: one array map of one element, mmapped (BPF_F_MMAPABLE), that
-// the loop thread rewrites from Endpoint::rx_gates() before every transmit and that holds the
-// filter's counters. Layout (byte offsets, host order; the kOff* and kBucket* constants below):
+// the loop thread rewrites from Endpoint::rx_gates() before the transmit that follows a change
+// of them, and that holds the filter's counters. Layout (byte offsets, host order; the kOff*
+// and kBucket* constants below):
+//    8  u64 NACKs refused (no outstanding PSN)
 //   16  u64 refusable frames a bucket passed on (to the engine, whose own bucket answers them)
 //   24  u32 bitmap of the data opcodes (256 bits, the wire profile's)
 //   56  u32 DSCP trimmed    60 u32 DSCP trimmed last hop (trimmed packets are never refused)
 //   64  u32 RoCE UDP port
-//   80  64 QP slots of 40 B, slot = QPN mod 64: u32 QPN + 1 (0 = empty), u32 cumulative PSN,
-//       u32 refusal limit (PSNs beyond it are out of window), u32 unused, 4 x u32 peer GID
-//       words (as BPF_LD_ABS reads them: big-endian words in host order), u64 the QP bucket's
-//       theoretical arrival time.
-//   then the endpoint-request opcode bitmap, the strangers' arrival time, 16 peer entries and
+//   80  64 QP slots of 48 B, slot = QPN mod 64: u32 QPN + 1 (0 = empty), u32 cumulative PSN,
+//       u32 refusal limit (PSNs beyond it are out of window), u32 the requester's cumulative
+//       ACK, 4 x u32 peer GID words (as BPF_LD_ABS reads them: big-endian words in host
+//       order), u64 the QP bucket's theoretical arrival time, u32 the requester's window (0:
+//       not sending, NACKs passed), u32 unused.
+//   then the endpoint-request opcode bitmap, the strangers' arrival time, 16 peer entries,
 //   four buckets (duplicates, out of window, a peer's EV probes, strangers' requests): gap,
-//   tau and the count of frames refused.
+//   tau and the count of frames refused; then the NACK opcode bitmap, the endpoint's own GID
+//   (4 x u32 words) and u32 whether it is set: frames to another address are never refused
+//   (at tc ingress the program sees the traffic of every process on the interface).
 // The buckets are the engine's (burst, then one per interval; GCRA, no division in the kernel),
 // so that everything the engine's own bucket would answer still reaches it.
 //
@@ -29,7 +42,14 @@
 // after the publication that covers it. Anything else (other opcodes, trimmed packets, frames
 // too short to hold a BTH, outer SRv6 headers, QPs not in the map, a peer other than the QP's)
 // goes to the engine as before.
+// A NACK is refused when it names a PSN at or before the requester's published cumulative ACK
+// or more than its window (the negotiated MPR) beyond it, which is what Qp::on_nack drops as
+// not outstanding (Qp::entry: PSN after cack_seen and before snd_nxt): the published ACK only
+// lags the engine's, and a new PSN leaves only within MPR of the ACK the engine had when it
+// last published, which was before that transmit. Its EV and the PSN's SACK state are the
+// engine's to check; nothing is answered to such a NACK, so none is sampled through.
 #include <linux/bpf.h>
+#include <linux/pkt_cls.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,23 +69,27 @@
 #ifndef BPF_PSEUDO_MAP_VALUE
 #define BPF_PSEUDO_MAP_VALUE 2
 #endif
+// tc ingress through a BPF link (Linux 6.6); older uapi headers do not name it.
+constexpr uint32_t kBpfTcxIngress = 46;
 
 namespace mrc::runtime {
 namespace {
 
+constexpr int kOffNacksRefused = 8;
 constexpr int kOffSampled = 16;
 constexpr int kOffOpBitmap = 24;
 constexpr int kOffDscpTrimmed = 56;
 constexpr int kOffDscpTrimmedLastHop = 60;
 constexpr int kOffRocePort = 64;
 constexpr int kOffSlots = 80;
-constexpr int kSlotBytes = 40;
+constexpr int kSlotBytes = 48;
 constexpr uint32_t kSlots = 64;
-constexpr int kSlotQpn = 0, kSlotCack = 4, kSlotLimit = 8, kSlotGid = 16, kSlotLastPass = 32;
+constexpr int kSlotQpn = 0, kSlotCack = 4, kSlotLimit = 8, kSlotSndCack = 12, kSlotGid = 16,
+              kSlotLastPass = 32, kSlotSndWindow = 40;
 // Endpoint requests (DestQP 2): per-peer and stranger buckets, 16 peer entries of 32 B hashed by
 // the low 4 bits of the GID: 4 x u32 GID words, u32 mode (0 empty, 1 one peer, 2 several peers
 // hash here: pass all), u64 last pass (ns).
-constexpr int kOffEpBitmap = kOffSlots + static_cast<int>(kSlots) * kSlotBytes;  // 2640
+constexpr int kOffEpBitmap = kOffSlots + static_cast<int>(kSlots) * kSlotBytes;  // 3152
 constexpr int kOffStrangerLast = kOffEpBitmap + 32;
 constexpr int kOffPeers = kOffStrangerLast + 8;
 constexpr int kPeerBytes = 32;
@@ -81,16 +105,29 @@ constexpr int kBucketDuplicates = kOffBuckets, kBucketOutOfWindow = kOffBuckets 
               kBucketEpPeer = kOffBuckets + 2 * kBucketBytes,
               kBucketEpStranger = kOffBuckets + 3 * kBucketBytes;
 constexpr int kBucketGap = 0, kBucketTau = 8, kBucketRefused = 16;
-constexpr uint32_t kValueBytes = kOffBuckets + 4 * kBucketBytes;
+constexpr int kOffNackBitmap = kOffBuckets + 4 * kBucketBytes;
+constexpr int kOffLocalGid = kOffNackBitmap + 32;
+constexpr int kOffLocalGidSet = kOffLocalGid + 16;
+constexpr uint32_t kValueBytes = kOffLocalGidSet + 8;
 static_assert(kOffPeers % 8 == 0 && kOffStrangerLast % 8 == 0);
 
 // Frame offsets (Ethernet + IPv6 + UDP + BTH).
-constexpr int kIp6Vtc = 14, kIp6Next = 20, kIp6Src = 22, kUdpDport = 56, kBthOpcode = 62,
-              kBthQpnWord = 66, kBthPsnWord = 70;
+constexpr int kIp6Vtc = 14, kIp6Next = 20, kIp6Src = 22, kIp6Dst = 38, kUdpDport = 56,
+              kBthOpcode = 62, kBthQpnWord = 66, kBthPsnWord = 70;
 constexpr uint32_t kMinBthFrame = 74;
 constexpr int kErthOp = 75;             // ERTH right behind the BTH (no TSETH: not data)
 constexpr uint32_t kMinErthFrame = 80;  // through the ERTH's port-status mask
-constexpr uint32_t kAccept = 0x40000;   // snap length: the whole frame
+constexpr int kNethPsnWord = 86;        // NETH right behind the BTH: NACK PSN in bytes 87..89
+constexpr uint32_t kMinNethFrame = 90;
+constexpr int kEthType = 12;
+
+// The verdicts. A socket filter returns the bytes to keep (0: not for this socket); at tc
+// ingress every frame that is not refused goes on (TC_ACT_OK), a refused one is dropped.
+struct Verdicts {
+  int32_t not_ours, refused, pass;
+};
+constexpr Verdicts kSocketVerdicts{0, 0, 0x40000};  // snap length: the whole frame
+constexpr Verdicts kTcVerdicts{TC_ACT_OK, TC_ACT_SHOT, TC_ACT_OK};
 
 int sys_bpf(int cmd, bpf_attr& attr) {
   return static_cast<int>(syscall(__NR_bpf, cmd, &attr, sizeof attr));
@@ -171,13 +208,52 @@ void bitmap_test(Asm& a, int off) {
   a.alui(BPF_AND, R::R3, 1);
 }
 
-std::vector<bpf_insn> build_program(int map_fd) {
+// R9 = the slot of the frame's DestQP, if the slot names that QP and its peer is the frame's
+// source; otherwise on to "pass". Clobbers R0-R5.
+void slot_of_peer(Asm& a) {
+  using R = Asm::Reg;
+  // The QP's slot: R9 = map + kOffSlots + (qpn % 64) * 48; its QPN + 1 must match.
+  a.ld_abs(BPF_W, kBthQpnWord);
+  a.alui(BPF_AND, R::R0, 0xFFFFFF);
+  a.mov(R::R1, R::R0);
+  a.alui(BPF_AND, R::R1, kSlots - 1);
+  a.alui(BPF_MUL, R::R1, kSlotBytes);
+  a.mov(R::R9, R::R7);
+  a.alu(BPF_ADD, R::R9, R::R1);
+  a.alui(BPF_ADD, R::R0, 1);
+  a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotQpn);
+  a.jmp(BPF_JNE, R::R0, R::R1, "pass");
+  // From the QP's peer (source address = peer GID)?
+  for (int w = 0; w < 4; ++w) {
+    a.ld_abs(BPF_W, kIp6Src + 4 * w);
+    a.ldx(BPF_W, R::R1, R::R9, static_cast<int16_t>(kOffSlots + kSlotGid + 4 * w));
+    a.jmp(BPF_JNE, R::R0, R::R1, "pass");
+  }
+}
+
+// Trimmed (DSCP = traffic class >> 2): the engine NACKs trimmed data whatever their PSN and
+// counts any other trimmed packet as a decode error. Clobbers R0-R5.
+void pass_trimmed(Asm& a) {
+  using R = Asm::Reg;
+  a.ld_abs(BPF_H, kIp6Vtc);
+  a.alui(BPF_RSH, R::R0, 6);
+  a.alui(BPF_AND, R::R0, 0x3F);
+  a.ldx(BPF_W, R::R1, R::R7, kOffDscpTrimmed);
+  a.jmp(BPF_JEQ, R::R0, R::R1, "pass");
+  a.ldx(BPF_W, R::R1, R::R7, kOffDscpTrimmedLastHop);
+  a.jmp(BPF_JEQ, R::R0, R::R1, "pass");
+}
+
+std::vector<bpf_insn> build_program(int map_fd, const Verdicts& v) {
   using R = Asm::Reg;
   Asm a;
   a.mov(R::R6, R::R1);  // BPF_LD_ABS reads the packet through R6
   // What the classic filter of the ring accepted before: IPv6 UDP to the RoCE port, or an
   // outer IPv6-in-IPv6 / routing header (SRv6: passed whole, the engine decodes it).
-  // A load beyond the frame ends the program with 0 (drop), as in the classic filter.
+  // A load beyond the frame ends the program with 0: not ours for the socket, TC_ACT_OK at tc.
+  // The ring's socket is bound to IPv6; at tc every EtherType comes.
+  a.ld_abs(BPF_H, kEthType);
+  a.jmpi(BPF_JNE, R::R0, 0x86DD, "drop");
   a.ld_abs(BPF_B, kIp6Next);
   a.jmpi(BPF_JEQ, R::R0, 41, "pass");
   a.jmpi(BPF_JEQ, R::R0, 43, "pass");
@@ -186,7 +262,17 @@ std::vector<bpf_insn> build_program(int map_fd) {
   a.ld_abs(BPF_H, kUdpDport);
   a.ldx(BPF_W, R::R1, R::R7, kOffRocePort);
   a.jmp(BPF_JNE, R::R0, R::R1, "drop");
-  // From here on every frame is accepted unless refused below: too short for a BTH -> engine.
+  // From here on every frame is accepted unless refused below. To another GID (another
+  // endpoint process on the interface): not ours to judge.
+  a.ldx(BPF_W, R::R1, R::R7, kOffLocalGidSet);
+  a.jmpi(BPF_JEQ, R::R1, 0, "to_us");
+  for (int w = 0; w < 4; ++w) {
+    a.ld_abs(BPF_W, kIp6Dst + 4 * w);
+    a.ldx(BPF_W, R::R1, R::R7, static_cast<int16_t>(kOffLocalGid + 4 * w));
+    a.jmp(BPF_JNE, R::R0, R::R1, "pass");
+  }
+  a.label("to_us");
+  // Too short for a BTH -> engine.
   a.ldx(BPF_W, R::R1, R::R6, 0);  // __sk_buff.len
   a.jmpi(BPF_JLT, R::R1, kMinBthFrame, "pass");
   // Endpoint request? (bitmap test as below)
@@ -233,32 +319,9 @@ std::vector<bpf_insn> build_program(int map_fd) {
   // Data opcode?
   a.ld_abs(BPF_B, kBthOpcode);
   bitmap_test(a, kOffOpBitmap);
-  a.jmpi(BPF_JEQ, R::R3, 0, "pass");
-  // Trimmed (DSCP = traffic class >> 2): the engine NACKs those whatever their PSN.
-  a.ld_abs(BPF_H, kIp6Vtc);
-  a.alui(BPF_RSH, R::R0, 6);
-  a.alui(BPF_AND, R::R0, 0x3F);
-  a.ldx(BPF_W, R::R1, R::R7, kOffDscpTrimmed);
-  a.jmp(BPF_JEQ, R::R0, R::R1, "pass");
-  a.ldx(BPF_W, R::R1, R::R7, kOffDscpTrimmedLastHop);
-  a.jmp(BPF_JEQ, R::R0, R::R1, "pass");
-  // The QP's slot: R9 = map + kOffSlots + (qpn % 64) * 40; its QPN + 1 must match.
-  a.ld_abs(BPF_W, kBthQpnWord);
-  a.alui(BPF_AND, R::R0, 0xFFFFFF);
-  a.mov(R::R1, R::R0);
-  a.alui(BPF_AND, R::R1, kSlots - 1);
-  a.alui(BPF_MUL, R::R1, kSlotBytes);
-  a.mov(R::R9, R::R7);
-  a.alu(BPF_ADD, R::R9, R::R1);
-  a.alui(BPF_ADD, R::R0, 1);
-  a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotQpn);
-  a.jmp(BPF_JNE, R::R0, R::R1, "pass");
-  // From the QP's peer (source address = peer GID)?
-  for (int w = 0; w < 4; ++w) {
-    a.ld_abs(BPF_W, kIp6Src + 4 * w);
-    a.ldx(BPF_W, R::R1, R::R9, static_cast<int16_t>(kOffSlots + kSlotGid + 4 * w));
-    a.jmp(BPF_JNE, R::R0, R::R1, "pass");
-  }
+  a.jmpi(BPF_JEQ, R::R3, 0, "nack");
+  pass_trimmed(a);
+  slot_of_peer(a);
   // d = (psn - cack) mod 2^24: 0 or >= 2^23 is at or before the cumulative PSN.
   a.ld_abs(BPF_W, kBthPsnWord);
   a.alui(BPF_AND, R::R0, 0xFFFFFF);
@@ -295,13 +358,67 @@ std::vector<bpf_insn> build_program(int map_fd) {
   a.label("over");
   a.movi(R::R1, 1);
   a.atomic_add64(R::R8, R::R1, kBucketRefused);
-  a.label("drop");
-  a.movi(R::R0, 0);
+  a.movi(R::R0, v.refused);
   a.exit();
+  a.label("drop");
+  a.movi(R::R0, v.not_ours);
+  a.exit();
+
+  // A NACK: refused when its PSN is not outstanding at the requester (see the top).
+  a.label("nack");
+  a.ld_abs(BPF_B, kBthOpcode);
+  bitmap_test(a, kOffNackBitmap);
+  a.jmpi(BPF_JEQ, R::R3, 0, "pass");
+  a.ldx(BPF_W, R::R1, R::R6, 0);  // __sk_buff.len: too short for the NETH's PSN -> engine
+  a.jmpi(BPF_JLT, R::R1, kMinNethFrame, "pass");
+  pass_trimmed(a);
+  slot_of_peer(a);
+  a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotSndWindow);
+  a.jmpi(BPF_JEQ, R::R1, 0, "pass");  // not sending (not RTS): the engine counts it
+  // d = (NACK PSN - requester's cumulative ACK) mod 2^24: 0 or >= 2^23 is acknowledged.
+  a.ld_abs(BPF_W, kNethPsnWord);
+  a.alui(BPF_AND, R::R0, 0xFFFFFF);
+  a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotSndCack);
+  a.alu(BPF_SUB, R::R0, R::R1);
+  a.alui(BPF_AND, R::R0, 0xFFFFFF);
+  a.jmpi(BPF_JEQ, R::R0, 0, "nack_refuse");
+  a.jmpi(BPF_JGE, R::R0, 1 << 23, "nack_refuse");
+  a.ldx(BPF_W, R::R1, R::R9, kOffSlots + kSlotSndWindow);
+  a.jmp(BPF_JLE, R::R0, R::R1, "pass");
+  a.label("nack_refuse");
+  a.movi(R::R1, 1);
+  a.atomic_add64(R::R7, R::R1, kOffNacksRefused);
+  a.movi(R::R0, v.refused);
+  a.exit();
+
   a.label("pass");
-  a.movi(R::R0, static_cast<int32_t>(kAccept));
+  a.movi(R::R0, v.pass);
   a.exit();
   return a.finish();
+}
+
+// Loads the program for `type`; empty Fd and `why_not` when the kernel refuses it.
+Fd load_program(int map_fd, bpf_prog_type type, const Verdicts& v, std::string& why_not) {
+  const std::vector<bpf_insn> prog = build_program(map_fd, v);
+  static const char kLicense[] = "Dual BSD/GPL";
+  std::vector<char> log(65536);
+  bpf_attr attr{};
+  attr.prog_type = type;
+  attr.insns = reinterpret_cast<uint64_t>(prog.data());
+  attr.insn_cnt = static_cast<uint32_t>(prog.size());
+  attr.license = reinterpret_cast<uint64_t>(kLicense);
+  attr.log_buf = reinterpret_cast<uint64_t>(log.data());
+  attr.log_size = static_cast<uint32_t>(log.size());
+  attr.log_level = 1;
+  Fd fd(sys_bpf(BPF_PROG_LOAD, attr));
+  if (!fd.ok()) {
+    const int e = errno;
+    std::string tail(log.data());
+    if (tail.size() > 400) tail = tail.substr(tail.size() - 400);
+    why_not = std::string("bpf(BPF_PROG_LOAD): ") + std::strerror(e) +
+              (tail.empty() ? "" : " (verifier: " + tail + ")");
+  }
+  return fd;
 }
 
 uint32_t be_word(const wire::Ipv6Addr& a, int w) {
@@ -357,31 +474,42 @@ std::unique_ptr<RxFilter> RxFilter::create(const wire::WireProfile& profile, con
   bucket(kBucketEpStranger, gaps.ep_stranger_ns, gaps.ep_burst);
   for (unsigned op = 0; op < 256; ++op) {
     const wire::OpcodeInfo* info = profile.opcode_info(static_cast<uint8_t>(op));
-    if (info == nullptr || info->kind != wire::PacketKind::kMrcEndpointRequest) continue;
-    f->word(kOffEpBitmap + 4 * static_cast<int>(op / 32)) |= 1u << (op % 32);
+    if (info == nullptr) continue;
+    if (info->kind == wire::PacketKind::kMrcEndpointRequest)
+      f->word(kOffEpBitmap + 4 * static_cast<int>(op / 32)) |= 1u << (op % 32);
+    // Only NACKs whose NETH sits right behind the BTH (where the program reads the PSN).
+    if (info->kind == wire::PacketKind::kMrcNack && info->headers == wire::kHdrNeth)
+      f->word(kOffNackBitmap + 4 * static_cast<int>(op / 32)) |= 1u << (op % 32);
   }
 
-  const std::vector<bpf_insn> prog = build_program(f->map_.get());
-  static const char kLicense[] = "Dual BSD/GPL";
-  std::vector<char> log(65536);
-  attr = bpf_attr{};
-  attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
-  attr.insns = reinterpret_cast<uint64_t>(prog.data());
-  attr.insn_cnt = static_cast<uint32_t>(prog.size());
-  attr.license = reinterpret_cast<uint64_t>(kLicense);
-  attr.log_buf = reinterpret_cast<uint64_t>(log.data());
-  attr.log_size = static_cast<uint32_t>(log.size());
-  attr.log_level = 1;
-  f->prog_ = Fd(sys_bpf(BPF_PROG_LOAD, attr));
-  if (!f->prog_.ok()) {
-    const int e = errno;
-    std::string tail(log.data());
-    if (tail.size() > 400) tail = tail.substr(tail.size() - 400);
-    why_not = std::string("bpf(BPF_PROG_LOAD): ") + std::strerror(e) +
-              (tail.empty() ? "" : " (verifier: " + tail + ")");
-    return nullptr;
-  }
+  f->prog_ = load_program(f->map_.get(), BPF_PROG_TYPE_SOCKET_FILTER, kSocketVerdicts, why_not);
+  if (!f->prog_.ok()) return nullptr;
+  // The tc variant is optional: without it the socket filter does the work.
+  std::string tc_why;
+  f->tc_prog_ = load_program(f->map_.get(), BPF_PROG_TYPE_SCHED_CLS, kTcVerdicts, tc_why);
   return f;
+}
+
+bool RxFilter::attach_ingress(int ifindex, std::string& why_not) {
+  if (!tc_prog_.ok()) {
+    why_not = "no tc program";
+    return false;
+  }
+  bpf_attr attr{};
+  attr.link_create.prog_fd = static_cast<uint32_t>(tc_prog_.get());
+  attr.link_create.target_ifindex = static_cast<uint32_t>(ifindex);
+  attr.link_create.attach_type = kBpfTcxIngress;
+  Fd link(sys_bpf(BPF_LINK_CREATE, attr));
+  if (!link.ok()) {
+    why_not = std::string("bpf(BPF_LINK_CREATE, tcx ingress): ") + std::strerror(errno);
+    return false;
+  }
+  links_.push_back(std::move(link));
+  return true;
+}
+
+void RxFilter::detach_ingress() {
+  links_.clear();
 }
 
 uint32_t& RxFilter::word(int off) {
@@ -389,6 +517,13 @@ uint32_t& RxFilter::word(int off) {
 }
 uint64_t& RxFilter::dword(int off) {
   return *reinterpret_cast<uint64_t*>(shared_ + off);
+}
+
+void RxFilter::set_local_gid(const wire::Ipv6Addr& gid) {
+  __atomic_store_n(&word(kOffLocalGidSet), 0u, __ATOMIC_RELEASE);
+  for (int w = 0; w < 4; ++w)
+    __atomic_store_n(&word(kOffLocalGid + 4 * w), be_word(gid, w), __ATOMIC_RELAXED);
+  __atomic_store_n(&word(kOffLocalGidSet), 1u, __ATOMIC_RELEASE);
 }
 
 void RxFilter::publish(std::span<const engine::RxGate> gates) {
@@ -410,10 +545,14 @@ void RxFilter::publish(std::span<const engine::RxGate> gates) {
     }
     const uint32_t limit = 2 * g->rcv_window;
     uint32_t* cack = &word(base + kSlotCack);
+    uint32_t* snd_cack = &word(base + kSlotSndCack);
     if (have == g->qpn + 1 && published_[s] == g->peer_gid && word(base + kSlotLimit) == limit &&
-        wire::psn_le(__atomic_load_n(cack, __ATOMIC_RELAXED), g->rcv_cack)) {
-      // The same QP moving on: the cumulative PSN only grows.
+        word(base + kSlotSndWindow) == g->snd_window &&
+        wire::psn_le(__atomic_load_n(cack, __ATOMIC_RELAXED), g->rcv_cack) &&
+        wire::psn_le(__atomic_load_n(snd_cack, __ATOMIC_RELAXED), g->snd_cack)) {
+      // The same QP moving on: the cumulative PSNs only grow.
       __atomic_store_n(cack, g->rcv_cack, __ATOMIC_RELEASE);
+      __atomic_store_n(snd_cack, g->snd_cack, __ATOMIC_RELEASE);
       continue;
     }
     // Another QP, peer or window (or a PSN that went back: a QP created again under the same
@@ -421,6 +560,8 @@ void RxFilter::publish(std::span<const engine::RxGate> gates) {
     __atomic_store_n(qpn1, 0u, __ATOMIC_RELEASE);
     __atomic_store_n(cack, g->rcv_cack, __ATOMIC_RELAXED);
     __atomic_store_n(&word(base + kSlotLimit), limit, __ATOMIC_RELAXED);
+    __atomic_store_n(snd_cack, g->snd_cack, __ATOMIC_RELAXED);
+    __atomic_store_n(&word(base + kSlotSndWindow), g->snd_window, __ATOMIC_RELAXED);
     for (int w = 0; w < 4; ++w)
       __atomic_store_n(&word(base + kSlotGid + 4 * w), be_word(g->peer_gid, w), __ATOMIC_RELAXED);
     published_[s] = g->peer_gid;
@@ -458,19 +599,27 @@ RxFilter::Counts RxFilter::counts() const {
   auto rd = [&](int off) {
     return __atomic_load_n(reinterpret_cast<const uint64_t*>(shared_ + off), __ATOMIC_RELAXED);
   };
-  return {rd(kBucketDuplicates + kBucketRefused), rd(kBucketOutOfWindow + kBucketRefused),
-          rd(kBucketEpPeer + kBucketRefused), rd(kBucketEpStranger + kBucketRefused),
-          rd(kOffSampled)};
+  Counts c;
+  c.duplicates = rd(kBucketDuplicates + kBucketRefused);
+  c.out_of_window = rd(kBucketOutOfWindow + kBucketRefused);
+  c.ep_peer_limited = rd(kBucketEpPeer + kBucketRefused);
+  c.ep_stranger_limited = rd(kBucketEpStranger + kBucketRefused);
+  c.sampled = rd(kOffSampled);
+  c.nacks_not_outstanding = rd(kOffNacksRefused);
+  return c;
 }
 
-int64_t RxFilter::run_on(std::span<const std::byte> frame) const {
+int64_t RxFilter::run_on(std::span<const std::byte> frame, bool tc) const {
   // For a socket filter the test run consumes an Ethernet header (eth_type_trans) and starts the
   // program behind it, where a packet socket starts it at the frame's own Ethernet header: a
-  // header in front of the frame puts the frame where the ring's filter sees it.
-  std::vector<std::byte> in(14 + frame.size());
-  std::memcpy(in.data() + 14, frame.data(), frame.size());
+  // header in front of the frame puts the frame where the ring's filter sees it. A tc program
+  // is started at the Ethernet header, as at ingress.
+  const size_t pad = tc ? 0 : 14;
+  std::vector<std::byte> in(pad + frame.size());
+  std::memcpy(in.data() + pad, frame.data(), frame.size());
   bpf_attr attr{};
-  attr.test.prog_fd = static_cast<uint32_t>(prog_.get());
+  if (tc && !tc_prog_.ok()) return -ENOENT;
+  attr.test.prog_fd = static_cast<uint32_t>(tc ? tc_prog_.get() : prog_.get());
   attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
   attr.test.data_size_in = static_cast<uint32_t>(in.size());
   attr.test.repeat = 1;

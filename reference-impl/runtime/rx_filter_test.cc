@@ -2,6 +2,8 @@
 // what it refuses, what it must never refuse, its counters and its sampling.
 #include <gtest/gtest.h>
 
+#include <linux/pkt_cls.h>
+
 #include <cstring>
 #include <limits>
 
@@ -215,6 +217,149 @@ TEST_F(RxFilterTest, BucketsAllowTheirBurst) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(accepted(probe)) << i;
   EXPECT_FALSE(accepted(probe));
   EXPECT_EQ(filter_->counts().sampled, 6u);
+}
+
+// The sample NACK (responder -> requestor) as UNEXP_EVENT at NACK PSN `psn` (NETH behind the
+// BTH at 74: code byte 76, PSN bytes 87..89).
+std::vector<std::byte> unexp_event_at(uint32_t psn) {
+  std::vector<std::byte> f = sample("stev/NACK");
+  f[76] = std::byte{static_cast<uint8_t>(wire::NackCode::kUnexpEvent)};
+  for (int i = 0; i < 3; ++i) f[87 + i] = static_cast<std::byte>(psn >> (16 - 8 * i));
+  return f;
+}
+
+class RxFilterNackTest : public RxFilterTest {
+ protected:
+  // The requestor's QP: NACKs come from the responder; `window` 0 = not sending (not RTS).
+  void requester_gate(uint32_t snd_cack, uint32_t window = 256) {
+    engine::RxGate g;
+    g.qpn = ws::requestor().qpn;
+    g.peer_gid = ws::responder().gid;
+    g.rcv_cack = 5;
+    g.rcv_window = 512;
+    g.snd_cack = snd_cack;
+    g.snd_window = window;
+    gates_ = {g};
+    filter_->publish(gates_);
+  }
+  bool nack_accepted(uint32_t psn) { return accepted(unexp_event_at(psn)); }
+};
+
+TEST_F(RxFilterNackTest, TheSampleIsWhatTheProgramReads) {
+  // The offsets the test (and the program) use, checked against the decoder.
+  wire::DecodedFrame d;
+  const std::vector<std::byte> f = unexp_event_at(0x123456);
+  ASSERT_TRUE(wire::decode_frame(f, d));
+  EXPECT_EQ(d.neth.nack_psn, 0x123456u);
+  EXPECT_EQ(d.neth.nack_code, static_cast<uint8_t>(wire::NackCode::kUnexpEvent));
+  EXPECT_EQ(d.bth.dest_qp, ws::requestor().qpn);
+  EXPECT_EQ(d.ip6.src, ws::responder().gid);
+}
+
+TEST_F(RxFilterNackTest, RefusesNacksNamingNoOutstandingPsnOnly) {
+  make();
+  requester_gate(1000, 256);
+  // Outstanding at most: 1001 .. 1000 + 256 (Qp::entry: after the cumulative ACK, before
+  // snd_nxt, which is at most MPR beyond it).
+  EXPECT_TRUE(nack_accepted(1001));
+  EXPECT_TRUE(nack_accepted(1000 + 256));   // the window's edge
+  EXPECT_FALSE(nack_accepted(1000 + 257));  // beyond it
+  EXPECT_FALSE(nack_accepted(1000));        // the cumulative ACK itself
+  EXPECT_FALSE(nack_accepted(999));
+  EXPECT_FALSE(nack_accepted(1000 - 4096));       // what the flood sends: below ...
+  EXPECT_FALSE(nack_accepted(1000 + (1 << 20)));  // ... and far beyond
+  EXPECT_FALSE(nack_accepted((1000 - (1 << 23)) & 0xFFFFFF));
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.nacks_not_outstanding, 6u);
+  EXPECT_EQ(c.duplicates + c.out_of_window + c.sampled, 0u);  // not the data buckets
+  // Other NACK codes are judged the same way (the engine drops them all as stale).
+  std::vector<std::byte> trimmed_code = unexp_event_at(900);
+  trimmed_code[76] = std::byte{static_cast<uint8_t>(wire::NackCode::kTrimmed)};
+  EXPECT_FALSE(accepted(trimmed_code));
+  // The ACK moves on: 1001 is acknowledged, 1257 outstanding.
+  requester_gate(1100, 256);
+  EXPECT_FALSE(nack_accepted(1001));
+  EXPECT_TRUE(nack_accepted(1100 + 256));
+  EXPECT_FALSE(nack_accepted(1100));
+  // Across the PSN wrap.
+  requester_gate(0xFFFFF0, 256);
+  EXPECT_TRUE(nack_accepted(5));
+  EXPECT_TRUE(nack_accepted((0xFFFFF0 + 256) & 0xFFFFFF));
+  EXPECT_FALSE(nack_accepted((0xFFFFF0 + 257) & 0xFFFFFF));
+  EXPECT_FALSE(nack_accepted(0xFFFFF0));
+}
+
+TEST_F(RxFilterNackTest, PassesNacksItCannotJudge) {
+  make();
+  requester_gate(1000, 256);
+  const uint32_t far = 1000 + (1 << 20);
+  // Another QP, another source, a trimmed DSCP (the engine counts a decode error), too short for
+  // the NETH's PSN.
+  EXPECT_TRUE(accepted(with(unexp_event_at(far), ws::requestor().qpn + 1, 0)));
+  std::vector<std::byte> f = unexp_event_at(far);
+  f[22 + 15] ^= std::byte{1};
+  EXPECT_TRUE(accepted(f));
+  f = unexp_event_at(far);
+  const unsigned traffic_class = unsigned{wire::mrp0().dscp().trimmed} << 2;
+  f[14] = static_cast<std::byte>(0x60u | (traffic_class >> 4));
+  f[15] =
+      static_cast<std::byte>(((traffic_class & 0xFu) << 4) | (static_cast<unsigned>(f[15]) & 0xFu));
+  EXPECT_TRUE(accepted(f));
+  f = unexp_event_at(far);
+  f.resize(89);
+  EXPECT_TRUE(accepted(f));
+  // A requester not sending (RTR: window 0): the engine counts the wrong state.
+  requester_gate(1000, 0);
+  EXPECT_TRUE(nack_accepted(far));
+  // The QP gone.
+  gates_.clear();
+  filter_->publish(gates_);
+  EXPECT_TRUE(nack_accepted(far));
+  EXPECT_EQ(filter_->counts().nacks_not_outstanding, 0u);
+}
+
+// The tc ingress variant: the same decisions as actions, and everything that is not ours
+// (other EtherTypes, other UDP ports) goes on to the stack.
+TEST_F(RxFilterNackTest, TcVariantRefusesTheSameAndPassesTheRest) {
+  make();
+  if (filter_->run_on(data_, true) == -ENOENT) GTEST_SKIP() << "no tc program here";
+  requester_gate(1000, 256);
+  const auto tc = [&](const std::vector<std::byte>& f) { return filter_->run_on(f, true); };
+  EXPECT_EQ(tc(unexp_event_at(1000 + (1 << 20))), TC_ACT_SHOT);
+  EXPECT_EQ(tc(unexp_event_at(1001)), TC_ACT_OK);
+  gate(1000, 512);
+  EXPECT_EQ(tc(with(data_, qpn_, 1000 + (1 << 21))), TC_ACT_OK);    // the bucket's one frame
+  EXPECT_EQ(tc(with(data_, qpn_, 1000 + (1 << 21))), TC_ACT_SHOT);  // out of the window
+  EXPECT_EQ(tc(with(data_, qpn_, 1001)), TC_ACT_OK);
+  std::vector<std::byte> other = data_;
+  other[56] = std::byte{0x30};  // UDP to another port
+  EXPECT_EQ(tc(other), TC_ACT_OK);
+  std::vector<std::byte> arp = with(data_, qpn_, 1000 + (1 << 21));
+  arp[12] = std::byte{0x08};
+  arp[13] = std::byte{0x06};
+  EXPECT_EQ(tc(arp), TC_ACT_OK);
+  EXPECT_EQ(tc(sample("stev/SACK")), TC_ACT_OK);
+  RxFilter::Counts c = filter_->counts();
+  EXPECT_EQ(c.nacks_not_outstanding, 1u);
+  EXPECT_EQ(c.out_of_window, 1u);
+}
+
+// At tc ingress the program sees every process's traffic on the interface: a frame to another
+// GID than the endpoint's is never refused, whatever QPN, peer and PSN it carries.
+TEST_F(RxFilterTest, JudgesOnlyFramesToTheEndpointsOwnGid) {
+  make();
+  gate(1000, 512);
+  filter_->set_local_gid(ws::responder().gid);
+  EXPECT_TRUE(data_accepted(1000 + (1 << 21)));   // the bucket's one frame
+  EXPECT_FALSE(data_accepted(1000 + (1 << 21)));  // to us: refused
+  std::vector<std::byte> f = with(data_, qpn_, 1000 + (1 << 21));
+  f[38 + 15] ^= std::byte{1};  // to another GID
+  EXPECT_TRUE(accepted(f));
+  if (filter_->run_on(f, true) != -ENOENT) {
+    EXPECT_EQ(filter_->run_on(f, true), TC_ACT_OK);
+    EXPECT_EQ(filter_->run_on(with(data_, qpn_, 1000 + (1 << 21)), true), TC_ACT_SHOT);
+  }
+  EXPECT_EQ(filter_->counts().out_of_window, 2u);
 }
 
 }  // namespace

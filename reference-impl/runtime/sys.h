@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "reference-impl/runtime/runtime.h"
 
@@ -103,26 +104,39 @@ class RxFilter {
   ~RxFilter();
   RxFilter(const RxFilter&) = delete;
   RxFilter& operator=(const RxFilter&) = delete;
+  // The socket filter, for the rings when the program is not at tc ingress.
   int prog_fd() const { return prog_.get(); }
+  // Attaches the same program (its tc variant) to `ifindex`'s tc ingress hook (TCX, Linux 6.6),
+  // where it refuses frames before the IPv6/UDP receive path and the packet socket; detached
+  // when this object goes. false and `why_not` when the kernel cannot.
+  bool attach_ingress(int ifindex, std::string& why_not);
+  void detach_ingress();
+  bool on_ingress() const { return !links_.empty(); }
   // What the engine refuses now (Endpoint::rx_gates); call before the SACKs that carry the
   // cumulative PSNs leave.
   void publish(std::span<const engine::RxGate> gates);
+  // The endpoint's own GID: frames to any other address pass whatever they carry (unset: the
+  // destination is not looked at).
+  void set_local_gid(const wire::Ipv6Addr& gid);
   struct Counts {
     uint64_t duplicates = 0, out_of_window = 0;
     uint64_t ep_peer_limited = 0, ep_stranger_limited = 0;  // endpoint requests refused
     uint64_t sampled = 0;                                   // refusable, passed on by a bucket
+    uint64_t nacks_not_outstanding = 0;  // NACKs naming no PSN the requester has outstanding
   };
   Counts counts() const;
   // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN) as the ring's socket would:
-  // 0 = refused, otherwise the snap length; -errno when the kernel cannot run it. For tests.
-  int64_t run_on(std::span<const std::byte> frame) const;
+  // 0 = refused, otherwise the snap length; -errno when the kernel cannot run it. With `tc`,
+  // its tc variant: TC_ACT_SHOT = refused, TC_ACT_OK = passed. For tests.
+  int64_t run_on(std::span<const std::byte> frame, bool tc = false) const;
 
  private:
   RxFilter() = default;
   uint32_t& word(int off);
   uint64_t& dword(int off);
   void publish_peers(std::span<const engine::RxGate> gates);
-  Fd map_, prog_;
+  Fd map_, prog_, tc_prog_;
+  std::vector<Fd> links_;  // tc ingress attachments
   std::byte* shared_ = nullptr;
   size_t shared_bytes_ = 0;
   std::array<wire::Ipv6Addr, 64> published_{};
