@@ -141,6 +141,18 @@ for label, cmd in cmds:
           f"user {r['user']:6.2f} s sys {r['sys']:5.2f} s  peak RSS {r['rss_kb'] / 1024:6.0f} MiB  "
           f"anon {r['anon_kb'] / 1024:5.0f} MiB  exit {r['rc']}  (load {r['load']})")
 
+# Where the process's time goes outside the rules: mrct check --timings, one run each of -j 1 and
+# -j 2 (wall and CPU per phase; "others" is the judging thread's CPU with -j 2).
+for j in ("1", "2"):
+    load = loadavg()
+    p = subprocess.run(full + ["-j", j, "--timings"], cwd=cap_dir, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    rows = [l[len("mrct check: timings: "):] for l in p.stderr.splitlines()
+            if l.startswith("mrct check: timings: ")]
+    print(f"\nphases of mrct check -j {j} (profile + decisions; --timings, one run, load {load}):")
+    for l in rows:
+        print("  " + l)
+
 # -j 2 must write the very report of -j 1 (JSON, JUnit, Markdown, annotated pcapng).
 outdir = os.path.dirname(bench_json)
 same = True

@@ -440,6 +440,27 @@ struct CheckOptions {
   // Threads (mrct check -j): 2 or more pipeline the check (Checker's jobs) when every capture is a
   // regular file; a pipe or device is checked on one thread. The report is the same either way.
   unsigned jobs = 1;
+  // mrct check --timings: run_check() prints each phase's wall and CPU time to `err` (see
+  // CheckTimings), to find where a run's time goes outside the rules.
+  bool timings = false;
+};
+
+// Where a check's time went, phase by phase (mrct check --timings). CPU time is the process's
+// (every thread) and the calling thread's own; with -j 2 the difference is the judging thread's.
+struct CheckTimings {
+  struct Phase {
+    std::string name;
+    double wall_s = 0, cpu_s = 0, thread_cpu_s = 0;
+  };
+  std::vector<Phase> phases;
+  // Ends the phase begun at the previous mark (or at construction) and names it.
+  void mark(std::string name);
+  // The table, one line per phase and a total, each line prefixed "mrct check: timings: ".
+  void print(std::ostream& err) const;
+  CheckTimings();
+
+ private:
+  double wall0_, cpu0_, thread_cpu0_;
 };
 
 // kAuto: reads the captures once (they must be regular files) and measures, per capture point,
@@ -451,6 +472,9 @@ bool derive_tolerances(const CheckOptions& opts, const DutProfile& prof, Toleran
 // Reads and judges everything. Returns false on a usage/input error (message in `error`):
 // missing files, unreadable or non-capture files, bad profile, bad decision log.
 bool check_files(const CheckOptions& opts, Report& report, std::string& error);
+// The same, marking its phases in `timings` (nullptr: none).
+bool check_files(const CheckOptions& opts, Report& report, std::string& error,
+                 CheckTimings* timings);
 
 // The whole `mrct check`: judge, write the requested reports, print the human summary.
 // Returns the exit code: 0 conforming, 1 not conforming, 2 usage or input error, 3 inconclusive.

@@ -1,8 +1,12 @@
 // The checker engine: flows, merging of capture points, dispatch to the evaluators, results.
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -1570,9 +1574,8 @@ class Pipeline {
   // Returns once every slot given so far has been judged; rethrows what the judging thread threw.
   void drain() {
     publish();
-    for (uint64_t t = tail_.v.load(std::memory_order_acquire); t != prod_.filled;
-         t = tail_.v.load(std::memory_order_acquire))
-      tail_.v.wait(t, std::memory_order_acquire);
+    for (uint64_t t = tail_.v.load(std::memory_order_acquire); t != prod_.filled;)
+      t = await(tail_, prod_.filled);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -1602,10 +1605,28 @@ class Pipeline {
   };
   // A counter written by one thread and read by the other, alone on its cache line: the reading
   // thread's own bookkeeping (written every frame) must not share a line with it, or every frame
-  // would move that line between the cores.
+  // would move that line between the cores. A thread that waits for it to change sleeps on
+  // `epoch` (a futex word) after saying so in `sleeping`, and the writer makes a system call
+  // only then (an event count). std::atomic<uint64_t>::notify_one (libstdc++ 12) did a locked
+  // add on a line of its waiter table at every call, and both counters hashed to the same
+  // entry of that table, so each hand-over moved that line between the cores.
   struct alignas(64) Counter {
     std::atomic<uint64_t> v{0};
+    std::atomic<uint64_t> wake_at{0};  // the sleeper's target: set() wakes it from there on
+    std::atomic<uint32_t> sleeping{0};
+    std::atomic<uint32_t> epoch{0};
   };
+  // Sets c and wakes its waiter if it sleeps and x is what it waits for. Sequentially consistent
+  // on both sides: either the waiter's check of v sees x, or this load sees it sleeping (and its
+  // target, stored before).
+  static void set(Counter& c, uint64_t x) {
+    c.v.store(x, std::memory_order_seq_cst);
+    if (c.sleeping.load(std::memory_order_seq_cst) != 0 &&
+        x >= c.wake_at.load(std::memory_order_seq_cst)) {
+      c.epoch.fetch_add(1, std::memory_order_seq_cst);
+      ::syscall(SYS_futex, &c.epoch, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+    }
+  }
 
   static constexpr uint64_t kSlotsAhead = 2;
   // Requests the lines of a slot's decoded frame and the fields after it (not the decision),
@@ -1617,18 +1638,26 @@ class Pipeline {
       __builtin_prefetch(p + off, Write);
   }
 
-  // Waits until c differs from `seen` and returns its value: a short spin, then the futex.
-  static uint64_t await_change(const std::atomic<uint64_t>& c, uint64_t seen) {
+  // Waits until c (which only grows) reaches `target` and returns its value: a short spin, then
+  // the futex.
+  static uint64_t await(Counter& c, uint64_t target) {
     for (int i = 0; i < kSpins; ++i) {
-      const uint64_t v = c.load(std::memory_order_acquire);
-      if (v != seen) return v;
+      const uint64_t v = c.v.load(std::memory_order_acquire);
+      if (v >= target) return v;
       __builtin_ia32_pause();
     }
-    uint64_t v = c.load(std::memory_order_acquire);
-    while (v == seen) {
-      c.wait(seen, std::memory_order_acquire);
-      v = c.load(std::memory_order_acquire);
+    c.wake_at.store(target, std::memory_order_seq_cst);
+    c.sleeping.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t v;
+    for (;;) {
+      // epoch before v: a set() after this read of v bumps epoch, and the futex then returns
+      // at once instead of sleeping past it.
+      const uint32_t e = c.epoch.load(std::memory_order_seq_cst);
+      v = c.v.load(std::memory_order_seq_cst);
+      if (v >= target) break;
+      ::syscall(SYS_futex, &c.epoch, FUTEX_WAIT_PRIVATE, e, nullptr, nullptr, 0);
     }
+    c.sleeping.fetch_sub(1, std::memory_order_seq_cst);
     return v;
   }
 
@@ -1637,8 +1666,11 @@ class Pipeline {
     if (prod_.filled - prod_.tail_seen >= kSlots) {
       publish();
       prod_.tail_seen = tail_.v.load(std::memory_order_acquire);
-      while (prod_.filled - prod_.tail_seen >= kSlots)
-        prod_.tail_seen = await_change(tail_.v, prod_.tail_seen);
+      // A full ring: wait until a quarter of it is free, not one batch, so that the reading
+      // thread (the shorter stage) sleeps and is woken once per kSlots / 4 frames rather than
+      // once per batch when its spin runs out.
+      if (prod_.filled - prod_.tail_seen >= kSlots)
+        prod_.tail_seen = await(tail_, prod_.filled - kSlots + kSlots / 4);
     }
     return ring_[prod_.filled & (kSlots - 1)];
   }
@@ -1648,8 +1680,7 @@ class Pipeline {
   void publish() {
     if (prod_.published == prod_.filled) return;
     prod_.published = prod_.filled;
-    head_.v.store(prod_.filled, std::memory_order_release);
-    head_.v.notify_one();
+    set(head_, prod_.filled);
   }
   void stop() {
     if (!th_.joinable()) return;
@@ -1657,8 +1688,7 @@ class Pipeline {
       drain();
     } catch (...) {  // a destructor does not throw; finish() has drained already when it matters
     }
-    head_.v.store(kStop, std::memory_order_release);
-    head_.v.notify_one();
+    set(head_, kStop);
     th_.join();
   }
   void run() {
@@ -1667,7 +1697,7 @@ class Pipeline {
     bool failed = false;
     uint64_t t = 0;
     for (;;) {
-      const uint64_t h = await_change(head_.v, t);
+      const uint64_t h = await(head_, t + 1);
       if (h == kStop) return;
       // The merge-table line of each frame is fetched while the frame before it is judged.
       auto ahead = [&](const Slot& n) {
@@ -1698,13 +1728,9 @@ class Pipeline {
             failed = true;
           }
         }
-        if (((t + 1) & (kBatch - 1)) == 0) {
-          tail_.v.store(t + 1, std::memory_order_release);
-          tail_.v.notify_one();
-        }
+        if (((t + 1) & (kBatch - 1)) == 0) set(tail_, t + 1);
       }
-      tail_.v.store(t, std::memory_order_release);
-      tail_.v.notify_one();
+      set(tail_, t);
     }
   }
 

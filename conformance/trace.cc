@@ -1,8 +1,11 @@
 // Trace assembly: captures from several points merged on time, attribution of each capture to
 // a node, injector decision logs interleaved with the frames; and `mrct check` end to end.
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <ostream>
 #include <unordered_map>
@@ -294,7 +297,90 @@ void add_profile_notes(const CheckOptions& opts, const DutProfile& prof,
 
 }  // namespace detail
 
+namespace {
+
+double clock_s(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Seconds since the kernel started this process (field 22 of /proc/self/stat, in clock ticks
+// since boot: 10 ms steps); -1 when it cannot be read.
+double process_age_s() {
+  std::ifstream f("/proc/self/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return -1;
+  size_t field = 2, at = close + 1;
+  unsigned long long start_ticks = 0;
+  while (at < stat.size()) {
+    while (at < stat.size() && stat[at] == ' ') ++at;
+    const size_t end = stat.find(' ', at);
+    if (++field == 22) {
+      start_ticks = std::strtoull(stat.c_str() + at, nullptr, 10);
+      break;
+    }
+    if (end == std::string::npos) return -1;
+    at = end;
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (field != 22 || hz <= 0) return -1;
+  return clock_s(CLOCK_BOOTTIME) - static_cast<double>(start_ticks) / static_cast<double>(hz);
+}
+
+}  // namespace
+
+CheckTimings::CheckTimings()
+    : wall0_(clock_s(CLOCK_MONOTONIC)),
+      cpu0_(clock_s(CLOCK_PROCESS_CPUTIME_ID)),
+      thread_cpu0_(clock_s(CLOCK_THREAD_CPUTIME_ID)) {
+  // What the process spent before the check began: loading, relocation, static constructors,
+  // option parsing (the CPU since exec, on this thread alone then).
+  phases.push_back(
+      {"start-up (exec to check)", std::max(0.0, process_age_s()), cpu0_, thread_cpu0_});
+}
+
+void CheckTimings::mark(std::string name) {
+  const double wall = clock_s(CLOCK_MONOTONIC), cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID),
+               thread_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  phases.push_back({std::move(name), wall - wall0_, cpu - cpu0_, thread_cpu - thread_cpu0_});
+  wall0_ = wall;
+  cpu0_ = cpu;
+  thread_cpu0_ = thread_cpu;
+}
+
+void CheckTimings::print(std::ostream& err) const {
+  char line[160];
+  std::snprintf(line, sizeof line, "%-32s %9s %9s %11s %11s", "phase", "wall ms", "CPU ms",
+                "main thr ms", "others ms");
+  err << "mrct check: timings: " << line << "\n";
+  Phase total{"total", 0, 0, 0};
+  auto row = [&](const Phase& p) {
+    std::snprintf(line, sizeof line, "%-32s %9.1f %9.1f %11.1f %11.1f", p.name.c_str(),
+                  p.wall_s * 1e3, p.cpu_s * 1e3, p.thread_cpu_s * 1e3,
+                  std::max(0.0, p.cpu_s - p.thread_cpu_s) * 1e3);
+    err << "mrct check: timings: " << line << "\n";
+  };
+  for (const Phase& p : phases) {
+    row(p);
+    total.wall_s += p.wall_s;
+    total.cpu_s += p.cpu_s;
+    total.thread_cpu_s += p.thread_cpu_s;
+  }
+  row(total);
+}
+
 bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
+  return check_files(opts, report, error, nullptr);
+}
+
+bool check_files(const CheckOptions& opts, Report& report, std::string& error,
+                 CheckTimings* timings) {
+  auto mark = [timings](const char* name) {
+    if (timings) timings->mark(name);
+  };
   error.clear();
   DutProfile prof;
   if (opts.captures.empty()) {
@@ -303,6 +389,7 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   }
   detail::ProfileOrigin origin;
   if (!detail::prepare_profile(opts, prof, origin, error)) return false;
+  mark("profile");
   const uint64_t lookahead = prof.tol.decision_lookahead_ns;
   // The pipelined checker keeps each frame's bytes until it has judged them: a mapped file's
   // records stay valid while its reader is open, a pipe's chunk does not.
@@ -383,6 +470,7 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
       pending.pop_back();
     }
   };
+  mark("open captures, decision logs");
   uint64_t last_ts = 0;
   for (;;) {
     size_t pick = src.size();
@@ -406,7 +494,9 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
   }
   if (!read_decisions(UINT64_MAX)) return false;
   apply_decisions(UINT64_MAX);
+  mark("frames (read, hand over)");
   report = ck.finish(last_ts);
+  mark("finish (drain, obligations)");
   for (size_t i = 0; i < src.size() && i < report.captures.size(); ++i) {
     report.captures[i].pcapng = src[i].rd->is_pcapng();
     report.captures[i].error = read_errors[i];
@@ -422,6 +512,7 @@ bool check_files(const CheckOptions& opts, Report& report, std::string& error) {
           "<node>-<iface>.pcap with the node in the profile, or pass path@node)");
   }
   detail::add_profile_notes(opts, prof, origin, report);
+  mark("notes");
   return true;
 }
 
@@ -526,10 +617,16 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
       }
     }
   }
-  if (!check_files(opts, r, error)) {
+  std::optional<CheckTimings> timings;
+  if (opts.timings) timings.emplace();
+  auto mark = [&timings](const char* name) {
+    if (timings) timings->mark(name);
+  };
+  if (!check_files(opts, r, error, timings ? &*timings : nullptr)) {
     err << "mrct check: " << error << "\n";
     return kExitUsage;
   }
+  mark("teardown (checker, readers)");
   if (!opts.json_out.empty() && !detail::write_report_to(opts.json_out, out, err, write_json, r))
     return 2;
   if (!opts.junit_out.empty() && !detail::write_report_to(opts.junit_out, out, err, write_junit, r))
@@ -537,6 +634,7 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
   if (!opts.markdown_out.empty() &&
       !detail::write_report_to(opts.markdown_out, out, err, write_markdown, r))
     return 2;
+  mark("reports (JSON, JUnit, Markdown)");
   if (!opts.annotated_out.empty()) {
     std::string e;
     if (!write_annotated(opts, r, opts.annotated_out, e)) {
@@ -544,10 +642,17 @@ int run_check(const CheckOptions& opts, std::ostream& out, std::ostream& err) {
       return 2;
     }
     if (!e.empty()) err << "mrct check: annotated capture: " << e << "\n";
+    mark("annotated capture");
   }
   for (const auto& n : r.notes) err << "mrct check: note: " << n << "\n";
   if (!opts.quiet && opts.json_out != "-") write_human(r, out);
-  return r.exit_code();
+  const int code = r.exit_code();
+  if (timings) {
+    r = Report();  // what the process would free on its way out
+    mark("summary, report freed");
+    timings->print(err);
+  }
+  return code;
 }
 
 }  // namespace mrc::check

@@ -82,6 +82,9 @@ Run add_check(CLI::App& app) {
                  "while another judges them; the report is byte for byte the one of -j 1. "
                  "Captures read from a pipe or device are checked on one thread")
       ->check(CLI::Range(1u, 256u));
+  app.add_flag("--timings", a->opts.timings,
+               "print each phase's wall and CPU time to stderr (start-up, profile, frames, "
+               "finish, teardown, reports): where a run's time goes");
   app.footer(
       "Exit codes: 0 CONFORMING, 1 NOT CONFORMING (a rule failed; a warning too with "
       "--fail-on-warn), 2 usage or input error, 3 INCONCLUSIVE: no frame was recognised as MRC "

@@ -127,8 +127,26 @@ s = json.load(open(sys.argv[2]))
 assert s["verdict"] in ("CONFORMING", "NOT CONFORMING") and s["trace"]["mrc_frames"] > 0
 assert s["tolerances"]["preset"] == "software"
 PY
+# --timings: each phase's wall and CPU time on stderr, the reports unchanged (-j 1 and -j 2).
+for j in 1 2; do
+  set +e
+  "$MRCT" check "$tmp/s.pcap" -q -j $j --timings --json "$tmp/s_t$j.json" > "$tmp/s_t$j.out" \
+    2> "$tmp/s_t$j.err"; rc_t=$?
+  set -e
+  [ $rc_t -eq $rc_s ] || fail "check --timings -j $j exited $rc_t, without it $rc_s"
+  cmp -s "$tmp/s.json" "$tmp/s_t$j.json" || fail "check --timings -j $j changed the JSON report"
+  [ ! -s "$tmp/s_t$j.out" ] || fail "check --timings -q wrote to stdout: $(cat "$tmp/s_t$j.out")"
+  for phase in "start-up" "profile" "open captures" "frames" "finish" "teardown" "reports" \
+    "summary" "total"; do
+    grep -Eq "^mrct check: timings: $phase.* [0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9]\$" \
+      "$tmp/s_t$j.err" || fail "check --timings -j $j: no '$phase' row: $(cat "$tmp/s_t$j.err")"
+  done
+done
+"$MRCT" check "$tmp/s.pcap" -q 2> "$tmp/s_nt.err" || true
+! grep -q "timings" "$tmp/s_nt.err" || fail "check prints timings without --timings"
 "$MRCT" check --help > "$tmp/check_help.txt"
 grep -q "3 INCONCLUSIVE" "$tmp/check_help.txt" || fail "check --help does not explain exit 3"
+grep -q -- "--timings" "$tmp/check_help.txt" || fail "check --help lacks --timings"
 grep -q -- "--tolerances" "$tmp/check_help.txt" || fail "check --help lacks --tolerances"
 fi
 
