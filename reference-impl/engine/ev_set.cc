@@ -254,15 +254,19 @@ int EvSet::pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint
     if (e.state == EvState::kSkip && skip_expired(e, now_ns))
       set_state(idx, EvState::kGood, "skip_done");
     if (((usable_ports >> e.port) & 1u) == 0) continue;
-    if (e.state != EvState::kGood) {
-      // The slot's turn stays on its plane: another GOOD EV of the plane takes it. Passing it on
-      // to the next slot (the next plane) gave each plane a share of the QP's packets in
+    if (e.state == EvState::kAssumedBad || e.state == EvState::kDenied) {
+      // A retired EV's turn stays on its plane: another GOOD EV of the plane takes it. Passing
+      // it on to the next slot (the next plane) gave each plane a share of the QP's packets in
       // proportion to its GOOD EVs, so a plane that lost EVs to a failure sent less and the
       // other planes' host links, already full, capped the QP (docs/simulation.md,
-      // experiment a). Only a plane without a GOOD EV gives its turns away.
+      // experiment a). Only a plane without a GOOD EV gives its turns away. A SKIP EV's turn
+      // does go to the next slot: SKIP is congestion, and moving its load to the other planes
+      // is what lets a plane whose remaining paths are full carry less.
       const int sub = good_in_plane(e.port, have_avoid, avoid_wev, now_ns);
       if (sub < 0) continue;
       idx = static_cast<uint32_t>(sub);
+    } else if (e.state != EvState::kGood) {
+      continue;
     }
     if (have_avoid && evs_[idx].wev == avoid_wev) {
       if (fallback < 0) fallback = static_cast<int>(idx);

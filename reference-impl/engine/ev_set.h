@@ -66,10 +66,11 @@ class EvSet {
   // (its reshuffles) is the new data's; either cursor's wrap ends a rotation for SKIP.
   enum class Stream : uint8_t { kNewData, kResend };
   // Next EV for a data packet: GOOD, on a port in `usable_ports` (bit N = port N), not
-  // `avoid_wev` unless it is the only candidate. -1 when none. A slot whose EV is not GOOD
-  // (ASSUMED_BAD without a backup left, DENIED, SKIP) gives its turn to another GOOD EV of the
-  // same plane, in turn, so every usable plane with a GOOD EV keeps an equal share of the
-  // packets; only a plane without one gives its turns to the next slots.
+  // `avoid_wev` unless it is the only candidate. -1 when none. A slot whose EV is retired
+  // (ASSUMED_BAD without a backup left, DENIED) gives its turn to another GOOD EV of the same
+  // plane, in turn, so every usable plane with a GOOD EV keeps an equal share of the packets;
+  // only a plane without one gives its turns to the next slots. A SKIP slot's turn goes to the
+  // next slot (congestion moves load, to other planes too).
   int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns,
            Stream stream = Stream::kNewData);
 

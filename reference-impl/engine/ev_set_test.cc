@@ -210,19 +210,47 @@ TEST(EvSet, PlanesKeepEqualSharesWhenSomeOfTheirEvsAreRetired) {
   }
 }
 
+// SKIP is congestion, not failure: its turn goes to the next slot (the other plane), so a plane
+// whose paths are congested carries less; substituting within the plane would keep its share.
+TEST(EvSet, ASkippedEvsTurnGoesToTheNextSlot) {
+  EvSet s = build(make_ev_profile(8, 0, 1), 2);  // 4 EVs per plane, planes alternate
+  const int first = s.pick(0b110, false, 0, 0);  // slot 0
+  ASSERT_GE(first, 0);
+  const uint32_t skipped = static_cast<uint32_t>(first);
+  const uint8_t plane = s.at(skipped).port;
+  std::map<uint8_t, int> per_plane;
+  for (int i = 0; i < 700; ++i) {
+    s.skip(skipped, 0, "ecn");  // congestion signals keep coming: it stays in SKIP
+    const int idx = s.pick(0b110, false, 0, 0);
+    ASSERT_GE(idx, 0);
+    ASSERT_NE(static_cast<uint32_t>(idx), skipped);
+    ++per_plane[s.at(static_cast<uint32_t>(idx)).port];
+  }
+  // Every rotation of 8 slots is 7 packets: 3 on the skipped EV's plane, 4 on the other
+  // (substituting within the plane would make it 350 / 350).
+  EXPECT_EQ(per_plane[plane], 300);
+  EXPECT_EQ(per_plane[plane == 1 ? 2 : 1], 400);
+}
+
 TEST(EvSet, ASubstituteAvoidsTheResentPacketsEv) {
-  // One GOOD EV left on plane 1 besides the avoided one: the substitute is the other.
+  // Plane 1: A retired, B the resent packet's EV (avoided), C. A's turn goes to C, not to B
+  // (which would pass it on to plane 2); B's own turn goes to plane 2's next slot.
   EvSet s = build(make_ev_profile(6, 0, 1), 2);
   std::vector<uint32_t> plane1;
   for (uint32_t i = 0; i < s.size(); ++i)
     if (s.at(i).port == 1) plane1.push_back(i);
   ASSERT_TRUE(s.demote(plane1[0], 0, "loss"));
   const uint32_t avoid = s.at(plane1[1]).wev;
-  for (int i = 0; i < 30; ++i) {
+  std::map<uint8_t, int> per_plane;
+  for (int i = 0; i < 500; ++i) {
     const int idx = s.pick(0b110, true, avoid, 0, EvSet::Stream::kResend);
     ASSERT_GE(idx, 0);
     EXPECT_NE(s.at(static_cast<uint32_t>(idx)).wev, avoid);
+    ++per_plane[s.at(static_cast<uint32_t>(idx)).port];
   }
+  // Each rotation of 6 slots is 5 packets: 2 on plane 1 (A's turn and C's), 3 on plane 2.
+  EXPECT_EQ(per_plane[1], 200);
+  EXPECT_EQ(per_plane[2], 300);
 }
 
 TEST(EvSet, DemotionTakesABackupOfTheSamePlaneAndRespectsTheFloor) {
