@@ -186,6 +186,7 @@ Status EvSet::build(const EvProfile& profile, wire::EvFormat format, uint8_t npo
       }
     }
   }
+  substitute_cursor_.assign(size_t{nports} + 1, 0);
   // Interleave planes so consecutive packets go to different planes.
   for (uint32_t round = 0;; ++round) {
     bool any = false;
@@ -252,14 +253,50 @@ int EvSet::pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint
     EvRecord& e = evs_[idx];
     if (e.state == EvState::kSkip && skip_expired(e, now_ns))
       set_state(idx, EvState::kGood, "skip_done");
-    if (e.state != EvState::kGood || ((usable_ports >> e.port) & 1u) == 0) continue;
-    if (have_avoid && e.wev == avoid_wev) {
+    if (((usable_ports >> e.port) & 1u) == 0) continue;
+    if (e.state == EvState::kAssumedBad || e.state == EvState::kDenied) {
+      // A retired EV's turn stays on its plane: another GOOD EV of the plane takes it. Passing
+      // it on to the next slot (the next plane) gave each plane a share of the QP's packets in
+      // proportion to its GOOD EVs, so a plane that lost EVs to a failure sent less and the
+      // other planes' host links, already full, capped the QP (docs/simulation.md,
+      // experiment a). Only a plane without a GOOD EV gives its turns away. A SKIP EV's turn
+      // does go to the next slot: SKIP is congestion, and moving its load to the other planes
+      // is what lets a plane whose remaining paths are full carry less.
+      const int sub = good_in_plane(e.port, have_avoid, avoid_wev, now_ns);
+      if (sub < 0) continue;
+      idx = static_cast<uint32_t>(sub);
+    } else if (e.state != EvState::kGood) {
+      continue;
+    }
+    if (have_avoid && evs_[idx].wev == avoid_wev) {
       if (fallback < 0) fallback = static_cast<int>(idx);
       continue;
     }
     return static_cast<int>(idx);
   }
   return fallback;
+}
+
+int EvSet::good_in_plane(uint8_t port, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns) {
+  if (port >= plane_slots_.size() || plane_slots_[port].empty()) return -1;
+  const std::vector<uint32_t>& pos = plane_slots_[port];
+  size_t& cur = substitute_cursor_[port];
+  int avoided = -1;
+  for (size_t k = 0; k < pos.size(); ++k) {
+    const size_t at = (cur + k) % pos.size();
+    const uint32_t idx = slots_[pos[at]];
+    EvRecord& e = evs_[idx];
+    if (e.state == EvState::kSkip && skip_expired(e, now_ns))
+      set_state(idx, EvState::kGood, "skip_done");
+    if (e.state != EvState::kGood) continue;
+    if (have_avoid && e.wev == avoid_wev) {
+      if (avoided < 0) avoided = static_cast<int>(idx);
+      continue;
+    }
+    cur = (at + 1) % pos.size();  // the next substitute is the next GOOD EV of the plane
+    return static_cast<int>(idx);
+  }
+  return avoided;
 }
 
 void EvSet::set_state(uint32_t idx, EvState to, std::string_view reason) {

@@ -66,7 +66,11 @@ class EvSet {
   // (its reshuffles) is the new data's; either cursor's wrap ends a rotation for SKIP.
   enum class Stream : uint8_t { kNewData, kResend };
   // Next EV for a data packet: GOOD, on a port in `usable_ports` (bit N = port N), not
-  // `avoid_wev` unless it is the only candidate. -1 when none.
+  // `avoid_wev` unless it is the only candidate. -1 when none. A slot whose EV is retired
+  // (ASSUMED_BAD without a backup left, DENIED) gives its turn to another GOOD EV of the same
+  // plane, in turn, so every usable plane with a GOOD EV keeps an equal share of the packets;
+  // only a plane without one gives its turns to the next slots. A SKIP slot's turn goes to the
+  // next slot (congestion moves load, to other planes too).
   int pick(uint32_t usable_ports, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns,
            Stream stream = Stream::kNewData);
 
@@ -96,6 +100,9 @@ class EvSet {
   void wrap(Rng* rng);
   bool skip_expired(const EvRecord& e, uint64_t now_ns) const;
   void take_out_of_backups(uint32_t idx);
+  // A GOOD EV of the plane for a slot whose EV cannot take the packet, round robin over the
+  // plane's slots; `avoid_wev` only when it is the plane's last. -1 when the plane has none.
+  int good_in_plane(uint8_t port, bool have_avoid, uint32_t avoid_wev, uint64_t now_ns);
 
   std::vector<EvRecord> evs_;
   std::unordered_map<uint32_t, uint32_t> by_wev_;
@@ -104,6 +111,7 @@ class EvSet {
   std::vector<std::vector<uint32_t>> backups_;      // GOOD backups of each plane (index port)
   size_t cursor_ = 0;
   size_t resend_cursor_ = 0;
+  std::vector<size_t> substitute_cursor_;  // per plane (index port): next slot to try
   uint64_t epoch_ = 0;
   uint32_t counts_[4] = {0, 0, 0, 0};
   uint32_t min_active_ = 1;

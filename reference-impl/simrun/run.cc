@@ -374,6 +374,11 @@ double percentile_d(std::vector<double> v, double q) {
   return v[std::min(idx, v.size() - 1)];
 }
 
+void add_to_bin(std::vector<uint64_t>& bins, uint64_t k, uint64_t n) {
+  if (bins.size() <= k) bins.resize(static_cast<size_t>(k) + 1, 0);
+  bins[static_cast<size_t>(k)] += n;
+}
+
 uint64_t peak_rss_kb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -568,7 +573,8 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
       r.error = "host " + std::to_string(h) + ": " + st.message;
       return r;
     }
-    x.ep->set_event_sink([&fs, &completed, &r, &retired_paths, pinned](const eng::Event& e) {
+    x.ep->set_event_sink([&fs, &completed, &r, &retired_paths, pinned,
+                          bin_ns = cfg.timeseries_ns](const eng::Event& e) {
       if (e.kind == eng::EventKind::kCompletion) {
         const eng::EventField* side = e.find("side");
         if (side == nullptr || side->type != eng::EventField::Type::kStr || side->s != "send")
@@ -583,10 +589,16 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
         f.error = status != nullptr && status->type == eng::EventField::Type::kStr &&
                   status->s != "IBV_WC_SUCCESS";
         ++completed;
+      } else if (e.kind == eng::EventKind::kRetransmit && bin_ns > 0) {
+        // "retry_exceeded" reports the end of a QP's retries, not a packet sent again.
+        const eng::EventField* cause = e.find("cause");
+        if (cause == nullptr || cause->s != "retry_exceeded")
+          add_to_bin(r.ts_retransmits, e.t_ns / bin_ns, 1);
       } else if (e.kind == eng::EventKind::kEvState) {
         const eng::EventField* to = e.find("to");
         if (to != nullptr && to->type == eng::EventField::Type::kStr && to->s == "ASSUMED_BAD") {
           ++r.ev_retirements;
+          if (bin_ns > 0) add_to_bin(r.ts_ev_retirements, e.t_ns / bin_ns, 1);
           const eng::EventField* wev = e.find("wev");
           const eng::EventField* port = e.find("port");
           if (pinned && wev != nullptr && port != nullptr && (wev->u & kPinnedTag) != 0)
@@ -731,6 +743,39 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     });
   }
 
+  // Time series of the queues (and of rc's retransmissions, which raise no events): a sample at
+  // the start of every bin. The samples change nothing in the simulation; their events are left
+  // out of the event count.
+  const uint8_t classes = topo.tiers == 3 ? kClasses : kHostDown + 1;
+  uint64_t sampler_events = 0, rc_rtx_seen = 0;
+  auto rc_rtx_total = [&] {
+    uint64_t n = 0;
+    for (const Host& x : hosts)
+      if (x.gbn) n += x.gbn->stats().retransmitted_packets;
+    return n;
+  };
+  std::function<void()> sample;
+  if (cfg.timeseries_ns > 0) {
+    r.ts_queue_max_bytes.resize(classes);
+    sample = [&] {
+      ++sampler_events;
+      const uint64_t now = s.now_ns();
+      const size_t k = static_cast<size_t>(now / cfg.timeseries_ns);
+      for (std::vector<uint64_t>& q : r.ts_queue_max_bytes) q.resize(k + 1, 0);
+      for (LinkId l = 0; l < s.link_count(); ++l) {
+        uint64_t& m = r.ts_queue_max_bytes[fabric.link_class(l)][k];
+        m = std::max(m, s.backlog_bytes(l));
+      }
+      if (rc_transport && k > 0) {
+        const uint64_t n = rc_rtx_total();
+        add_to_bin(r.ts_retransmits, k - 1, n - rc_rtx_seen);
+        rc_rtx_seen = n;
+      }
+      if (now + cfg.timeseries_ns < cfg.end_ns) s.at(now + cfg.timeseries_ns, sample);
+    };
+    s.at(0, sample);
+  }
+
   // Run in slices until every flow completed or the end time.
   auto last_print = std::chrono::steady_clock::now();
   eng::Wc wcs[64];
@@ -774,7 +819,7 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
     }
   }
   r.sim_end_ns = s.now_ns();
-  r.events = s.events_dispatched();
+  r.events = s.events_dispatched() - sampler_events;
 
   // Per flow.
   for (size_t i = 0; i < wl.flows.size(); ++i) {
@@ -835,6 +880,12 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
         static_cast<size_t>((r.sim_end_ns + cfg.timeseries_ns - 1) / cfg.timeseries_ns);
     r.ts_bytes.resize(std::max(bins, r.ts_bytes.size()), 0);
     for (std::vector<uint64_t>& p : r.ts_plane_bytes) p.resize(r.ts_bytes.size(), 0);
+    if (rc_transport && r.sim_end_ns > 0)  // what the last sample did not see
+      add_to_bin(r.ts_retransmits, (r.sim_end_ns - 1) / cfg.timeseries_ns,
+                 rc_rtx_total() - rc_rtx_seen);
+    r.ts_retransmits.resize(r.ts_bytes.size(), 0);
+    r.ts_ev_retirements.resize(r.ts_bytes.size(), 0);
+    for (std::vector<uint64_t>& q : r.ts_queue_max_bytes) q.resize(r.ts_bytes.size(), 0);
   }
 
   for (const auto& [key, n] : retired_paths) {
@@ -849,7 +900,6 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
   }
 
   // Queues per link class (the core tier's classes with 3 tiers only).
-  const uint8_t classes = topo.tiers == 3 ? kClasses : kHostDown + 1;
   r.queues.resize(classes);
   std::vector<double> sum(kClasses, 0);
   for (uint8_t c = 0; c < classes; ++c) r.queues[c].name = kClassNames[c];
@@ -990,8 +1040,12 @@ std::string result_json(const Topology& topo, const Workload& wl, const RunConfi
   }
   j["flows"] = flows;
   if (cfg.timeseries_ns > 0) {
-    j["timeseries"] = {
-        {"bin_ns", cfg.timeseries_ns}, {"bytes", r.ts_bytes}, {"plane_bytes", r.ts_plane_bytes}};
+    ordered_json qmax = ordered_json::object();
+    for (size_t c = 0; c < r.ts_queue_max_bytes.size() && c < r.queues.size(); ++c)
+      qmax[r.queues[c].name] = r.ts_queue_max_bytes[c];
+    j["timeseries"] = {{"bin_ns", cfg.timeseries_ns},           {"bytes", r.ts_bytes},
+                       {"plane_bytes", r.ts_plane_bytes},       {"retransmits", r.ts_retransmits},
+                       {"ev_retirements", r.ts_ev_retirements}, {"queue_max_bytes", qmax}};
   }
   if (perf) {
     j["perf"] = {{"events", r.events},

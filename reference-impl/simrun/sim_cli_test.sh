@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mrct sim end to end: gen, run, JSON out, determinism by seed, and exit 2 naming file:line on
+# mrct sim end to end: gen, run, JSON out, the --summary directory, determinism by seed, and exit 2 naming file:line on
 # bad topology and workload files (with no output file left behind).
 set -euo pipefail
 SIM=${MRCT_SIM:?MRCT_SIM: the mrct-sim binary}
@@ -68,6 +68,68 @@ for bad in "--transport tcp" "--timeseries-us -1"; do
   set -e
   [ $rc -eq 2 ] && [ ! -e "$dir/d.json" ] || fail "$bad: exit $rc"
 done
+
+# --summary DIR: summary.md, result.json and SVG plots that parse as XML and hold the JSON's
+# values; the same bytes for one seed; a directory that is not new or empty is refused before
+# the run, with nothing written.
+"$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" --seed 3 --no-perf -q --timeseries-us 5 \
+  --summary "$dir/s1" -o "$dir/s1.json"
+"$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" --seed 3 --no-perf -q --timeseries-us 5 \
+  --summary "$dir/s2" -o "$dir/s2.json"
+for f in summary.md result.json fct_cdf.svg slowdown.svg goodput.svg queues.svg queues_max.svg \
+  retransmits.svg; do
+  [ -s "$dir/s1/$f" ] || fail "summary: $f missing"
+  cmp -s "$dir/s1/$f" "$dir/s2/$f" || fail "summary: $f differs between two runs of one seed"
+done
+cmp -s "$dir/s1.json" "$dir/s1/result.json" || fail "summary: result.json is not the -o JSON"
+! compgen -G "$dir/*.tmp.*" >/dev/null || fail "summary: temporary directory left"
+/usr/bin/python3 - "$dir/s1" <<'PY' || fail "summary content"
+import json, sys, xml.dom.minidom
+d = sys.argv[1]
+j = json.load(open(d + "/result.json"))
+def series(svg, name):
+    doc = xml.dom.minidom.parse(d + "/" + svg)  # raises on malformed XML
+    assert doc.documentElement.tagName == "svg", svg
+    for pl in doc.getElementsByTagName("polyline"):
+        if pl.getAttribute("data-name") == name:
+            return [tuple(map(float, p.split(","))) for p in pl.getAttribute("data-values").split()]
+    raise AssertionError(f"{svg}: no series {name}")
+cdf = series("fct_cdf.svg", "CDF")
+assert abs(cdf[-1][0] - j["summary"]["fct_ns"]["max"] / 1e3) < 1e-6 and cdf[-1][1] == 1, cdf[-1]
+assert len(cdf) == j["summary"]["completed"] == 8
+sd = series("slowdown.svg", "slowdown")
+assert abs(sd[-1][1] - j["summary"]["slowdown"]["max"]) < 1e-6, (sd[-1], j["summary"]["slowdown"])
+ts = j["timeseries"]
+assert ts["bin_ns"] == 5000
+good = series("goodput.svg", "all planes")
+assert len(good) == len(ts["bytes"])
+assert abs(sum(y for _, y in good) * 5000 / 8 - 8 * 65536) < 1e-3, good
+for p in range(2):
+    pl = series("goodput.svg", f"plane {p + 1}")
+    assert all(abs(y * 5000 / 8 - b) < 1e-6 for (_, y), b in zip(pl, ts["plane_bytes"][p]))
+rtx = series("retransmits.svg", "retransmissions")
+assert sum(y for _, y in rtx) == j["summary"]["retransmits"]["total"]
+ret = series("retransmits.svg", "EV retirements")
+assert sum(y for _, y in ret) == j["summary"]["ev_retirements"]
+for q in j["summary"]["queues"]:
+    qs = series("queues.svg", q["class"])
+    assert max(y for _, y in qs) <= q["max_backlog_bytes"] / 1e3
+xml.dom.minidom.parse(d + "/queues_max.svg")
+md = open(d + "/summary.md").read()
+assert md.startswith("# mrct sim run: ") and "| seed | 3 |" in md, md[:300]
+assert "| topology.timed_failures | 1 |" in md and "![FCT CDF](fct_cdf.svg)" in md
+PY
+# Without --timeseries-us the summary turns the series on (10 us bins).
+"$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" --no-perf -q --summary "$dir/s3" >/dev/null
+grep -q '"bin_ns": 10000' "$dir/s3/result.json" || fail "summary: default bin"
+set +e
+err=$("$SIM" run --topo "$dir/t.topo" --cm "$dir/perm.cm" -q --summary "$dir/s1" -o "$dir/e.json" 2>&1)
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "summary into a full directory: exit $rc"
+[[ $err == *"s1: exists and is not empty"* ]] || fail "summary into a full directory: $err"
+[ ! -e "$dir/e.json" ] || fail "summary into a full directory: JSON written"
+cmp -s "$dir/s1/result.json" "$dir/s2/result.json" || fail "summary refused but s1 changed"
 
 # Three tiers from flags (the k = 4 fat tree) and SRv6 pinning: completes, deterministic.
 "$SIM" gen permutation --nodes 16 --size 65536 --seed 2 -o "$dir/perm16.cm"

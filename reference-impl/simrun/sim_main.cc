@@ -1,4 +1,6 @@
 // `mrct sim`: run a connection matrix on a Clos fabric, or write one.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +15,7 @@ namespace {
 constexpr int kOk = 0;
 constexpr int kIncomplete = 1;  // the run finished, and some flows did not complete
 constexpr int kUsage = 2;
+constexpr double kSummaryBinUs = 10;  // --summary without --timeseries-us
 
 // Writes `text` to `path` through a temporary file, so a failed write leaves nothing behind.
 bool write_atomically(const std::string& path, const std::string& text, std::string* error) {
@@ -43,7 +46,8 @@ int sim_main(int argc, char** argv) {
   CLI::App app{
       "The reference MRC engine on a multi-plane two- or three-tier Clos fabric "
       "(docs/simulation.md).\n"
-      "  run: a connection matrix (htsim's .cm format) on a topology file or flags; JSON out.\n"
+      "  run: a connection matrix (htsim's .cm format) on a topology file or flags; JSON out,\n"
+      "       and with --summary DIR a summary.md with SVG plots.\n"
       "  gen: write a permutation or incast connection matrix.\n"
       "Exit: 0 every flow completed, 1 some flows did not complete by --end-us, 2 bad options "
       "or input.",
@@ -115,6 +119,12 @@ int sim_main(int argc, char** argv) {
                    "per plane, in the JSON (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  std::string summary_dir;
+  run_cmd->add_option("--summary", summary_dir,
+                      "also write DIR/summary.md with SVG plots (FCT CDF, slowdown percentiles, "
+                      "goodput per plane, queues, retransmissions and EV retirements over time) "
+                      "and DIR/result.json; DIR must be new or empty; turns the time series on "
+                      "(10 us bins unless --timeseries-us)");
   run_cmd->add_flag("-q,--quiet", quiet, "no progress lines on stderr");
   bool no_perf = false;
   run_cmd->add_flag("--no-perf", no_perf,
@@ -227,6 +237,14 @@ int sim_main(int argc, char** argv) {
     std::cerr << "mrct sim: --end-us must be positive\n";
     return kUsage;
   }
+  if (!summary_dir.empty()) {
+    // Checked before the run, so a long run does not end in a refusal.
+    if (std::string p = summary_dir_problem(summary_dir); !p.empty()) {
+      std::cerr << "mrct sim: --summary " << p << "\n";
+      return kUsage;
+    }
+    if (timeseries_us == 0) timeseries_us = kSummaryBinUs;
+  }
   rc.end_ns = static_cast<uint64_t>(end_us * 1e3);
   rc.timeseries_ns = static_cast<uint64_t>(std::llround(timeseries_us * 1e3));
   if (timeseries_us > 0 && rc.timeseries_ns == 0) {
@@ -242,10 +260,21 @@ int sim_main(int argc, char** argv) {
     return kUsage;
   }
   const std::string json = result_json(base, wl, rc, r, perf);
+  std::vector<SummaryFile> summary;
+  if (!summary_dir.empty()) {
+    summary = summary_files(json, cm_file, &error);
+    if (summary.empty() || !write_summary_dir(summary_dir, summary, &error)) {
+      std::cerr << "mrct sim: " << error << "\n";
+      return kUsage;
+    }
+  }
   if (out_file.empty()) {
     std::cout << json;
   } else if (!write_atomically(out_file, json, &error)) {
     std::cerr << "mrct sim: " << error << "\n";
+    // All or nothing: the summary goes too.
+    for (const SummaryFile& f : summary) std::remove((summary_dir + "/" + f.name).c_str());
+    if (!summary.empty()) ::rmdir(summary_dir.c_str());
     return kUsage;
   }
   size_t done = 0;

@@ -197,6 +197,12 @@ struct RunResult {
   // in total and per plane (ts_plane_bytes[p][k], plane p + 1). The sum is every byte placed.
   std::vector<uint64_t> ts_bytes;
   std::vector<std::vector<uint64_t>> ts_plane_bytes;
+  // With the time series, per bin: retransmissions (the engine's retransmit events; rc: its
+  // counter, the increase since the previous bin's start), EV retirements (changes to
+  // ASSUMED_BAD), and per link class (the order of `queues`) the largest backlog of any link of
+  // the class at the start of the bin (a sample, not the maximum within the bin).
+  std::vector<uint64_t> ts_retransmits, ts_ev_retirements;
+  std::vector<std::vector<uint64_t>> ts_queue_max_bytes;
   // `routing srv6`: EV retirements by the path the EV is pinned to ("p1.spine2", "p1.core5").
   std::vector<std::pair<std::string, uint64_t>> retired_by_path;
   // With RunConfig::keep_link_frames: every link's name and frames delivered.
@@ -210,6 +216,25 @@ RunResult run(const Topology& topo, const Workload& wl, const RunConfig& cfg,
 // only fields that differ between two runs of one seed.
 std::string result_json(const Topology& topo, const Workload& wl, const RunConfig& cfg,
                         const RunResult& r, bool perf);
+
+// The per-run summary (`mrct sim run --summary DIR`, docs/simulation.md "Summary"): summary.md
+// (the run's parameters and seed, its figures, the plots), result.json (the JSON text as given)
+// and SVG plots: fct_cdf, slowdown (percentiles), goodput (aggregate and per plane), queues (the
+// largest backlog per link class over time), queues_max (per class over the run), retransmits
+// (retransmissions and EV retirements over time). Made from `result_json_text` alone, so what is
+// plotted is what the JSON says; it needs the time series. `workload` names the connection
+// matrix in the header. On error: empty and *error.
+struct SummaryFile {
+  std::string name, text;
+};
+std::vector<SummaryFile> summary_files(const std::string& result_json_text,
+                                       const std::string& workload, std::string* error);
+// Empty when `dir` can take a summary (it does not exist, or is an empty directory), else why not.
+std::string summary_dir_problem(const std::string& dir);
+// Writes the files into a temporary directory beside `dir` and renames it to `dir`, so a failure
+// leaves nothing behind.
+bool write_summary_dir(const std::string& dir, const std::vector<SummaryFile>& files,
+                       std::string* error);
 
 // `mrct sim run|gen ...`
 int sim_main(int argc, char** argv);

@@ -1,12 +1,18 @@
 #include "reference-impl/simrun/simrun.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <string>
+
+#include "reference-impl/svgplot/svgplot.h"
 
 namespace mrc::simrun {
 namespace {
@@ -472,6 +478,219 @@ TEST(SimrunTransport, TimeSeriesSumsToTheBytesDelivered) {
     EXPECT_EQ(run_json(t, wl, with_transport(tr, 2'000)), j) << tr;
     EXPECT_FALSE(run_json(t, wl, with_transport(tr)).contains("timeseries")) << tr;
   }
+}
+
+TEST(SimrunTransport, TimeSeriesCountsResendsRetirementsAndQueues) {
+  // A spine of plane 1 fails for good under a permutation (resends and retirements), and an
+  // incast with small queues (resends on rc, queues at the receiver's host links).
+  Topology spine = small();
+  Failure f;
+  f.plane = 1;
+  f.spine = 2;
+  f.from_ns = 50'000;
+  spine.failures.push_back(f);
+  Topology incast = small();
+  incast.queue_bytes = 64 * 1024;
+  incast.ecn_threshold_bytes = 16 * 1024;
+  const Workload perm = workload(permutation_cm(16, 16, 1024 * 1024, 1));
+  const Workload in = workload(incast_cm(16, 8, 0, 512 * 1024, 2));
+  struct Case {
+    const Topology& t;
+    const Workload& wl;
+    const char* transport;
+  };
+  for (const Case& c : {Case{spine, perm, "mrc"}, Case{spine, perm, "rc"}, Case{incast, in, "mrc"},
+                        Case{incast, in, "rc"}}) {
+    const std::string what = std::string(c.transport) + (&c.t == &spine ? " spine" : " incast");
+    const nlohmann::json j = run_json(c.t, c.wl, with_transport(c.transport, 5'000));
+    const nlohmann::json& ts = j["timeseries"];
+    const nlohmann::json& sum = j["summary"];
+    const size_t bins = ts["bytes"].size();
+    const auto rtx = ts["retransmits"].get<std::vector<uint64_t>>();
+    const auto ret = ts["ev_retirements"].get<std::vector<uint64_t>>();
+    ASSERT_EQ(rtx.size(), bins) << what;
+    ASSERT_EQ(ret.size(), bins) << what;
+    EXPECT_GT(sum["retransmits"]["total"].get<uint64_t>(), 0u) << what << ": proves nothing";
+    EXPECT_EQ(std::accumulate(rtx.begin(), rtx.end(), uint64_t{0}), sum["retransmits"]["total"])
+        << what;
+    EXPECT_EQ(std::accumulate(ret.begin(), ret.end(), uint64_t{0}), sum["ev_retirements"]) << what;
+    if (&c.t == &spine && std::string(c.transport) == "mrc") {
+      EXPECT_GT(sum["ev_retirements"].get<uint64_t>(), 0u);
+      // Nothing is retired before the failure at 50 us (bins of 5 us).
+      EXPECT_EQ(std::accumulate(ret.begin(), ret.begin() + 10, uint64_t{0}), 0u);
+    }
+    // One series per link class, each sample at most the class's maximum over the run, and
+    // queues seen somewhere.
+    const nlohmann::json& q = ts["queue_max_bytes"];
+    ASSERT_EQ(q.size(), sum["queues"].size()) << what;
+    uint64_t seen = 0;
+    for (const auto& cls : sum["queues"]) {
+      const auto v = q[cls["class"].get<std::string>()].get<std::vector<uint64_t>>();
+      ASSERT_EQ(v.size(), bins) << what;
+      for (uint64_t b : v) EXPECT_LE(b, cls["max_backlog_bytes"].get<uint64_t>()) << what;
+      seen = std::max(seen, *std::max_element(v.begin(), v.end()));
+    }
+    EXPECT_GT(seen, 0u) << what;
+    if (&c.t == &incast) {
+      const auto down = q["host_down"].get<std::vector<uint64_t>>();
+      EXPECT_GT(*std::max_element(down.begin(), down.end()), 16u * 1024) << what;
+    }
+    // The samples change nothing else: the same run without the series has the same figures
+    // and event count.
+    nlohmann::json plain_sum = run_json(c.t, c.wl, with_transport(c.transport))["summary"];
+    EXPECT_EQ(plain_sum, sum) << what;
+  }
+}
+
+// The values of one series of an SVG plot (svgplot's data-values attribute).
+std::vector<std::pair<double, double>> svg_series(const std::string& svg, const std::string& name) {
+  std::vector<std::pair<double, double>> out;
+  const std::string key = "data-name=\"" + name + "\" data-values=\"";
+  const size_t at = svg.find(key);
+  if (at == std::string::npos) return out;
+  const size_t end = svg.find('"', at + key.size());
+  std::istringstream in(svg.substr(at + key.size(), end - at - key.size()));
+  std::string pt;
+  while (in >> pt) {
+    const size_t comma = pt.find(',');
+    out.emplace_back(std::stod(pt.substr(0, comma)), std::stod(pt.substr(comma + 1)));
+  }
+  return out;
+}
+
+TEST(SimrunSummary, PlotsHoldTheJsonsValues) {
+  Topology t = small();
+  Failure f;
+  f.plane = 1;
+  f.spine = 2;
+  f.from_ns = 50'000;
+  t.failures.push_back(f);
+  const Workload wl = workload(permutation_cm(16, 16, 1024 * 1024, 1));
+  RunConfig rc = with_transport("mrc", 5'000);
+  rc.end_ns = 20'000'000;
+  const RunResult r = run(t, wl, rc);
+  ASSERT_EQ(r.error, "");
+  const std::string text = result_json(t, wl, rc, r, false);
+  const nlohmann::json j = nlohmann::json::parse(text);
+  std::string err;
+  const std::vector<SummaryFile> files = summary_files(text, "perm16.cm", &err);
+  ASSERT_EQ(err, "");
+  std::map<std::string, std::string> by_name;
+  for (const SummaryFile& sf : files) by_name[sf.name] = sf.text;
+  for (const char* n : {"summary.md", "result.json", "fct_cdf.svg", "slowdown.svg", "goodput.svg",
+                        "queues.svg", "queues_max.svg", "retransmits.svg"})
+    EXPECT_EQ(by_name.count(n), 1u) << n;
+  EXPECT_EQ(by_name["result.json"], text);
+
+  // The CDF ends at the largest FCT with every flow; the slowdown curve at the largest slowdown.
+  const auto cdf = svg_series(by_name["fct_cdf.svg"], "CDF");
+  ASSERT_EQ(cdf.size(), 16u);
+  EXPECT_DOUBLE_EQ(cdf.back().first, j["summary"]["fct_ns"]["max"].get<double>() / 1e3);
+  EXPECT_DOUBLE_EQ(cdf.back().second, 1.0);
+  EXPECT_DOUBLE_EQ(cdf.front().second, 1.0 / 16);
+  const auto sd = svg_series(by_name["slowdown.svg"], "slowdown");
+  ASSERT_EQ(sd.size(), 16u);
+  EXPECT_NEAR(sd.back().second, j["summary"]["slowdown"]["max"].get<double>(), 1e-6);
+  EXPECT_DOUBLE_EQ(sd.back().first, 100.0);
+
+  // Goodput: the bins' Gb/s times the bin are the bytes placed, in total and per plane.
+  const nlohmann::json& ts = j["timeseries"];
+  const auto all = svg_series(by_name["goodput.svg"], "all planes");
+  ASSERT_EQ(all.size(), ts["bytes"].size());
+  for (size_t k = 0; k < all.size(); ++k) {
+    EXPECT_DOUBLE_EQ(all[k].first, 5.0 * static_cast<double>(k));
+    EXPECT_NEAR(all[k].second * 5'000 / 8, ts["bytes"][k].get<double>(), 1e-3) << k;
+  }
+  const auto p2 = svg_series(by_name["goodput.svg"], "plane 2");
+  ASSERT_EQ(p2.size(), all.size());
+  EXPECT_NEAR(p2[20].second * 5'000 / 8, ts["plane_bytes"][1][20].get<double>(), 1e-3);
+  // Retransmissions and retirements per bin; the largest host_down queue per bin.
+  double rtx = 0, ret = 0;
+  for (const auto& [x, y] : svg_series(by_name["retransmits.svg"], "retransmissions")) rtx += y;
+  for (const auto& [x, y] : svg_series(by_name["retransmits.svg"], "EV retirements")) ret += y;
+  EXPECT_EQ(rtx, j["summary"]["retransmits"]["total"].get<double>());
+  EXPECT_EQ(ret, j["summary"]["ev_retirements"].get<double>());
+  EXPECT_GT(ret, 0);
+  const auto hd = svg_series(by_name["queues.svg"], "host_down");
+  ASSERT_EQ(hd.size(), all.size());
+  EXPECT_DOUBLE_EQ(hd[3].second, ts["queue_max_bytes"]["host_down"][3].get<double>() / 1e3);
+  EXPECT_NE(by_name["queues_max.svg"].find(
+                "data-category=\"leaf_up\" data-value=\"" +
+                svgplot::format_value(j["summary"]["queues"][1]["max_backlog_bytes"].get<double>() /
+                                      1e3) +
+                "\""),
+            std::string::npos);
+
+  // The header has the workload, the seed and the parameters; the plots are linked.
+  const std::string& md = by_name["summary.md"];
+  EXPECT_EQ(md.rfind("# mrct sim run: perm16.cm\n", 0), 0u) << md;
+  EXPECT_NE(md.find("| seed | 1 |"), std::string::npos);
+  EXPECT_NE(md.find("| topology.hosts | 16 |"), std::string::npos);
+  EXPECT_NE(md.find("| engine.evs_per_qp | 32 |"), std::string::npos);
+  EXPECT_NE(md.find("| timeseries.bin_ns | 5000 |"), std::string::npos);
+  EXPECT_NE(md.find("![FCT CDF](fct_cdf.svg)"), std::string::npos);
+  EXPECT_NE(md.find("| EV retirements | " + j["summary"]["ev_retirements"].dump() + " |"),
+            std::string::npos);
+  // Same JSON, same bytes.
+  EXPECT_EQ(summary_files(text, "perm16.cm", &err)[2].text, files[2].text);
+
+  // Without a time series there is no summary; neither from text that is not a result.
+  const std::vector<SummaryFile> none =
+      summary_files(result_json(t, wl, with_transport("mrc"), r, false), "w", &err);
+  EXPECT_TRUE(none.empty());
+  EXPECT_NE(err.find("--timeseries-us"), std::string::npos) << err;
+  EXPECT_TRUE(summary_files("{\"a\":", "w", &err).empty());
+}
+
+TEST(SimrunSummary, LongSeriesAreMergedForThePlots) {
+  nlohmann::ordered_json j;
+  j["seed"] = 1;
+  j["topology"] = {{"hosts", 2}};
+  j["engine"] = {{"transport", "mrc"}};
+  j["summary"] = {{"fct_ns", {{"max", 0}}},
+                  {"slowdown", nlohmann::json::object()},
+                  {"retransmits", nlohmann::json::object()}};
+  j["flows"] = nlohmann::json::array();
+  std::vector<uint64_t> bytes(2500, 1000);  // 2,500 bins of 1 us, 1,000 bytes each: 8 Gb/s
+  j["timeseries"] = {{"bin_ns", 1000}, {"bytes", bytes}};
+  std::string err;
+  const auto files = summary_files(j.dump(), "w", &err);
+  ASSERT_EQ(err, "");
+  std::string goodput;
+  for (const SummaryFile& f : files)
+    if (f.name == "goodput.svg") goodput = f.text;
+  const auto all = svg_series(goodput, "all planes");
+  ASSERT_EQ(all.size(), 834u);  // 3 bins per point
+  EXPECT_DOUBLE_EQ(all[1].first, 3.0);
+  EXPECT_DOUBLE_EQ(all[1].second, 8.0);
+  EXPECT_NEAR(all.back().second, 8.0 / 3, 1e-8);  // the last point holds one bin of three (%.9g)
+}
+
+TEST(SimrunSummary, WritesANewDirectoryOrNothing) {
+  const std::string base = ::testing::TempDir() + "simrun_summary_" + std::to_string(::getpid());
+  const std::vector<SummaryFile> files = {{"a.md", "A"}, {"b.svg", "<svg/>"}};
+  std::string err;
+  ASSERT_TRUE(write_summary_dir(base, files, &err)) << err;
+  std::ifstream a(base + "/a.md");
+  std::string text((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "A");
+  // A directory with files in it is refused, and keeps its files.
+  EXPECT_FALSE(write_summary_dir(base, {{"c.md", "C"}}, &err));
+  EXPECT_NE(err.find("not empty"), std::string::npos) << err;
+  EXPECT_NE(summary_dir_problem(base), "");
+  EXPECT_FALSE(std::ifstream(base + "/c.md").good());
+  // No temporary directory is left beside it.
+  EXPECT_FALSE(std::ifstream(base + ".tmp." + std::to_string(::getpid()) + "/a.md").good());
+  // A file in the way, and an unwritable place, are refused before anything is written.
+  EXPECT_NE(summary_dir_problem(base + "/a.md"), "");
+  EXPECT_NE(summary_dir_problem("/proc/no/such/dir"), "");
+  for (const SummaryFile& f : files) std::remove((base + "/" + f.name).c_str());
+  // An empty directory is replaced.
+  EXPECT_EQ(summary_dir_problem(base), "");
+  ASSERT_TRUE(write_summary_dir(base + "/", files, &err)) << err;
+  EXPECT_TRUE(std::ifstream(base + "/b.svg").good());
+  for (const SummaryFile& f : files) std::remove((base + "/" + f.name).c_str());
+  ::rmdir(base.c_str());
 }
 
 TEST(SimrunRun, RefusesAWorkloadBiggerThanTheFabric) {
