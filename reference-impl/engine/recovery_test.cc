@@ -304,6 +304,123 @@ void trim_test(uint8_t dscp, uint8_t expect_code) {
   }
 }
 
+// The reordering window against a hole behind a queue (issue 17). One port, 4 EVs, SACK per
+// packet, every frame delivered by hand. Each episode: a first write leaves at b (its packet E
+// on EV w arrives after 12 us, the rest after 4 us), a second write at b + 10 us (its first
+// packet V on the same EV w; the rest arrive after 4 us), V's SACK comes `v_delay_ns` after V
+// left. The QP-wide window (largest RTT 12 us + margin) ends about 24 us after b; the EV's own
+// delivery stream (E arrived at b + 12 us, V left 10 us after E) holds V until about 34 us.
+// Returns the SACK-gap retirements after each episode.
+std::vector<size_t> late_hole_episodes(const std::vector<uint64_t>& v_delays_ns) {
+  QpParams params;
+  params.ev = make_ev_profile(4, 0, 1);
+  params.tune = [](EndpointConfig& c) { c.ack_gen_trigger_bytes = 1; };
+  Pair p(1, 5, params);
+  Transfer t(p, 64 * 12 * 4096, 4);
+  size_t off = 0;
+  uint64_t wr = 1;
+  // A's data frames sent now (resends and probes are left out); B's frames are collected apart.
+  auto a_send = [&](uint32_t npkts) {
+    t.post(p, wr++, off, npkts * 4096);
+    off += npkts * 4096;
+    std::vector<Frame> out;
+    TxPacket pkt;
+    while (p.a.ep->poll_tx(p.now, pkt)) {
+      Frame f;
+      f.bytes = pkt.frame;
+      f.port = pkt.port;
+      f.a_to_b = true;
+      wire::DecodedFrame d;
+      if (decode(f, d) && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) out.push_back(f);
+    }
+    return out;
+  };
+  // B gets f now; its SACKs are returned.
+  auto b_answer = [&](const Frame& f) {
+    std::vector<Frame> out;
+    p.b.ep->on_packet(f.bytes, f.port, p.now);
+    TxPacket pkt;
+    while (p.b.ep->poll_tx(p.now, pkt)) {
+      Frame r;
+      r.bytes = pkt.frame;
+      r.port = pkt.port;
+      if (is_kind(r, PacketKind::kMrcSack)) out.push_back(r);
+    }
+    return out;
+  };
+  // A runs its timers up to `at` (without sending: resends stay queued, the next write stays
+  // unsent, so A is never at the tail of its work), then reads `sacks` at `at`.
+  auto a_read = [&](const std::vector<Frame>& sacks, uint64_t at) {
+    // In steps of 250 ns: a due probe or transmission that is not sent stays due.
+    for (; p.now < at; p.now = std::min(at, p.now + 250))
+      if (p.a.ep->next_deadline_ns() <= p.now) p.a.ep->on_timer(p.now);
+    p.now = at;
+    if (p.a.ep->next_deadline_ns() <= at) p.a.ep->on_timer(at);
+    for (const Frame& f : sacks) p.a.ep->on_packet(f.bytes, f.port, at);
+  };
+  auto all_sacks = [&](const std::vector<Frame>& frames) {
+    std::vector<Frame> out;
+    for (const Frame& f : frames)
+      for (Frame& s : b_answer(f)) out.push_back(std::move(s));
+    return out;
+  };
+  // Warm-up: three rounds with every packet on time (RTT 4 us), so the QP is past its first
+  // RTT windows and every EV has delivered.
+  uint64_t b = 0;
+  for (int i = 0; i < 3; ++i, b += 20'000) {
+    p.now = b;
+    const std::vector<Frame> sent = a_send(8);
+    a_read(all_sacks(sent), b + 4'000);
+  }
+  t.post(p, wr++, off, 4 * 4096);  // queued: A has new data left throughout
+  off += 4 * 4096;
+  std::vector<size_t> retired;
+  for (const uint64_t v_delay_ns : v_delays_ns) {
+    p.now = b;
+    std::vector<Frame> first = a_send(8);
+    p.now = b + 10'000;
+    std::vector<Frame> second = a_send(8);
+    t.post(p, wr++, off, 4 * 4096);  // the next episode's, kept unsent
+    off += 4 * 4096;
+    EXPECT_FALSE(second.empty());
+    if (second.empty()) return retired;
+    const uint32_t w = wev_of([&] {
+      wire::DecodedFrame d;
+      EXPECT_TRUE(decode(second.front(), d));
+      return d;
+    }());
+    auto on_w = [&](const Frame& f) {
+      wire::DecodedFrame d;
+      return decode(f, d) && wev_of(d) == w;
+    };
+    const auto e_it = std::find_if(first.rbegin(), first.rend(), on_w);
+    EXPECT_NE(e_it, first.rend()) << "no packet of the first write on EV " << w;
+    if (e_it == first.rend()) return retired;
+    const Frame e = *e_it;
+    first.erase(std::next(e_it).base());
+    const Frame v = second.front();
+    second.erase(second.begin());
+    a_read(all_sacks(first), b + 4'000);
+    a_read(all_sacks({e}), b + 12'000);
+    a_read(all_sacks(second), b + 14'000);
+    a_read(all_sacks({v}), b + 10'000 + v_delay_ns);
+    a_read({}, b + 60'000);
+    retired.push_back(count_events(p.a, EventKind::kEvState, "reason", "sack_gap"));
+    b += 80'000;
+  }
+  return retired;
+}
+
+TEST(Recovery, HoleBehindAQueueOnItsEvIsHeldUntilItsEvsDeliveriesSayItIsLost) {
+  // 18 us: past the QP-wide window (about 14-16 us after V left), within the EV's hold (about
+  // 24 us): not lost. 28 us and 40 us: past the hold: lost, and its EV retired.
+  EXPECT_EQ(late_hole_episodes({18'000}), std::vector<size_t>{0})
+      << "a hole within its EV's hold was found lost";
+  EXPECT_EQ(late_hole_episodes({28'000}), std::vector<size_t>{1});
+  EXPECT_EQ(late_hole_episodes({40'000}), std::vector<size_t>{1})
+      << "a hole past its EV's hold was not found lost";
+}
+
 TEST(Recovery, TrimmedPacketIsNackedAndRetransmittedEvSkipped) {
   trim_test(wire::mrp0().dscp().trimmed, 0x01);
 }
