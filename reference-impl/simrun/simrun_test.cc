@@ -314,12 +314,18 @@ TEST(SimrunRun, SpineFailureMidRunRecovers) {
 // Without a fault nothing is lost (1 MB queues, no drop, no trim), so a golden peer resends
 // nothing and retires no EV. Seed 1 at 16 hosts resent 19 packets on SACK-gap evidence and
 // retired 19 EVs before the SACK-gap scan waited T/2 in a QP's first RTT window (the start-up
-// burst builds queues at ECMP collisions that the first RTT samples have not shown). Not yet
-// zero with other seeds: 16 hosts seeds 2, 3, 4 resend 9, 3, 6 packets and 64 hosts seed 1
-// resends 25 (docs/simulation.md), so only seed 1 is held here.
-TEST(SimrunRun, FaultFreePermutationResendsNothingAndRetiresNoEv) {
-  const Workload wl = workload(permutation_cm(16, 16, 2 * 1024 * 1024, 1));
-  const nlohmann::json j = run_json(small(), wl);
+// burst builds queues at ECMP collisions that the first RTT samples have not shown). Seeds 2, 5
+// and 7 then still resent 9, 12 and 2 packets (retiring 8, 11 and 2 EVs) on holes behind a
+// queue that grew after the last RTT sample, until the scan held a hole while its EV's own
+// delivery stream said it was queued (Qp::gap_scan). Not yet zero with seeds 3, 4, 6, 8 (2, 1,
+// 4, 4 resends) and at 64 hosts (docs/simulation.md), so those are not held here.
+class FaultFreeSeed : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(FaultFreeSeed, PermutationResendsNothingAndRetiresNoEv) {
+  const Workload wl = workload(permutation_cm(16, 16, 2 * 1024 * 1024, GetParam()));
+  RunConfig rc;
+  rc.seed = GetParam();
+  const nlohmann::json j = run_json(small(), wl, rc);
   const nlohmann::json& sum = j["summary"];
   ASSERT_EQ(sum["completed"], 16) << sum.dump();
   for (const auto& q : sum["queues"]) {
@@ -329,6 +335,11 @@ TEST(SimrunRun, FaultFreePermutationResendsNothingAndRetiresNoEv) {
   EXPECT_EQ(sum["retransmits"]["total"], 0) << sum["retransmits"].dump();
   EXPECT_EQ(sum["ev_retirements"], 0) << sum.dump();
 }
+
+INSTANTIATE_TEST_SUITE_P(SimrunRun, FaultFreeSeed, ::testing::Values(1, 2, 5, 7),
+                         [](const ::testing::TestParamInfo<uint64_t>& p) {
+                           return "seed" + std::to_string(p.param);
+                         });
 
 TEST(SimrunRun, DegradedCablesAreSlower) {
   Topology t = small();
