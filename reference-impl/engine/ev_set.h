@@ -34,6 +34,9 @@ struct EvRecord {
   // Send sequence number (TxEntry::tx_seq) of the latest-sent data packet on this EV known to
   // have arrived (SACKed or covered by cack).
   uint64_t delivered_tx_seq = 0;
+  // That packet's send time and when its delivery was learnt (the requester's EV delivery hold).
+  uint64_t delivered_sent_ns = 0;
+  uint64_t delivered_at_ns = 0;
   uint64_t packets_sent = 0;
   wire::EvBytes expanded{};
 };

@@ -292,13 +292,6 @@ class Qp {
   uint64_t rtt_max_cur_ns_ = 0;
   uint64_t rtt_max_prev_ns_ = 0;
   uint64_t rtt_window_start_ns_ = 0;
-  // When each EV (by index) last delivered a data packet (SACK or cack; 0: never).
-  struct EvDelivery {
-    uint64_t tx_seq = 0;  // latest-sent data packet known delivered on the EV
-    uint64_t sent_ns = 0;
-    uint64_t delivered_ns = 0;
-  };
-  std::vector<EvDelivery> ev_delivered_;
   // RACK-style adaptation: spurious SACK-gap resends widen the reordering window one step each
   // (at most kMaxReoSteps); kReoCleanRounds round trips without one take a step back.
   static constexpr uint32_t kMaxReoSteps = 4;

@@ -523,13 +523,14 @@ void Qp::gap_scan(uint64_t now_ns) {
     // `mrct sim` permutations (seeds 2-8) resent 2-29 packets and retired 2-19 EVs: holes
     // found lost 1.14-1.4 x the largest RTT sample after their send, on EVs whose previous
     // packet had arrived after a similar delay.
-    if (delivered <= e.tx_seq && e.ev < ev_delivered_.size()) {
-      const EvDelivery& d = ev_delivered_[e.ev];
-      if (d.tx_seq != 0 && d.sent_ns <= e.last_tx_ns) {
-        const uint64_t gap_ns = e.last_tx_ns - d.sent_ns;
-        const uint64_t until_ns = std::min(
-            d.delivered_ns + (kHoldGapMult + reo_steps_) * gap_ns + reorder_margin_ns(reorder_ns),
-            e.last_tx_ns + std::max(wait_ns, tail_probe_ns));
+    if (delivered != 0 && delivered <= e.tx_seq) {
+      const EvRecord& d = evs_.at(e.ev);  // delivered != 0: e.ev is one of the QP's EVs
+      if (d.delivered_sent_ns <= e.last_tx_ns) {
+        const uint64_t gap_ns = e.last_tx_ns - d.delivered_sent_ns;
+        const uint64_t until_ns =
+            std::min(d.delivered_at_ns + (kHoldGapMult + reo_steps_) * gap_ns +
+                         reorder_margin_ns(reorder_ns),
+                     e.last_tx_ns + std::max(wait_ns, tail_probe_ns));
         if (now_ns < until_ns) {
           gap_deadline_ = std::min(gap_deadline_, until_ns);
           continue;
@@ -556,10 +557,11 @@ void Qp::note_delivered(const TxEntry& e, uint64_t now_ns) {
   delivered_tx_seq_ = std::max(delivered_tx_seq_, e.tx_seq);
   if (e.ev >= evs_.size()) return;
   EvRecord& r = evs_.at(e.ev);
-  r.delivered_tx_seq = std::max(r.delivered_tx_seq, e.tx_seq);
-  if (ev_delivered_.size() < evs_.size()) ev_delivered_.resize(evs_.size());
-  EvDelivery& d = ev_delivered_[e.ev];
-  if (e.tx_seq >= d.tx_seq) d = {e.tx_seq, e.last_tx_ns, now_ns};
+  if (e.tx_seq >= r.delivered_tx_seq) {
+    r.delivered_tx_seq = e.tx_seq;
+    r.delivered_sent_ns = e.last_tx_ns;
+    r.delivered_at_ns = now_ns;
+  }
 }
 
 uint64_t Qp::reorder_window_ns() const {

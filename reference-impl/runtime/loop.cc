@@ -212,6 +212,9 @@ Status Runtime::Impl::open() {
       }
     }
   }
+  // Ring slots, receive and transmit: the largest frame plus headroom, a power of two.
+  uint32_t ring_frame_bytes = 1024;
+  while (ring_frame_bytes < cfg.max_frame_bytes + 256) ring_frame_bytes *= 2;
   for (size_t i = 0; i < cfg.planes.size(); ++i) {
     const PlaneConfig& pc = cfg.planes[i];
     for (size_t j = 0; j < i; ++j)
@@ -235,9 +238,7 @@ Status Runtime::Impl::open() {
     io.batch = std::max<uint32_t>(1, cfg.batch);
     io.ev_format = cfg.endpoint.ev_format;
     io.roce_port = (cfg.endpoint.profile ? *cfg.endpoint.profile : wire::mrp0()).roce_port();
-    uint32_t fb = 1024;
-    while (fb < cfg.max_frame_bytes + 256) fb *= 2;
-    io.frame_bytes = fb;
+    io.frame_bytes = ring_frame_bytes;
     if (rx_filter && !rx_filter->on_ingress()) io.rx_filter_prog_fd = rx_filter->prog_fd();
     std::unique_ptr<PortIo> port_io;
     Status s =
@@ -246,10 +247,8 @@ Status Runtime::Impl::open() {
     ports.push_back(std::move(port_io));
   }
   {
-    uint32_t fb = 1024;
-    while (fb < cfg.max_frame_bytes + 256) fb *= 2;
     Status s = !packet_tx()             ? open_socket_tx(std::max<uint32_t>(1, cfg.batch), tx)
-               : cfg.tx_ring_frames > 0 ? open_packet_ring_tx(cfg.tx_ring_frames, fb,
+               : cfg.tx_ring_frames > 0 ? open_packet_ring_tx(cfg.tx_ring_frames, ring_frame_bytes,
                                                               std::max<uint32_t>(1, cfg.batch), tx)
                                         : open_packet_tx(std::max<uint32_t>(1, cfg.batch), tx);
     if (!s.ok()) return s;

@@ -2,6 +2,8 @@
 // a fixed format, so the bytes depend only on the data.
 #include "reference-impl/svgplot/svgplot.h"
 
+#include "conformance/report_text/report_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,33 +22,8 @@ constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr size_t kColorCount = sizeof kColors / sizeof kColors[0];
 
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
-    }
-  }
-  return out;
-}
+// Text in the SVG goes through the suite's one XML escaping rule (conformance/report_text).
+using report_text::xml_escape;
 
 std::string px(double v) {
   char b[32];
@@ -91,11 +68,11 @@ void header(std::string& o, const std::string& title) {
   o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kWidth) +
        "\" height=\"" + std::to_string(kHeight) + "\" viewBox=\"0 0 " + std::to_string(kWidth) +
        " " + std::to_string(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  o += "<title>" + escape(title) + "</title>\n";
+  o += "<title>" + xml_escape(title) + "</title>\n";
   o += "<rect x=\"0\" y=\"0\" width=\"" + std::to_string(kWidth) + "\" height=\"" +
        std::to_string(kHeight) + "\" fill=\"white\"/>\n";
   o += "<text x=\"" + px((kLeft + kRight) / 2) + "\" y=\"24\" text-anchor=\"middle\" " +
-       "font-size=\"15\">" + escape(title) + "</text>\n";
+       "font-size=\"15\">" + xml_escape(title) + "</text>\n";
 }
 
 void y_axis(std::string& o, const Axis& y, const std::string& label) {
@@ -107,7 +84,7 @@ void y_axis(std::string& o, const Axis& y, const std::string& label) {
          tick_label(t, y.step()) + "</text>\n";
   }
   o += "<text transform=\"translate(18," + px((kTop + kBottom) / 2) +
-       ") rotate(-90)\" text-anchor=\"middle\">" + escape(label) + "</text>\n";
+       ") rotate(-90)\" text-anchor=\"middle\">" + xml_escape(label) + "</text>\n";
 }
 
 void frame(std::string& o) {
@@ -126,7 +103,7 @@ void legend_entry(std::string& o, size_t i, const std::string& name, bool bar) {
          "\" y2=\"" + px(y) + "\" stroke=\"" + color + "\" stroke-width=\"2\"" +
          (i >= kColorCount ? " stroke-dasharray=\"5,3\"" : "") + "/>\n";
   }
-  o += "<text x=\"" + px(kLegendX + 26) + "\" y=\"" + px(y) + "\" dy=\"4\">" + escape(name) +
+  o += "<text x=\"" + px(kLegendX + 26) + "\" y=\"" + px(y) + "\" dy=\"4\">" + xml_escape(name) +
        "</text>\n";
 }
 
@@ -199,7 +176,7 @@ std::string line_plot(const LinePlot& p) {
          tick_label(t, x.step()) + "</text>\n";
   }
   o += "<text x=\"" + px((kLeft + kRight) / 2) + "\" y=\"" + px(kBottom + 40) +
-       "\" text-anchor=\"middle\">" + escape(p.x_label) + "</text>\n";
+       "\" text-anchor=\"middle\">" + xml_escape(p.x_label) + "</text>\n";
   frame(o);
   if (!any) no_data(o);
   for (size_t si = 0; si < p.series.size(); ++si) {
@@ -220,7 +197,7 @@ std::string line_plot(const LinePlot& p) {
     }
     o += "<polyline fill=\"none\" stroke=\"" + std::string(kColors[si % kColorCount]) +
          "\" stroke-width=\"1.5\"" + (si >= kColorCount ? " stroke-dasharray=\"5,3\"" : "") +
-         " data-name=\"" + escape(s.name) + "\" data-values=\"" + vals + "\" points=\"" + pts +
+         " data-name=\"" + xml_escape(s.name) + "\" data-values=\"" + vals + "\" points=\"" + pts +
          "\"/>\n";
     legend_entry(o, si, s.name, false);
   }
@@ -253,7 +230,7 @@ std::string bar_plot(const BarPlot& p) {
   for (size_t c = 0; c < p.categories.size(); ++c) {
     const double gx = kLeft + group * static_cast<double>(c);
     o += "<text x=\"" + px(gx + group / 2) + "\" y=\"" + px(kBottom + 16) +
-         "\" text-anchor=\"middle\">" + escape(p.categories[c]) + "</text>\n";
+         "\" text-anchor=\"middle\">" + xml_escape(p.categories[c]) + "</text>\n";
     for (size_t si = 0; si < p.series.size(); ++si) {
       const BarSeries& s = p.series[si];
       if (c >= s.values.size() || !std::isfinite(s.values[c])) continue;
@@ -261,9 +238,9 @@ std::string bar_plot(const BarPlot& p) {
       const double top = map_y(y, std::max(v, 0.0)), base = map_y(y, std::min(v, 0.0));
       o += "<rect x=\"" + px(gx + group * 0.1 + bar * static_cast<double>(si)) + "\" y=\"" +
            px(top) + "\" width=\"" + px(bar) + "\" height=\"" + px(base - top) + "\" fill=\"" +
-           kColors[si % kColorCount] + "\" data-series=\"" + escape(s.name) +
-           "\" data-category=\"" + escape(p.categories[c]) + "\" data-value=\"" + format_value(v) +
-           "\"/>\n";
+           kColors[si % kColorCount] + "\" data-series=\"" + xml_escape(s.name) +
+           "\" data-category=\"" + xml_escape(p.categories[c]) + "\" data-value=\"" +
+           format_value(v) + "\"/>\n";
     }
   }
   for (size_t si = 0; si < p.series.size(); ++si) legend_entry(o, si, p.series[si].name, true);
