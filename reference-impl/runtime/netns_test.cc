@@ -5,6 +5,7 @@
 // failure, and checks that nothing of it is left.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -137,6 +138,11 @@ class Child {
       if (fd < 0) _exit(121);
       dup2(fd, 1);
       dup2(fd, 2);
+      // The child runs endpoint_main without exec, so O_CLOEXEC closes nothing: any descriptor
+      // the test process had open at the fork would live as long as the endpoint. A test thread
+      // that was inside popen() at that moment (the carrier-cut thread polls rx_bytes) then
+      // read its pipe until the endpoint exited, and its cut came after the transfer. Close all.
+      close_range(3, ~0U, 0);
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -754,6 +760,31 @@ TEST_F(NetnsTest, PlaneLosesCarrierMidTransfer) {
   // Data kept flowing on plane 1 after the cut: the client's plane-1 capture spans past it.
   CaptureCheck c1 = check_capture(t.file("cli-a1.pcap"));
   EXPECT_GT(c1.data, 0u);
+}
+
+// The endpoint children are forked, not exec'd: they must not keep the test process's
+// descriptors. PlaneLosesCarrierMidTransfer once cut its plane after the transfer had ended,
+// because its polling thread's popen() pipe lived on in the client and the read never returned.
+TEST_F(NetnsTest, EndpointChildHoldsNoDescriptorOfTheTest) {
+  Topo t('q', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  Child server(
+      t.ns("b"),
+      {"endpoint", "server", "--ifaces", t.ifaces('b'), "--port", "20999", "--accept-timeout", "5"},
+      t.file("server.out"));
+  close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  const int n = poll(&p, 1, 1500);
+  EXPECT_EQ(n, 1) << "the endpoint child still holds the write end of the test's pipe";
+  char c;
+  if (n == 1) {
+    EXPECT_EQ(read(fds[0], &c, 1), 0);
+  }
+  close(fds[0]);
+  server.signal(SIGTERM);
+  server.wait(10);
 }
 
 // A mutant on the wire: the peer's capture shows the violation, the transfer still completes.
