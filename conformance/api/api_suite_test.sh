@@ -77,7 +77,7 @@ rc=0
 "$mrct" api-suite --lib "$out/none.so" 2> "$out/err" || rc=$?
 [ "$rc" = 2 ] && grep -q -- "--lib" "$out/err" || { echo "FAIL: bad --lib: rc $rc"; cat "$out/err"; exit 1; }
 # The namespaces are gone.
-if ip netns list | grep -q "^mrcapi${mpid}[ab]"; then
+if grep -q "^mrcapi${mpid}[ab]" <<<"$(ip netns list)"; then
   echo "FAIL: namespaces left behind:"; ip netns list | grep "^mrcapi${mpid}"; exit 1
 fi
 # A two-node test named without --peer-lib is a usage error.

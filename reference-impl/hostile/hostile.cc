@@ -133,8 +133,14 @@ std::vector<std::byte> Crafter::craft(Kind k, uint64_t i) const {
     case Kind::kWrongRkey:
     case Kind::kVaOutside:
       // Just ahead of the newest PSN seen: inside the responder's window and not received yet,
-      // the only PSNs that reach the R_Key / VA check.
-      s.bth.psn = wire::psn_add(base_psn_, 1 + static_cast<int64_t>(i % 64));
+      // the only PSNs that reach the R_Key / VA check. The nearest 64 first, then 64 at a time
+      // further out, up to 1,536 ahead (within twice the endpoint's default 1,024-PSN window,
+      // the kernel filter's limit): on a loaded host the tap's queue fills with old frames while
+      // the generator waits for a core, the newest PSN it knows lags the transfer by hundreds,
+      // and frames only 1..64 ahead of it were all duplicates (a hostile_netns run in which no
+      // va-outside frame reached the VA check).
+      s.bth.psn = wire::psn_add(base_psn_,
+                                1 + static_cast<int64_t>(i % 64 + 64 * ((i / 64) % kFollowRings)));
       s.bth.rtx = false;
       if (k == Kind::kWrongRkey)
         s.reth.rkey = data_.reth.rkey ^ 0x5A5A5A5Au;

@@ -29,6 +29,9 @@ enum class Kind : uint8_t {
   kWrongRkey,   // data at PSNs just ahead of the newest seen (see track()), with a wrong R_Key
   kVaOutside,   // the same with a VA 2^40 beyond the learnt one (outside any region)
 };
+// wrong-rkey and va-outside sweep kFollowRings rings of 64 PSNs ahead of the newest PSN seen
+// (1..64 first, up to 64 * kFollowRings ahead): see Crafter::craft.
+inline constexpr uint64_t kFollowRings = 24;
 inline constexpr Kind kAllKinds[] = {Kind::kUnexpEvent, Kind::kEvProbe,    Kind::kPsnAhead,
                                      Kind::kOldPsn,     Kind::kPortStatus, Kind::kBadIcrc,
                                      Kind::kWrongRkey,  Kind::kVaOutside};

@@ -45,7 +45,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
   bash "$topo" down "$prefix" > /dev/null 2>&1 || true
   ip netns del "$C" 2> /dev/null || true
-  if ip netns list 2> /dev/null | awk '{print $1}' | grep -qE "^${prefix}(a|b|c|r[0-9]+)$"; then
+  if grep -qE "^${prefix}(a|b|c|r[0-9]+)( |$)" <<<"$(ip netns list 2> /dev/null)"; then
     echo "FAIL: namespaces of $prefix left behind" >&2
     rc=1
   fi

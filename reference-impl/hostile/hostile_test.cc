@@ -81,6 +81,13 @@ TEST(Hostile, TheRkeySweepFollowsTheNewestDataPsnOfTheLearntQp) {
   c.track(wire::as_bytes(wire::encode_frame(newer)));  // older: ignored
   EXPECT_EQ(decoded(c.craft(Kind::kWrongRkey, 0)).bth.psn, 5001u);
   EXPECT_EQ(decoded(c.craft(Kind::kVaOutside, 63)).bth.psn, 5064u);
+  // Past the nearest 64 the sweep moves further out, ring by ring, so a tap that lags the
+  // transfer (a loaded host) still reaches PSNs the responder has not received; then it repeats.
+  EXPECT_EQ(decoded(c.craft(Kind::kVaOutside, 64)).bth.psn, 5065u);
+  EXPECT_EQ(decoded(c.craft(Kind::kWrongRkey, 64 * 10 + 3)).bth.psn, 5000u + 1 + 3 + 640);
+  EXPECT_EQ(decoded(c.craft(Kind::kWrongRkey, 64 * kFollowRings - 1)).bth.psn,
+            5000u + 64 * kFollowRings);
+  EXPECT_EQ(decoded(c.craft(Kind::kWrongRkey, 64 * kFollowRings)).bth.psn, 5001u);
 }
 
 TEST(Hostile, KindNamesRoundTrip) {

@@ -65,7 +65,7 @@ if [ "$cmd" = napi ]; then
   case "$mode" in off | router | all) ;; *) die "napi mode must be off, router or all, got '$mode'" ;; esac
   [[ "$planes" =~ ^[0-9]+$ ]] && [ "$planes" -ge 1 ] && [ "$planes" -le 15 ] || die "PLANES must be 1..15, got '$planes'"
   for ((p = 1; p <= planes; p++)); do
-    ip netns list | grep -q "^${prefix}r$p\b" || die "no namespace ${prefix}r$p (topo.sh up first)"
+    grep -q "^${prefix}r$p\b" <<<"$(ip netns list)" || die "no namespace ${prefix}r$p (topo.sh up first)"
   done
   for ((p = 1; p <= planes; p++)); do
     links=("${prefix}r$p ra" "${prefix}r$p rb" "$A a$p" "$B b$p")
