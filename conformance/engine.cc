@@ -371,6 +371,20 @@ int Engine::node_of(const Addr& a) {
   return id;
 }
 
+void Engine::nodes_of(const Addr& src, const Addr& dst, int& src_node, int& dst_node) {
+  for (const NodePairEntry& e : node_pairs)
+    if (e.src_node >= 0 && same_addr(e.src, src) && same_addr(e.dst, dst)) {
+      src_node = e.src_node;
+      dst_node = e.dst_node;
+      return;
+    }
+  src_node = node_of(src);
+  dst_node = node_of(dst);
+  // (-1: a node refused past kMaxNodes; node_of() counts each refusal, so it is asked again.)
+  if (src_node >= 0 && dst_node >= 0)
+    node_pairs[node_pairs_next++ & 1] = {src, dst, src_node, dst_node};
+}
+
 Flow& Engine::new_flow(int req_node, int rsp_node, const Addr& req, const Addr& rsp) {
   auto fl = std::make_unique<Flow>();
   fl->id = static_cast<int>(flows.size());
@@ -742,8 +756,7 @@ inline __attribute__((always_inline)) void Engine::judge_frame(
   uint64_t key = 0;
   bool merges_here = false;
   if (have_addrs) {
-    o.src_node = node_of(o.src);
-    o.dst_node = node_of(o.dst);
+    nodes_of(o.src, o.dst, o.src_node, o.dst_node);
     o.at_src = ps.node >= 0 && ps.node == o.src_node;
     o.own_iface = !ps.info.link_side;
     o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
