@@ -270,6 +270,29 @@ TEST(FrameRulesStage, CleanOnlyWhenTheFullJudgementFindsNothing) {
   EXPECT_GT(judged, 100u) << frames;
 }
 
+// The (source, destination) cache of judge_frame() gives node_of()'s nodes, for pairs that
+// share a source or a destination, repeat, and alternate.
+TEST(NodesOf, SameNodesAsNodeOf) {
+  DutProfile prof;
+  Engine e(prof, {}, 20);
+  std::vector<Addr> pool(6);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    pool[i][0] = 0xfd;
+    pool[i][15] = static_cast<uint8_t>(i + 1);
+    pool[i][8] = static_cast<uint8_t>(i % 2);  // same first 8 bytes for every other address
+  }
+  std::mt19937_64 rng(19);
+  for (int i = 0; i < 20000; ++i) {
+    const Addr& a = pool[rng() % pool.size()];
+    const Addr& b = pool[rng() % 3 == 0 ? rng() % pool.size() : (rng() % 2)];
+    int sn = -2, dn = -2;
+    e.nodes_of(a, b, sn, dn);
+    ASSERT_EQ(sn, e.node_of(a)) << i;
+    ASSERT_EQ(dn, e.node_of(b)) << i;
+  }
+  EXPECT_EQ(e.node_addr.size(), pool.size());
+}
+
 void expect_same(const Decision& a, const Decision& b, const std::string& line) {
   EXPECT_EQ(a.t_ns, b.t_ns) << line;
   EXPECT_EQ(a.link, b.link) << line;
