@@ -371,6 +371,20 @@ int Engine::node_of(const Addr& a) {
   return id;
 }
 
+void Engine::nodes_of(const Addr& src, const Addr& dst, int& src_node, int& dst_node) {
+  for (const NodePairEntry& e : node_pairs)
+    if (e.src_node >= 0 && same_addr(e.src, src) && same_addr(e.dst, dst)) {
+      src_node = e.src_node;
+      dst_node = e.dst_node;
+      return;
+    }
+  src_node = node_of(src);
+  dst_node = node_of(dst);
+  // (-1: a node refused past kMaxNodes; node_of() counts each refusal, so it is asked again.)
+  if (src_node >= 0 && dst_node >= 0)
+    node_pairs[node_pairs_next++ & 1] = {src, dst, src_node, dst_node};
+}
+
 Flow& Engine::new_flow(int req_node, int rsp_node, const Addr& req, const Addr& rsp) {
   auto fl = std::make_unique<Flow>();
   fl->id = static_cast<int>(flows.size());
@@ -702,7 +716,7 @@ template <bool IcrcDone>
 inline __attribute__((always_inline)) void Engine::judge_frame(
     uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data, wire::LinkType link,
     uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok, uint64_t early_key,
-    std::optional<uint64_t> content_h) {
+    std::optional<uint64_t> content_h, FramePre frame_pre) {
   PointState& ps = points[point];
   ps.frames++;
   if (!ok) ps.decode_errors++;
@@ -742,8 +756,7 @@ inline __attribute__((always_inline)) void Engine::judge_frame(
   uint64_t key = 0;
   bool merges_here = false;
   if (have_addrs) {
-    o.src_node = node_of(o.src);
-    o.dst_node = node_of(o.dst);
+    nodes_of(o.src, o.dst, o.src_node, o.dst_node);
     o.at_src = ps.node >= 0 && ps.node == o.src_node;
     o.own_iface = !ps.info.link_side;
     o.at_dst = ps.node >= 0 && ps.node == o.dst_node;
@@ -798,7 +811,9 @@ inline __attribute__((always_inline)) void Engine::judge_frame(
                                   frame.flow_label());
   o.icrc_bad = frame.icrc_checked && !frame.icrc_ok;
   if (o.first) {
-    frame_rules(o, frame, ok);
+    // On one thread the stage runs here, after verify_icrc(); the pipelined checker's reading
+    // thread ran it already.
+    frame_rules(o, frame, ok, IcrcDone ? frame_pre : frame_rules_stage(frame, ok));
     srv6_inner_da(o, frame);
     udp_checksum(o, frame);
     ev_carriage(o, frame, fl);
@@ -893,7 +908,7 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   opt.verify_icrc = false;
   const bool ok = wire::decode_frame(data, decoded, opt, *wire_profile);
   judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key,
-                     std::nullopt);
+                     std::nullopt, FramePre::kJudge);
 }
 
 std::optional<uint64_t> Engine::payload_hash_stage(const wire::DecodedFrame& f, bool ok) {
@@ -906,9 +921,10 @@ std::optional<uint64_t> Engine::payload_hash_stage(const wire::DecodedFrame& f, 
 
 void Engine::on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                         wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f,
-                        bool ok, uint64_t key, std::optional<uint64_t> content_h) {
+                        bool ok, uint64_t key, std::optional<uint64_t> content_h,
+                        FramePre frame_pre) {
   tick(ts);
-  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, key, content_h);
+  judge_frame<true>(point, frame_no, ts, data, link, orig_len, f, ok, key, content_h, frame_pre);
 }
 
 void Engine::prefetch(wire::Bytes data, wire::LinkType link) {
@@ -952,17 +968,30 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
 // cache miss per data packet); the rest is a hash that the buckets tell apart.
 uint64_t Engine::ParkedDecisions::flow_key(const Flow* fl, int64_t psn) {
   const uint64_t h = mix64(reinterpret_cast<uintptr_t>(fl) ^ mix64(static_cast<uint64_t>(psn)));
-  const uint64_t slot =
-      (static_cast<uint64_t>(psn) + static_cast<uint64_t>(fl->id) * 0x9E37u) & 0xFFFF;
-  return (slot << 48) | (h >> 16) | 1;
+  return (flow_slot(fl, psn) << 48) | (h >> 16) | 1;
+}
+
+uint64_t Engine::ParkedDecisions::flow_slot(const Flow* fl, int64_t psn) {
+  return (static_cast<uint64_t>(psn) + static_cast<uint64_t>(fl->id) * 0x9E37u) & 0xFFFF;
+}
+
+namespace {
+uint64_t nodes_word(int src_node, int dst_node) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(src_node)) << 32) |
+         static_cast<uint32_t>(dst_node);
+}
+}  // namespace
+
+uint64_t Engine::ParkedDecisions::nameless_slot(uint32_t qpn, int src_node, int dst_node,
+                                                uint32_t psn24) {
+  return (psn24 + (mix64(nodes_word(src_node, dst_node) ^ qpn) >> 48)) & 0xFFFF;
 }
 
 uint64_t Engine::ParkedDecisions::nameless_key(uint32_t qpn, int src_node, int dst_node,
                                                uint32_t psn24) {
-  const uint64_t nodes = (static_cast<uint64_t>(static_cast<uint32_t>(src_node)) << 32) |
-                         static_cast<uint32_t>(dst_node);
+  const uint64_t nodes = nodes_word(src_node, dst_node);
   const uint64_t h = mix64(mix64(nodes) ^ ((static_cast<uint64_t>(qpn) << 24) | psn24));
-  const uint64_t slot = (psn24 + (mix64(nodes ^ qpn) >> 48)) & 0xFFFF;
+  const uint64_t slot = nameless_slot(qpn, src_node, dst_node, psn24);
   return ((slot << 48) | (h >> 16)) & ~uint64_t{1};
 }
 
@@ -1015,12 +1044,17 @@ void Engine::ParkedDecisions::gather(uint64_t a, uint64_t b, bool with_b) {
 // decisions are taken in arrival order, as a walk of the whole queue would (only those with the
 // copy's two keys can match).
 void Engine::unpark_decisions(Flow& fl, int64_t p, Tx& tx) {
+  const uint32_t psn24 = static_cast<uint32_t>(p) & wire::kPsnMask;
+  // The filter reads only a key's slot (its top 16 bits), and nearly every data packet finds
+  // both slots empty: the two keys' hashes (three and four mix64 rounds) are computed only
+  // when a slot is taken. The nameless slot needs one round, the flow's slot none.
+  if (!parked.waiting_slot(ParkedDecisions::flow_slot(&fl, p)) &&
+      !(fl.rsp_qpn && parked.waiting_slot(ParkedDecisions::nameless_slot(*fl.rsp_qpn, fl.req_node,
+                                                                         fl.rsp_node, psn24))))
+    return;
   const uint64_t named = ParkedDecisions::flow_key(&fl, p);
   const uint64_t nameless =
-      fl.rsp_qpn ? ParkedDecisions::nameless_key(*fl.rsp_qpn, fl.req_node, fl.rsp_node,
-                                                 static_cast<uint32_t>(p) & wire::kPsnMask)
-                 : 0;
-  if (!parked.waiting(named) && !(fl.rsp_qpn && parked.waiting(nameless))) return;
+      fl.rsp_qpn ? ParkedDecisions::nameless_key(*fl.rsp_qpn, fl.req_node, fl.rsp_node, psn24) : 0;
   parked.gather(named, nameless, fl.rsp_qpn.has_value());
   if (parked.scratch.empty()) return;
   std::vector<uint64_t> named_left, nameless_left;
@@ -1563,6 +1597,7 @@ class Pipeline {
     s.ok = Engine::decode_stage(*wp_, data, link, s.f);
     s.key = Engine::shape_key(*wp_, data, link);
     s.content_h = Engine::payload_hash_stage(s.f, s.ok);
+    s.frame_pre = Engine::frame_rules_stage(s.f, s.ok);
     commit();
   }
   void decision(const Decision& d) {
@@ -1598,8 +1633,9 @@ class Pipeline {
     uint32_t orig_len = 0;
     uint64_t frame_no = 0;
     uint64_t ts = 0;
-    uint64_t key = 0;                   // Engine::shape_key()
-    std::optional<uint64_t> content_h;  // Engine::payload_hash_stage()
+    uint64_t key = 0;                       // Engine::shape_key()
+    std::optional<uint64_t> content_h;      // Engine::payload_hash_stage()
+    FramePre frame_pre = FramePre::kJudge;  // Engine::frame_rules_stage()
     wire::Bytes data{};
     Decision d;
   };
@@ -1720,7 +1756,7 @@ class Pipeline {
           try {
             if (s.is_frame)
               e.on_decoded(s.point, s.frame_no, s.ts, s.data, s.link, s.orig_len, s.f, s.ok, s.key,
-                           s.content_h);
+                           s.content_h, s.frame_pre);
             else
               e.on_decision(s.d);
           } catch (...) {

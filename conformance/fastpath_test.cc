@@ -211,6 +211,88 @@ TEST(Icrc, VerifiedAfterDecodeAsByTheDecoder) {
   }
 }
 
+// frame_rules_stage() (run on the pipelined checker's reading thread) calls a frame clean only
+// when frame_rules() judging it in full finds nothing and counts the same rules: every sample
+// frame, and copies with one byte of the headers changed (the ICRC left unchecked, else any
+// change would be caught by it alone), through both paths on two engines.
+TEST(FrameRulesStage, CleanOnlyWhenTheFullJudgementFindsNothing) {
+  DutProfile prof;
+  size_t clean = 0, judged = 0, frames = 0;
+  for (const auto& s : wire::samples::all_samples()) {
+    for (size_t at = 0; at <= 96; ++at) {
+      for (const uint8_t flip : {0x01, 0x02, 0x10, 0x40, 0x80}) {
+        auto bytes = s.frame;
+        const bool intact = at == 0;  // at 0: the sample itself, its ICRC verified
+        if (!intact) {
+          // From the UDP header on (Ethernet 14 + IPv6 40), over the BTH and what follows.
+          const size_t i = 54 + at - 1;
+          if (i >= bytes.size()) continue;
+          bytes[i] ^= std::byte{flip};
+        } else if (flip != 0x01) {
+          continue;
+        }
+        Engine full(prof, {}, 20), fast(prof, {}, 20);
+        const wire::Bytes data(bytes.data(), bytes.size());
+        wire::DecodedFrame f;
+        wire::DecodeOptions opt;
+        opt.verify_icrc = false;
+        const bool ok = wire::decode_frame(data, f, opt, *full.wire_profile);
+        if (intact && f.has_icrc) {
+          f.icrc_checked = true;
+          f.icrc_ok = wire::verify_icrc(f);
+        }
+        if (!f.roce) continue;
+        ++frames;
+        Obs o;
+        o.f = &f;
+        o.frame_no = 1;
+        o.trimmed = f.trimmed;
+        const FramePre pre = Engine::frame_rules_stage(f, ok);
+        full.frame_rules(o, f, ok, FramePre::kJudge);
+        fast.frame_rules(o, f, ok, pre);
+        if (pre == FramePre::kJudge) {
+          ++judged;
+          continue;
+        }
+        ++clean;
+        EXPECT_EQ(pre == FramePre::kCleanIcrc, intact && f.icrc_checked) << s.name;
+        for (size_t r = 0; r < full.rules.size(); ++r) {
+          EXPECT_EQ(full.rules[r].violations, 0u) << s.name << " byte " << at << " rule " << r;
+          EXPECT_EQ(full.rules[r].excused, 0u) << s.name << " byte " << at << " rule " << r;
+          EXPECT_EQ(fast.rules[r].checked, full.rules[r].checked)
+              << s.name << " byte " << at << " rule " << r;
+        }
+      }
+    }
+  }
+  // Both kinds occur: most changed copies break a rule, the samples themselves do not.
+  EXPECT_GT(clean, 100u) << frames;
+  EXPECT_GT(judged, 100u) << frames;
+}
+
+// The (source, destination) cache of judge_frame() gives node_of()'s nodes, for pairs that
+// share a source or a destination, repeat, and alternate.
+TEST(NodesOf, SameNodesAsNodeOf) {
+  DutProfile prof;
+  Engine e(prof, {}, 20);
+  std::vector<Addr> pool(6);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    pool[i][0] = 0xfd;
+    pool[i][15] = static_cast<uint8_t>(i + 1);
+    pool[i][8] = static_cast<uint8_t>(i % 2);  // same first 8 bytes for every other address
+  }
+  std::mt19937_64 rng(19);
+  for (int i = 0; i < 20000; ++i) {
+    const Addr& a = pool[rng() % pool.size()];
+    const Addr& b = pool[rng() % 3 == 0 ? rng() % pool.size() : (rng() % 2)];
+    int sn = -2, dn = -2;
+    e.nodes_of(a, b, sn, dn);
+    ASSERT_EQ(sn, e.node_of(a)) << i;
+    ASSERT_EQ(dn, e.node_of(b)) << i;
+  }
+  EXPECT_EQ(e.node_addr.size(), pool.size());
+}
+
 void expect_same(const Decision& a, const Decision& b, const std::string& line) {
   EXPECT_EQ(a.t_ns, b.t_ns) << line;
   EXPECT_EQ(a.link, b.link) << line;

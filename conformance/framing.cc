@@ -24,6 +24,39 @@ bool is_send_read_atomic(uint8_t op) {
          base == 0x16 || base == 0x17;
 }
 
+// MRC-FRM-005: a BTH field off its constant value.
+bool bth_constants_bad(const wire::DecodedFrame& f) {
+  const auto pos = f.op->position;
+  const bool last_or_only = pos == MessagePosition::kLast || pos == MessagePosition::kOnly;
+  return f.bth.tver != 0 || f.bth.pkey != 0xFFFF || f.bth.mig_req ||
+         (f.bth.pad_count != 0 && !last_or_only) || (f.bth.se && !(f.op->has_imm && last_or_only));
+}
+
+// MRC-FRM-008: a reserved field that is not zero.
+bool reserved_bits_set(const wire::DecodedFrame& f) {
+  if (f.bth.rsvd_b8_6 || f.bth.rsvd_b8_lo) return true;
+  if (f.has(wire::kHdrTseth) && f.tseth.reserved) return true;
+  if (f.has(wire::kHdrSeth) && (f.seth.byte0 || f.seth.rsvd_b1 || f.seth.cc_flags_rsvd))
+    return true;
+  if (f.has(wire::kHdrCcState) && f.cc_state.rsvd_bit) return true;
+  if (f.has(wire::kHdrNeth) &&
+      (f.neth.reserved0 || f.neth.reserved12 || f.neth.reserved17 || f.neth.cc_flags_rsvd))
+    return true;
+  if (f.has(wire::kHdrPeth) && (f.peth.reserved0[0] || f.peth.reserved0[1] || f.peth.reserved0[2] ||
+                                f.peth.reserved6 || f.peth.reserved_tsr))
+    return true;
+  if (f.has(wire::kHdrErth) &&
+      (f.erth.reserved0 || f.erth.rsvd_b1 || f.erth.reserved2 || f.erth.reserved8 ||
+       f.erth.reserved_tsr || (f.erth.port_status_mask & 1u)))
+    return true;
+  if (f.has(wire::kHdrEeth)) {
+    bool any = f.eeth.reserved0 || f.eeth.rsvd_b1 || f.eeth.reserved32;
+    for (uint8_t b : f.eeth.reserved12) any = any || b;
+    if (any) return true;
+  }
+  return false;
+}
+
 std::string opname(const wire::DecodedFrame& f) {
   if (f.op) return std::string(f.op->name) + " (" + hex(f.bth.opcode, 2) + ")";
   return "opcode " + hex(f.bth.opcode, 2);
@@ -132,7 +165,29 @@ std::string Engine::describe(const UnrecognisedKey& k) const {
   return "other reasons (more than " + std::to_string(kMaxUnrecognisedKinds) + " distinct reasons)";
 }
 
-void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok) {
+FramePre Engine::frame_rules_stage(const wire::DecodedFrame& f, bool ok) {
+  // Each test below is one way frame_rules() can fail a rule, excuse one (corrupt_near() reads
+  // the decisions) or call into state (trim_shape()); the frames left are judged by counting.
+  if (!ok || !f.roce || !f.op || !f.op->mrc || !is_mrc_opcode(f.bth.opcode))
+    return FramePre::kJudge;
+  // (frame_rules() reads Obs::trimmed, which judge_frame() sets from f.trimmed.)
+  const bool icrc_judged = f.icrc_checked && !f.trimmed;
+  if (icrc_judged && !f.icrc_ok) return FramePre::kJudge;
+  if (bth_constants_bad(f)) return FramePre::kJudge;
+  if (f.op->kind == PacketKind::kMrcData &&
+      (f.trimmed || (f.payload.size() + f.pad_bytes) % 4 != 0))
+    return FramePre::kJudge;
+  if (reserved_bits_set(f) || f.has_inner_ip6) return FramePre::kJudge;
+  return icrc_judged ? FramePre::kCleanIcrc : FramePre::kClean;
+}
+
+void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok, FramePre pre) {
+  if (pre != FramePre::kJudge) {
+    // What the full judgement below counts for such a frame, and nothing else.
+    for (RuleIdx r : {FRM_002, FRM_003, FRM_004, FRM_006, FRM_007, FRM_005, FRM_008}) judge(r);
+    if (pre == FramePre::kCleanIcrc) judge(FRM_001);
+    return;
+  }
   const uint8_t opc = f.bth.opcode;
   judge(FRM_002);  // a RoCE frame is on the right port by definition
 

@@ -404,6 +404,13 @@ bool in_range(const Map& m, const K& k) {
 // METH, RETH, ImmDt and payload (not BTH flags, TSETH, EV, DSCP or ICRC).
 uint64_t content_hash(const wire::DecodedFrame& f);
 
+// frame_rules_stage()'s finding on a frame.
+enum class FramePre : uint8_t {
+  kJudge,      // frame_rules() must judge it in full
+  kClean,      // breaks no rule of frame_rules(); its ICRC is not judged (none, or trimmed)
+  kCleanIcrc,  // the same, with an ICRC that verifies (MRC-FRM-001 judged)
+};
+
 struct Obs {
   uint32_t point = 0;
   uint64_t frame_no = 0;
@@ -1050,6 +1057,17 @@ struct Engine {
   };
   std::array<NodeCacheEntry, 4> node_cache{};
   unsigned node_cache_next = 0;
+  // The nodes of the last two (source, destination) address pairs judge_frame() resolved: a
+  // QP's data one way and its control packets the other. One hit costs four 8-byte compares
+  // where node_of() twice scanned node_cache (3 % of the judging thread's instructions).
+  struct NodePairEntry {
+    Addr src{}, dst{};
+    int src_node = -1, dst_node = -1;
+  };
+  std::array<NodePairEntry, 2> node_pairs{};
+  unsigned node_pairs_next = 0;
+  // node_of(src), node_of(dst) through node_pairs.
+  void nodes_of(const Addr& src, const Addr& dst, int& src_node, int& dst_node);
 
   std::vector<std::unique_ptr<Flow>> flows;
   // The last flow found per lookup key (a key, once bound to a flow, stays bound to it).
@@ -1106,8 +1124,11 @@ struct Engine {
     static uint64_t key(const ParkedDecision& pd);
     static uint64_t flow_key(const Flow* fl, int64_t psn);
     static uint64_t nameless_key(uint32_t qpn, int src_node, int dst_node, uint32_t psn24);
+    // A key's top 16 bits (its counter in `live`), without the rest of its hash.
+    static uint64_t flow_slot(const Flow* fl, int64_t psn);
+    static uint64_t nameless_slot(uint32_t qpn, int src_node, int dst_node, uint32_t psn24);
     bool empty() const { return live_n == 0; }
-    bool waiting(uint64_t k) const { return live[k >> 48] != 0; }  // may be a false positive
+    bool waiting_slot(uint64_t slot) const { return live[slot] != 0; }  // may be a false positive
     void count(uint64_t k, int delta) {
       live[k >> 48] = static_cast<uint16_t>(live[k >> 48] + delta);
     }
@@ -1174,7 +1195,14 @@ struct Engine {
                            wire::DecodedFrame& f);
   void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                   wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok,
-                  uint64_t key, std::optional<uint64_t> content_h = std::nullopt);
+                  uint64_t key, std::optional<uint64_t> content_h = std::nullopt,
+                  FramePre frame_pre = FramePre::kJudge);
+  // What frame_rules() will find in a frame, from the decoded frame alone (the ICRC verified):
+  // kClean / kCleanIcrc when it breaks none of the MRC-FRM rules frame_rules() judges and needs
+  // none of the engine's state, so that frame_rules() only counts the rules judged; kJudge for
+  // any other frame (a violation, a decode error, a trimmed data packet, SRv6, not MRC), which
+  // frame_rules() judges in full. The pipelined checker runs it on the reading thread.
+  static FramePre frame_rules_stage(const wire::DecodedFrame& f, bool ok);
   // content_hash() of a frame whose payload MRC-REQ-005 and the content checks hash (new data,
   // not trimmed, decoded whole); nullopt for any other frame. A function of the decoded frame
   // alone: the pipelined checker runs it on the reading thread.
@@ -1190,7 +1218,7 @@ struct Engine {
   template <bool IcrcDone>
   void judge_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                    wire::LinkType link, uint32_t orig_len, FrameT<IcrcDone>& frame, bool ok,
-                   uint64_t early_key, std::optional<uint64_t> content_h);
+                   uint64_t early_key, std::optional<uint64_t> content_h, FramePre frame_pre);
   void on_decision(const Decision& d);
   void prefetch(wire::Bytes data, wire::LinkType link);
   Report finish(uint64_t end_ts);
@@ -1240,7 +1268,8 @@ struct Engine {
   uint64_t timeout_ns(const Flow& fl) const;  // 0 unknown
 
   // --- framing.cc: stateless per-frame rules
-  void frame_rules(const Obs& o, const wire::DecodedFrame& f, bool decoded_ok);
+  // pre: frame_rules_stage(f, decoded_ok).
+  void frame_rules(const Obs& o, const wire::DecodedFrame& f, bool decoded_ok, FramePre pre);
   void non_roce_rules(const Obs& o, const wire::DecodedFrame& f);
   // Counts a frame that is not MRC under its reason.
   void unrecognised(const Obs& o, const wire::DecodedFrame& f);
