@@ -727,14 +727,18 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   note_reo_round();
 
   const auto m = static_cast<wire::SackM>(s.m);
+  bool probe_answered = false;  // the answer to a probe of ours that is still outstanding
   if (s.pr) {
     ++st_.probe_sacks_rx;
     const auto probe_id = static_cast<uint16_t>(s.ack_psn_offset);
-    if (tlp_probe_sent_ns_ != 0 && probe_id == tlp_probe_id_)
+    if (tlp_probe_sent_ns_ != 0 && probe_id == tlp_probe_id_) {
       answered_tail_probe_sent_ns_ = std::max(answered_tail_probe_sent_ns_, tlp_probe_sent_ns_);
+      probe_answered = true;
+    }
     if (ev >= 0) {
       EvRecord& r = evs_.at(static_cast<uint32_t>(ev));
       if (r.state == EvState::kAssumedBad && r.probe_outstanding && r.probe_id == probe_id) {
+        probe_answered = true;
         r.probe_outstanding = false;
         const char* result = "bad";
         if (m == wire::SackM::kNone) {
@@ -782,6 +786,19 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   }
 
   std::optional<uint64_t> rtt;
+  // NSCC takes the echoed timestamp as a delay sample only from a SACK that acknowledges
+  // something new or answers a probe of ours still outstanding (Karn's rule, RFC 6298 section 3).
+  // One that answers a duplicate (a spurious resend, or an attacker's replay of an old data
+  // packet) echoes whatever timestamp that packet carried, any 16-bit tick: believed, a large one
+  // read as queueing and a small one lowered NSCC's base RTT for good, so that every real sample
+  // after it read as queueing; four replays shrank the window to about one packet
+  // (Validation.SackToAReplayedDataPacketDoesNotDriveCongestionControl), and an old-psn flood
+  // held goodput at 0.85x flood-free with the client waiting, not busy. srtt and the loss timers'
+  // RTT maximum keep every sample: a SACK overtaken by a later one on another plane also
+  // acknowledges nothing new, and its delay is the reordering those timers must allow for
+  // (without it, fault-free mrct sim runs resent spuriously). A replay can stretch them, by at
+  // most the 8.4 ms the 16-bit echo spans, which delays loss detection but not the window.
+  const bool cc_rtt_ok = newly != 0 || sacked_new || probe_answered;
   if (f.has(wire::kHdrCcState)) {
     const uint16_t ticks = static_cast<uint16_t>(Endpoint::Impl::ts16(now_ns) - f.cc_state.ts_echo);
     rtt = uint64_t{ticks} << 7;
@@ -809,7 +826,7 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     CcAckSample sample;
     sample.now_ns = now_ns;
     sample.newly_acked_bytes = newly;
-    sample.rtt_ns = rtt;
+    sample.rtt_ns = cc_rtt_ok ? rtt : std::nullopt;
     sample.ecn = m == wire::SackM::kSkipOnce;
     sample.rcv_cwnd_pen = f.cc_state.rcv_cwnd_pen;
     sample.restore_cwnd = f.cc_state.rc;

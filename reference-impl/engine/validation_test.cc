@@ -183,6 +183,48 @@ TEST(Validation, SackWithAnEntropyThatIsNotOneOfTheQpsChangesNothing) {
   EXPECT_EQ(p.a.ep->stats().port_status_rejected, 0u);
 }
 
+// A replayed data packet (an attacker's old-psn flood, or a spurious resend) draws a SACK that
+// acknowledges nothing new and echoes the replayed packet's old timestamp: NSCC must not take it
+// as a delay sample, whatever delay that timestamp makes up (the window stays as it was).
+TEST(Validation, SackToAReplayedDataPacketDoesNotDriveCongestionControl) {
+  QpParams qp;
+  qp.cc = "uet-1.0-nscc";
+  Pair p(2, 25, qp);
+  Buffer src(*p.a.ep, 16 * 4096, 9);
+  Buffer dst(*p.b.ep, 16 * 4096, 10);
+  const auto wcs = write_with_injection(p, src, dst, 16 * 4096, [](const wire::DecodedFrame&) {});
+  ASSERT_EQ(wcs.size(), 1u);
+  // The first data packet A sent, byte for byte (what the old-psn flood replays).
+  const Frame* first = nullptr;
+  for (const Frame& f : p.log) {
+    wire::DecodedFrame d;
+    if (f.a_to_b && decode(f, d) && d.op && d.op->kind == PacketKind::kMrcData) {
+      first = &f;
+      break;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  const Frame replayed = *first;
+  p.run_idle(100'000);
+  const QpStats before = stats_of(p.a);
+  ASSERT_GT(before.last_rtt_ns, 0u);
+  ASSERT_GT(before.cwnd_bytes, 0u);
+  // Replays of the first data packet at several later times: each echoed timestamp is then
+  // 0..8.4 ms (16-bit ticks of 128 ns) behind A's clock, as an attacker's would be.
+  uint64_t replays = 0;
+  for (uint64_t gap_ns : {1'000'000ull, 2'345'678ull, 8'300'000ull, 8'380'000ull}) {
+    p.now += gap_ns;
+    p.b.ep->on_packet(replayed.bytes, replayed.port, p.now);
+    ++replays;
+    p.run_idle(100'000);
+  }
+  const QpStats after = stats_of(p.a);
+  EXPECT_GE(after.sacks_rx, before.sacks_rx + 1) << "B answered none of the replays";
+  EXPECT_EQ(after.cwnd_bytes, before.cwnd_bytes);
+  EXPECT_EQ(state_of(p.a), QpState::kRts);
+  EXPECT_EQ(replays, 4u);
+}
+
 TEST(Validation, PortStatusThatDeniesItsOwnArrivalPlaneOrComesFromAStrangerIsNotApplied) {
   Pair p(2, 25);
   Buffer src(*p.a.ep, 4 * 4096, 9);
