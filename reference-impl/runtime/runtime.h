@@ -254,6 +254,10 @@ struct RuntimeConfig {
   // the same plane hands them to the kernel (packet_io.cc, PacketRingTx).
   uint32_t tx_ring_frames = 1024;
   bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
+  // After an iteration that received frames, sleep this long (bounded by the next engine
+  // deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving meanwhile
+  // wake nobody (receive interrupt moderation, as a NIC's rx-usecs). 0: always epoll_wait.
+  uint64_t rx_coalesce_ns = 0;
   // Capture every frame sent and received on each port into <pcap_prefix>-<iface>.pcap
   // (nanosecond pcap, Ethernet). Empty: no capture.
   std::string pcap_prefix;
@@ -294,7 +298,8 @@ struct PlaneStats {
 struct RuntimeStats {
   std::vector<PlaneStats> planes;
   uint64_t loop_iterations = 0;
-  uint64_t epoll_waits = 0;  // times the loop slept
+  uint64_t epoll_waits = 0;         // times the loop slept
+  uint64_t rx_coalesce_sleeps = 0;  // ... of which fixed rx_coalesce_ns sleeps, not in epoll
   uint64_t timer_fires = 0;
   uint64_t tx_syscalls = 0;        // sendmmsg calls or transmit-ring kicks
   uint64_t ev_to_assumed_bad = 0;  // EV retirements
