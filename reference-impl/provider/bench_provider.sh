@@ -141,6 +141,17 @@ run lat-mrct mrct --size 64 --qps 1 --tx-depth 1 --iters 2000
 run rate1-mrct mrct "${rate1[@]}"
 run rate64-mrct mrct "${rate64[@]}"
 
+# iperf3 -u on the same veth pair, the reference the runtime's bench measures the endpoint
+# against (bench_runtime.sh): goodput = rate x (1 - loss), 4 KiB datagrams, unpaced.
+if command -v iperf3 > /dev/null; then
+  ip netns exec "$a" timeout 60 iperf3 -s -1 -B fd81::1 -p "$port" > /dev/null 2>&1 &
+  spid=$!
+  sleep 0.5
+  ip netns exec "$b" timeout 60 iperf3 -u -c fd81::1 -B fd81::2 -p "$port" -b 0 -l 4096 -t 3 -J \
+    > "$out/iperf3.json" 2>&1 || { cat "$out/iperf3.json" >&2; failed=1; }
+  wait "$spid"
+fi
+
 # Memory per QP. lib_mrc.so: call_cost's resident-set growth for 64 more QPs in RTS (and the
 # device process's, in device mode). mrct endpoint: peak resident set of a client with 65 QPs
 # minus one with 1 QP (64 B messages, 10 each), over 64.
@@ -221,6 +232,16 @@ for label, key, run, _ in rows:
     i, d, m = (fig(f"{run}-{c}.json", key) for c in ("inproc", "device", "mrct"))
     print(f"{label:42} {f(i):>11} {f(d):>11} {f(m):>11} {ratio(d, i):>10} "
           f"{ratio(i, m):>11} {ratio(d, m):>9}")
+# The write bandwidth against iperf3 -u on the same pair (the runtime bench's ratio).
+try:
+    s = json.load(open(os.path.join(out, "iperf3.json")))["end"]["sum"]
+    ig = s["bits_per_second"] * (1 - s.get("lost_percent", 0) / 100) / 1e9
+except (OSError, ValueError, KeyError):
+    ig = None
+i, d, m = (fig(f"bw-{c}.json", "gbit_per_s") for c in ("inproc", "device", "mrct"))
+print(f"{'iperf3 -u goodput, 4 KiB datagrams (Gbit/s)':42} {f(ig):>11}")
+print(f"{'write bandwidth / iperf3 -u goodput':42} {ratio(i, ig):>11} {ratio(d, ig):>11} "
+      f"{ratio(m, ig):>11}")
 i, d, m = per_qp("cost-inproc.json"), per_qp("cost-device.json"), mem_mrct()
 print(f"{'memory per QP (KiB; device: app + softmrcd)':42} {f(i):>11} {f(d):>11} {f(m):>11} "
       f"{ratio(d, i):>10} {ratio(i, m):>11} {ratio(d, m):>9}")

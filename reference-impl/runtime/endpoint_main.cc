@@ -91,7 +91,7 @@ struct Options {
   uint32_t planes = 1;  // memory role
   uint32_t ring = 1024;
   uint32_t tx_ring = 1024;
-  uint32_t rx_coalesce_us = 0;
+  uint32_t rx_coalesce_us = 100;
   bool list_mutants = false;
 };
 
@@ -1686,9 +1686,9 @@ int endpoint_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
   app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
-                 "after receiving frames, sleep this long before looking again instead of "
-                 "being woken by each frame (0: woken by each)")
-      ->check(CLI::Range(0u, 10000u))
+                 "after an iteration that received 2 frames or more, sleep this long before "
+                 "looking again instead of being woken by each frame (0: woken by each)")
+      ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   app.add_flag("--no-rx-filter-ingress", o.no_rx_filter_ingress,
                "io packet: run the kernel receive filter on the receive rings, not at tc "

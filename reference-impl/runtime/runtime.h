@@ -254,10 +254,11 @@ struct RuntimeConfig {
   // the same plane hands them to the kernel (packet_io.cc, PacketRingTx).
   uint32_t tx_ring_frames = 1024;
   bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
-  // After an iteration that received frames, sleep this long (bounded by the next engine
-  // deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving meanwhile
-  // wake nobody (receive interrupt moderation, as a NIC's rx-usecs). 0: always epoll_wait.
-  uint64_t rx_coalesce_ns = 0;
+  // After an iteration that received 2 frames or more, sleep this long (bounded by the next
+  // engine deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving
+  // meanwhile wake nobody (receive interrupt moderation, as a NIC's rx-usecs; loop.cc). 0:
+  // always epoll_wait. At 4 KiB frames and 4-5 Gbit/s, 100 us is 12-15 frames per batch.
+  uint64_t rx_coalesce_ns = 100'000;
   // Capture every frame sent and received on each port into <pcap_prefix>-<iface>.pcap
   // (nanosecond pcap, Ethernet). Empty: no capture.
   std::string pcap_prefix;
