@@ -90,7 +90,7 @@ struct Options {
   double stall_s = 30;
   uint32_t planes = 1;  // memory role
   uint32_t ring = 1024;
-  uint32_t tx_ring = 1024;
+  uint32_t tx_ring = 0;
   uint32_t rx_coalesce_us = 100;
   bool list_mutants = false;
 };
@@ -1710,7 +1710,7 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--planes", o.planes, "memory role: number of planes")->capture_default_str();
   app.add_option("--ring", o.ring, "receive ring frames per plane")->capture_default_str();
   app.add_option("--tx-ring", o.tx_ring,
-                 "packet, packet-tx: transmit ring (PACKET_TX_RING) frames; 0: sendmmsg")
+                 "packet, packet-tx: transmit ring (PACKET_TX_RING) frames, e.g. 1024; 0: sendmmsg")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

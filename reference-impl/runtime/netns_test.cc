@@ -457,7 +457,7 @@ TEST_F(NetnsTest, WireProfileVariantPortAndStripe) {
   for (uint32_t e : echoed) EXPECT_TRUE(sent_wevs.count(e)) << "SACK echoes 0x" << std::hex << e;
 }
 
-// Transmit through a PACKET_TX_RING (the default) of only 16 slots on one plane, so that it
+// Transmit through a PACKET_TX_RING of only 16 slots on one plane, so that it
 // wraps hundreds of times; and through sendmmsg (--tx-ring 0) over 2 planes. Both verify end to
 // end; the ring sends several frames per kick, sendmmsg up to 64 per call.
 TEST_F(NetnsTest, TxRingSmallAndSendmmsg) {

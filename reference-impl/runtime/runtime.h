@@ -251,8 +251,11 @@ struct RuntimeConfig {
   uint32_t batch = 64;             // frames per sendmmsg / recvmmsg
   // kPacket, kPacketTx: transmit through a PACKET_TX_RING of this many slots (0: sendmmsg).
   // The engine's frames are written into the mmapped ring and one send() per run of frames for
-  // the same plane hands them to the kernel (packet_io.cc, PacketRingTx).
-  uint32_t tx_ring_frames = 1024;
+  // the same plane hands them to the kernel (packet_io.cc, PacketRingTx). Default sendmmsg: a
+  // ring frame's skb holds the ring's page, which a delivery to another namespace over veth
+  // copies again (skb_copy_ubufs) into newly allocated pages, so on veth the ring saved no copy
+  // and was slower in 8 of 8 quiet A/B pairs (docs/performance.md, "The transmit ring").
+  uint32_t tx_ring_frames = 0;
   bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
   // After an iteration that received 2 frames or more, sleep this long (bounded by the next
   // engine deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving
