@@ -1686,7 +1686,7 @@ int endpoint_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
   app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
-                 "after an iteration that received 2 frames or more, sleep this long before "
+                 "after an iteration that received 4 frames or more, sleep this long before "
                  "looking again instead of being woken by each frame (0: woken by each)")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();

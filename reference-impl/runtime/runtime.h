@@ -257,7 +257,7 @@ struct RuntimeConfig {
   // and was slower in 8 of 8 quiet A/B pairs (docs/performance.md, "The transmit ring").
   uint32_t tx_ring_frames = 0;
   bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
-  // After an iteration that received 2 frames or more, sleep this long (bounded by the next
+  // After an iteration that received 4 frames or more, sleep this long (bounded by the next
   // engine deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving
   // meanwhile wake nobody (receive interrupt moderation, as a NIC's rx-usecs; loop.cc). 0:
   // always epoll_wait. At 4 KiB frames and 4-5 Gbit/s, 100 us is 12-15 frames per batch.
