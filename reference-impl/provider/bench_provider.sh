@@ -7,7 +7,10 @@
 #               BUILD_DIR/bin/mrc_endpoint, the same tool built alone)
 # Figures: write bandwidth (64 KiB WRITEs, 1 QP), write latency (64 B, one at a time: p50,
 # p99), message rate (64 B WRITEs on 1 and on 64 QPs), memory per QP, and the cost of one
-# empty mrc_poll_cq / one mrc_post_send call (lib_mrc.so only: call_cost).
+# empty mrc_poll_cq / one mrc_post_send call (lib_mrc.so only: call_cost); and iperf3 -u's
+# goodput on the same pair with each column's write bandwidth over it (bench_runtime.sh's ratio).
+# MRC_SOFT_TX_RING / MRC_SOFT_RX_COALESCE_US in the environment reach the lib_mrc.so columns
+# (in-process and softmrcd), not the mrct one.
 #
 # Usage: bench_provider.sh BUILD_DIR [SCALE]   (BUILD_DIR/bin holds mrc-perf, softmrcd,
 # mrc_provider_call_cost, mrct or mrc_endpoint; SCALE multiplies the message counts: 300, 1000
