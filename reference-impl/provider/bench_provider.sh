@@ -7,7 +7,10 @@
 #               BUILD_DIR/bin/mrc_endpoint, the same tool built alone)
 # Figures: write bandwidth (64 KiB WRITEs, 1 QP), write latency (64 B, one at a time: p50,
 # p99), message rate (64 B WRITEs on 1 and on 64 QPs), memory per QP, and the cost of one
-# empty mrc_poll_cq / one mrc_post_send call (lib_mrc.so only: call_cost).
+# empty mrc_poll_cq / one mrc_post_send call (lib_mrc.so only: call_cost); and iperf3 -u's
+# goodput on the same pair with each column's write bandwidth over it (bench_runtime.sh's ratio).
+# MRC_SOFT_TX_RING / MRC_SOFT_RX_COALESCE_US in the environment reach the lib_mrc.so columns
+# (in-process and softmrcd), not the mrct one.
 #
 # Usage: bench_provider.sh BUILD_DIR [SCALE]   (BUILD_DIR/bin holds mrc-perf, softmrcd,
 # mrc_provider_call_cost, mrct or mrc_endpoint; SCALE multiplies the message counts: 300, 1000
@@ -141,6 +144,17 @@ run lat-mrct mrct --size 64 --qps 1 --tx-depth 1 --iters 2000
 run rate1-mrct mrct "${rate1[@]}"
 run rate64-mrct mrct "${rate64[@]}"
 
+# iperf3 -u on the same veth pair, the reference the runtime's bench measures the endpoint
+# against (bench_runtime.sh): goodput = rate x (1 - loss), 4 KiB datagrams, unpaced.
+if command -v iperf3 > /dev/null; then
+  ip netns exec "$a" timeout 60 iperf3 -s -1 -B fd81::1 -p "$port" > /dev/null 2>&1 &
+  spid=$!
+  sleep 0.5
+  ip netns exec "$b" timeout 60 iperf3 -u -c fd81::1 -B fd81::2 -p "$port" -b 0 -l 4096 -t 3 -J \
+    > "$out/iperf3.json" 2>&1 || { cat "$out/iperf3.json" >&2; failed=1; }
+  wait "$spid"
+fi
+
 # Memory per QP. lib_mrc.so: call_cost's resident-set growth for 64 more QPs in RTS (and the
 # device process's, in device mode). mrct endpoint: peak resident set of a client with 65 QPs
 # minus one with 1 QP (64 B messages, 10 each), over 64.
@@ -221,6 +235,16 @@ for label, key, run, _ in rows:
     i, d, m = (fig(f"{run}-{c}.json", key) for c in ("inproc", "device", "mrct"))
     print(f"{label:42} {f(i):>11} {f(d):>11} {f(m):>11} {ratio(d, i):>10} "
           f"{ratio(i, m):>11} {ratio(d, m):>9}")
+# The write bandwidth against iperf3 -u on the same pair (the runtime bench's ratio).
+try:
+    s = json.load(open(os.path.join(out, "iperf3.json")))["end"]["sum"]
+    ig = s["bits_per_second"] * (1 - s.get("lost_percent", 0) / 100) / 1e9
+except (OSError, ValueError, KeyError):
+    ig = None
+i, d, m = (fig(f"bw-{c}.json", "gbit_per_s") for c in ("inproc", "device", "mrct"))
+print(f"{'iperf3 -u goodput, 4 KiB datagrams (Gbit/s)':42} {f(ig):>11}")
+print(f"{'write bandwidth / iperf3 -u goodput':42} {ratio(i, ig):>11} {ratio(d, ig):>11} "
+      f"{ratio(m, ig):>11}")
 i, d, m = per_qp("cost-inproc.json"), per_qp("cost-device.json"), mem_mrct()
 print(f"{'memory per QP (KiB; device: app + softmrcd)':42} {f(i):>11} {f(d):>11} {f(m):>11} "
       f"{ratio(d, i):>10} {ratio(i, m):>11} {ratio(d, m):>9}")

@@ -273,6 +273,29 @@ softmrc_device* create_device(const AttachSpec* attach) {
     rc.endpoint = ec;
     for (const auto& p : dev->ports) rc.planes.push_back({p.iface, std::nullopt});
     rc.io = mrc::runtime::IoKind::kPacket;
+    // The runtime's receive coalescing (loop.cc), in us; 0 turns it off (for comparison).
+    if (const char* c = env("MRC_SOFT_RX_COALESCE_US")) {
+      char* end = nullptr;
+      const unsigned long us = std::strtoul(c, &end, 10);
+      if (end == c || *end != '\0' || us > 1000) {
+        log_error(std::string("MRC_SOFT_RX_COALESCE_US=") + c + ": a number of us in 0..1000");
+        errno = EINVAL;
+        return nullptr;
+      }
+      rc.rx_coalesce_ns = uint64_t{us} * 1000;
+    }
+    // Transmit through a PACKET_TX_RING of this many slots instead of sendmmsg (mrct endpoint
+    // --tx-ring; 0, the default, is sendmmsg).
+    if (const char* t = env("MRC_SOFT_TX_RING")) {
+      char* end = nullptr;
+      const unsigned long slots = std::strtoul(t, &end, 10);
+      if (end == t || *end != '\0' || slots > 65536) {
+        log_error(std::string("MRC_SOFT_TX_RING=") + t + ": a number of slots in 0..65536");
+        errno = EINVAL;
+        return nullptr;
+      }
+      rc.tx_ring_frames = static_cast<uint32_t>(slots);
+    }
     // TEST ONLY: a mutant of the engine on the wire (reference-impl/runtime/README.md), so that
     // a test can show the scenario suite through mrc-perf fails a DUT that breaks a rule.
     if (const char* m = env("MRC_SOFT_MUTANT")) {

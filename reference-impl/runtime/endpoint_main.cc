@@ -90,7 +90,8 @@ struct Options {
   double stall_s = 30;
   uint32_t planes = 1;  // memory role
   uint32_t ring = 1024;
-  uint32_t tx_ring = 1024;
+  uint32_t tx_ring = 0;
+  uint32_t rx_coalesce_us = 100;
   bool list_mutants = false;
 };
 
@@ -567,6 +568,7 @@ json report_json(const Report& r) {
                       {"publishes", r.rt.rx_filter_publishes}};
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
+                 {"rx_coalesce_sleeps", r.rt.rx_coalesce_sleeps},
                  {"timer_fires", r.rt.timer_fires},
                  {"tx_syscalls", r.rt.tx_syscalls},
                  {"cpu_s", r.rt.loop_cpu_ns / 1e9}};
@@ -722,6 +724,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.rx_ring_frames = o.ring;
   rc.tx_ring_frames = o.tx_ring;
   rc.busy_poll = o.busy_poll;
+  rc.rx_coalesce_ns = uint64_t{o.rx_coalesce_us} * 1000;
   rc.rx_filter = !o.no_rx_filter;
   rc.rx_filter_ingress = !o.no_rx_filter_ingress;
   rc.pcap_prefix = o.pcap;
@@ -1682,6 +1685,11 @@ int endpoint_main(int argc, char** argv) {
                  "in every run")
       ->capture_default_str();
   app.add_flag("--busy-poll", o.busy_poll, "spin instead of sleeping (burns a core)");
+  app.add_option("--rx-coalesce-us", o.rx_coalesce_us,
+                 "after an iteration that received 4 frames or more, sleep this long before "
+                 "looking again instead of being woken by each frame (0: woken by each)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
   app.add_flag("--no-rx-filter-ingress", o.no_rx_filter_ingress,
                "io packet: run the kernel receive filter on the receive rings, not at tc "
                "ingress (refused frames then still take the IPv6/UDP receive path; for "
@@ -1702,7 +1710,7 @@ int endpoint_main(int argc, char** argv) {
   app.add_option("--planes", o.planes, "memory role: number of planes")->capture_default_str();
   app.add_option("--ring", o.ring, "receive ring frames per plane")->capture_default_str();
   app.add_option("--tx-ring", o.tx_ring,
-                 "packet, packet-tx: transmit ring (PACKET_TX_RING) frames; 0: sendmmsg")
+                 "packet, packet-tx: transmit ring (PACKET_TX_RING) frames, e.g. 1024; 0: sendmmsg")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

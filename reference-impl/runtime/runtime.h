@@ -251,9 +251,17 @@ struct RuntimeConfig {
   uint32_t batch = 64;             // frames per sendmmsg / recvmmsg
   // kPacket, kPacketTx: transmit through a PACKET_TX_RING of this many slots (0: sendmmsg).
   // The engine's frames are written into the mmapped ring and one send() per run of frames for
-  // the same plane hands them to the kernel (packet_io.cc, PacketRingTx).
-  uint32_t tx_ring_frames = 1024;
+  // the same plane hands them to the kernel (packet_io.cc, PacketRingTx). Default sendmmsg: a
+  // ring frame's skb holds the ring's page, which a delivery to another namespace over veth
+  // copies again (skb_copy_ubufs) into newly allocated pages, so on veth the ring saved no copy
+  // and was slower in 8 of 8 quiet A/B pairs (docs/performance.md, "The transmit ring").
+  uint32_t tx_ring_frames = 0;
   bool busy_poll = false;  // spin instead of sleeping in epoll_wait (burns a core)
+  // After an iteration that received 4 frames or more, sleep this long (bounded by the next
+  // engine deadline) in clock_nanosleep instead of in epoll_wait, so that frames arriving
+  // meanwhile wake nobody (receive interrupt moderation, as a NIC's rx-usecs; loop.cc). 0:
+  // always epoll_wait. At 4 KiB frames and 4-5 Gbit/s, 100 us is 12-15 frames per batch.
+  uint64_t rx_coalesce_ns = 100'000;
   // Capture every frame sent and received on each port into <pcap_prefix>-<iface>.pcap
   // (nanosecond pcap, Ethernet). Empty: no capture.
   std::string pcap_prefix;
@@ -294,7 +302,8 @@ struct PlaneStats {
 struct RuntimeStats {
   std::vector<PlaneStats> planes;
   uint64_t loop_iterations = 0;
-  uint64_t epoll_waits = 0;  // times the loop slept
+  uint64_t epoll_waits = 0;         // times the loop slept
+  uint64_t rx_coalesce_sleeps = 0;  // ... of which fixed rx_coalesce_ns sleeps, not in epoll
   uint64_t timer_fires = 0;
   uint64_t tx_syscalls = 0;        // sendmmsg calls or transmit-ring kicks
   uint64_t ev_to_assumed_bad = 0;  // EV retirements
