@@ -120,14 +120,19 @@ constexpr uint32_t kMinErthFrame = 80;  // through the ERTH's port-status mask
 constexpr int kNethPsnWord = 86;        // NETH right behind the BTH: NACK PSN in bytes 87..89
 constexpr uint32_t kMinNethFrame = 90;
 constexpr int kEthType = 12;
+// The bytes the program reads, from the Ethernet header: through the NACK's PSN, the farthest
+// load. The tc variant pulls them into the skb's linear area first (below).
+constexpr uint32_t kHeaderBytes = kMinNethFrame;
 
 // The verdicts. A socket filter returns the bytes to keep (0: not for this socket); at tc
 // ingress every frame that is not refused goes on (TC_ACT_OK), a refused one is dropped.
+// pull_headers: tc only (socket filters may not call bpf_skb_pull_data).
 struct Verdicts {
   int32_t not_ours, refused, pass;
+  bool pull_headers;
 };
-constexpr Verdicts kSocketVerdicts{0, 0, 0x40000};  // snap length: the whole frame
-constexpr Verdicts kTcVerdicts{TC_ACT_OK, TC_ACT_SHOT, TC_ACT_OK};
+constexpr Verdicts kSocketVerdicts{0, 0, 0x40000, false};  // snap length: the whole frame
+constexpr Verdicts kTcVerdicts{TC_ACT_OK, TC_ACT_SHOT, TC_ACT_OK, true};
 
 int sys_bpf(int cmd, bpf_attr& attr) {
   return static_cast<int>(syscall(__NR_bpf, cmd, &attr, sizeof attr));
@@ -248,6 +253,22 @@ std::vector<bpf_insn> build_program(int map_fd, const Verdicts& v) {
   using R = Asm::Reg;
   Asm a;
   a.mov(R::R6, R::R1);  // BPF_LD_ABS reads the packet through R6
+  if (v.pull_headers) {
+    // A frame sent through AF_PACKET (the peer's data and the attacker's alike) arrives with
+    // only its Ethernet and IPv6 headers in the skb's linear area and the rest in page
+    // fragments; every BPF_LD_ABS beyond them then takes the helper's skb_copy_bits path, about
+    // twenty times per frame (perf during an old-psn flood: most of the program's samples).
+    // One pull of the headers makes them all direct reads, here, in the ring's socket filter
+    // that runs next and in the UDP receive path, which pulls them anyway. Its result is not
+    // looked at: a frame shorter than kHeaderBytes is pulled whole, and should the pull fail
+    // (no memory) the loads still read the fragments as before.
+    a.ldx(BPF_W, R::R2, R::R6, 0);  // __sk_buff.len
+    a.jmpi(BPF_JLE, R::R2, kHeaderBytes, "pull");
+    a.movi(R::R2, kHeaderBytes);
+    a.label("pull");
+    a.mov(R::R1, R::R6);
+    a.call(BPF_FUNC_skb_pull_data);
+  }
   // What the classic filter of the ring accepted before: IPv6 UDP to the RoCE port, or an
   // outer IPv6-in-IPv6 / routing header (SRv6: passed whole, the engine decodes it).
   // A load beyond the frame ends the program with 0: not ours for the socket, TC_ACT_OK at tc.
@@ -607,6 +628,14 @@ RxFilter::Counts RxFilter::counts() const {
   c.sampled = rd(kOffSampled);
   c.nacks_not_outstanding = rd(kOffNacksRefused);
   return c;
+}
+
+std::vector<uint64_t> RxFilter::program_for_test(bool tc) {
+  const std::vector<bpf_insn> prog = build_program(-1, tc ? kTcVerdicts : kSocketVerdicts);
+  std::vector<uint64_t> out(prog.size());
+  static_assert(sizeof(bpf_insn) == sizeof(uint64_t));
+  std::memcpy(out.data(), prog.data(), prog.size() * sizeof(bpf_insn));
+  return out;
 }
 
 int64_t RxFilter::run_on(std::span<const std::byte> frame, bool tc) const {

@@ -2,8 +2,10 @@
 // what it refuses, what it must never refuse, its counters and its sampling.
 #include <gtest/gtest.h>
 
+#include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -360,6 +362,55 @@ TEST_F(RxFilterTest, JudgesOnlyFramesToTheEndpointsOwnGid) {
     EXPECT_EQ(filter_->run_on(with(data_, qpn_, 1000 + (1 << 21)), true), TC_ACT_SHOT);
   }
   EXPECT_EQ(filter_->counts().out_of_window, 2u);
+}
+
+}  // namespace
+}  // namespace mrc::runtime
+
+namespace mrc::runtime {
+namespace {
+
+// The tc variant pulls every byte it reads into the skb's linear area before its first packet
+// load: AF_PACKET senders leave all but the Ethernet and IPv6 headers in page fragments, and each
+// load there takes the helper's skb_copy_bits path (docs/performance.md, "Hostile floods").
+// The socket variant cannot call the helper (the verifier refuses it) and reads as before.
+TEST(RxFilterProgramTest, TcVariantPullsWhatItReadsBeforeItsFirstLoad) {
+  const auto insn = [](uint64_t raw) {
+    bpf_insn i;
+    std::memcpy(&i, &raw, sizeof i);
+    return i;
+  };
+  const auto is_ld_abs = [](const bpf_insn& i) {
+    return BPF_CLASS(i.code) == BPF_LD && BPF_MODE(i.code) == BPF_ABS;
+  };
+  const auto load_end = [](const bpf_insn& i) {
+    const int size = BPF_SIZE(i.code) == BPF_W ? 4 : BPF_SIZE(i.code) == BPF_H ? 2 : 1;
+    return i.imm + size;
+  };
+  const std::vector<uint64_t> tc = RxFilter::program_for_test(true);
+  ASSERT_FALSE(tc.empty());
+  int pull_at = -1, first_load = -1, farthest = 0;
+  int32_t pulled = -1;  // the length the program asks for (its immediate, when clamped to it)
+  for (size_t k = 0; k < tc.size(); ++k) {
+    const bpf_insn i = insn(tc[k]);
+    if (i.code == (BPF_JMP | BPF_CALL) && i.imm == BPF_FUNC_skb_pull_data && pull_at < 0)
+      pull_at = static_cast<int>(k);
+    if (i.code == (BPF_ALU64 | BPF_MOV | BPF_K) && i.dst_reg == BPF_REG_2 && pull_at < 0)
+      pulled = i.imm;
+    if (is_ld_abs(i)) {
+      if (first_load < 0) first_load = static_cast<int>(k);
+      farthest = std::max(farthest, load_end(i));
+    }
+  }
+  ASSERT_GE(pull_at, 0) << "the tc variant does not call bpf_skb_pull_data";
+  ASSERT_GE(first_load, 0);
+  EXPECT_LT(pull_at, first_load) << "a packet load runs before the pull";
+  EXPECT_GE(pulled, farthest) << "a load reads beyond the pulled headers";
+
+  for (const uint64_t raw : RxFilter::program_for_test(false)) {
+    const bpf_insn i = insn(raw);
+    EXPECT_FALSE(i.code == (BPF_JMP | BPF_CALL) && i.imm == BPF_FUNC_skb_pull_data);
+  }
 }
 
 }  // namespace
