@@ -6,6 +6,7 @@
 #   bench_hostile.sh [--rate 100000] [--seconds 8] [--rounds 1] [--planes 2] [--size 256K]
 #                    [--kinds "unexp-event ev-probe ..."] [--mrct PATH] [--hostile PATH]
 #                    [--flood-cpu N] [--endpoint-cpus LIST] [--no-control] [--extra "ARGS"]
+#                    [--keep DIR]
 #
 # Topology as reference-impl/runtime/topo.sh (STEV, PLANES planes) plus an attacker namespace
 # on plane 1's router. Every run, flood-free included, does the same: the transfer starts, the
@@ -35,7 +36,8 @@
 # --flood-cpu pins the generator (and the kernel forwarding it runs inline: veth, the router,
 # the victim's socket) to one CPU and --endpoint-cpus the client and server to others (taskset
 # lists); the flood-free run is pinned the same way. --extra passes ARGS to both endpoints (e.g.
-# --extra --no-rx-filter to measure without the kernel receive filter).
+# --extra --no-rx-filter to measure without the kernel receive filter). --keep DIR copies every
+# run's endpoint, learn and flood output (JSON, stderr) to DIR, for the counters behind a figure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -52,6 +54,7 @@ flood_cpu=""
 endpoint_cpus=""
 control=1
 extra=()
+keep=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
     --endpoint-cpus) endpoint_cpus=$2; shift 2 ;;
     --no-control) control=0; shift ;;
     --extra) read -r -a extra <<< "$2"; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "bench_hostile.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -93,6 +97,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done
   bash "$topo" down "$prefix" > /dev/null 2>&1 || true
   ip netns del "$C" 2> /dev/null || true
+  if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$tmp"/. "$keep"/ || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT

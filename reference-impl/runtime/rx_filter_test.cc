@@ -2,8 +2,10 @@
 // what it refuses, what it must never refuse, its counters and its sampling.
 #include <gtest/gtest.h>
 
+#include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -360,6 +362,74 @@ TEST_F(RxFilterTest, JudgesOnlyFramesToTheEndpointsOwnGid) {
     EXPECT_EQ(filter_->run_on(with(data_, qpn_, 1000 + (1 << 21)), true), TC_ACT_SHOT);
   }
   EXPECT_EQ(filter_->counts().out_of_window, 2u);
+}
+
+}  // namespace
+}  // namespace mrc::runtime
+
+namespace mrc::runtime {
+namespace {
+
+// Both variants copy the headers they read to the stack with one helper call before their first
+// packet load, and judge a frame that long from that copy: AF_PACKET senders leave all but the
+// Ethernet and IPv6 headers in page fragments, where each BPF_LD_ABS takes the helper's
+// skb_copy_bits path (docs/performance.md, "Hostile floods"). The BPF_LD_ABS body stays for
+// shorter frames: it reads the same fields (one stack load per BPF_LD_ABS).
+TEST(RxFilterProgramTest, CopiesTheHeadersOnceAndReadsThemFromTheStack) {
+  const auto insn = [](uint64_t raw) {
+    bpf_insn i;
+    std::memcpy(&i, &raw, sizeof i);
+    return i;
+  };
+  for (const bool tc : {false, true}) {
+    SCOPED_TRACE(tc ? "tc" : "socket");
+    const std::vector<uint64_t> prog = RxFilter::program_for_test(tc);
+    ASSERT_FALSE(prog.empty());
+    int copy_at = -1, first_load = -1, farthest = 0, ld_abs = 0, from_stack = 0;
+    int32_t copied = -1;  // R4, the length asked for, as set before the call
+    for (size_t k = 0; k < prog.size(); ++k) {
+      const bpf_insn i = insn(prog[k]);
+      if (i.code == (BPF_JMP | BPF_CALL) && i.imm == BPF_FUNC_skb_load_bytes && copy_at < 0)
+        copy_at = static_cast<int>(k);
+      if (i.code == (BPF_ALU64 | BPF_MOV | BPF_K) && i.dst_reg == BPF_REG_4 && copy_at < 0)
+        copied = i.imm;
+      if (BPF_CLASS(i.code) == BPF_LD && BPF_MODE(i.code) == BPF_ABS) {
+        if (first_load < 0) first_load = static_cast<int>(k);
+        const int size = BPF_SIZE(i.code) == BPF_W ? 4 : BPF_SIZE(i.code) == BPF_H ? 2 : 1;
+        farthest = std::max(farthest, i.imm + size);
+        ++ld_abs;
+      }
+      if (BPF_CLASS(i.code) == BPF_LDX && i.src_reg == BPF_REG_10) ++from_stack;
+    }
+    ASSERT_GE(copy_at, 0) << "no bpf_skb_load_bytes";
+    ASSERT_GT(ld_abs, 0);
+    EXPECT_LT(copy_at, first_load) << "a packet load runs before the copy";
+    EXPECT_GE(copied, farthest) << "a load reads beyond the copied headers";
+    EXPECT_EQ(from_stack, ld_abs) << "the stack body does not read what the BPF_LD_ABS body reads";
+  }
+}
+
+// A frame shorter than the copied headers is judged by the BPF_LD_ABS body, as the full frame is
+// by the stack's: the same verdicts on data frames cut to 80 bytes (still a whole BTH).
+TEST_F(RxFilterTest, JudgesFramesShorterThanTheCopyTheSame) {
+  make();
+  gate(1000, 512);
+  const auto cut = [](std::vector<std::byte> f) {
+    f.resize(80);
+    return f;
+  };
+  EXPECT_TRUE(data_accepted(900));  // the bucket's one frame
+  EXPECT_TRUE(accepted(cut(with(data_, qpn_, 1001))));
+  EXPECT_FALSE(accepted(cut(with(data_, qpn_, 1000))));  // duplicate
+  EXPECT_FALSE(accepted(cut(with(data_, qpn_, 999))));
+  EXPECT_FALSE(data_accepted(998));  // the full frame, from the stack copy
+  EXPECT_TRUE(data_accepted(1002));
+  if (filter_->run_on(data_, true) != -ENOENT) {
+    EXPECT_EQ(filter_->run_on(cut(with(data_, qpn_, 997)), true), TC_ACT_SHOT);
+    EXPECT_EQ(filter_->run_on(cut(with(data_, qpn_, 1003)), true), TC_ACT_OK);
+    EXPECT_EQ(filter_->run_on(with(data_, qpn_, 996), true), TC_ACT_SHOT);
+  }
+  EXPECT_EQ(filter_->counts().duplicates, 3u + (filter_->run_on(data_, true) != -ENOENT ? 2u : 0u));
 }
 
 }  // namespace

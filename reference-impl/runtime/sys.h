@@ -129,6 +129,9 @@ class RxFilter {
   // 0 = refused, otherwise the snap length; -errno when the kernel cannot run it. With `tc`,
   // its tc variant: TC_ACT_SHOT = refused, TC_ACT_OK = passed. For tests.
   int64_t run_on(std::span<const std::byte> frame, bool tc = false) const;
+  // The program's instructions (struct bpf_insn, 8 bytes each; `tc`: its tc variant) with no
+  // map behind them, for tests that read the program rather than run it.
+  static std::vector<uint64_t> program_for_test(bool tc);
 
  private:
   RxFilter() = default;
