@@ -225,6 +225,25 @@ bool ports_from_attach(softmrc_device& dev, const AttachSpec& attach) {
   return true;
 }
 
+// Reads an unsigned decimal environment variable into `out` (unchanged when unset). A value that
+// is not a plain number in 0..max is logged with its name and refused (errno EINVAL).
+bool env_uint(const char* name, uint64_t max, const char* unit, uint64_t& out) {
+  const char* v = env(name);
+  if (v == nullptr) return true;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || *end != '\0' || errno != 0 || v[0] == '-' || v[0] == '+' || v[0] == ' ' ||
+      n > max) {
+    log_error(std::string(name) + "=" + v + ": a number of " + unit + " in 0.." +
+              std::to_string(max));
+    errno = EINVAL;
+    return false;
+  }
+  out = n;
+  return true;
+}
+
 softmrc_device* create_device(const AttachSpec* attach) {
   auto dev = std::make_unique<softmrc_device>();
   if (!(attach != nullptr ? ports_from_attach(*dev, *attach) : ports_from_env(*dev)))
@@ -265,6 +284,14 @@ softmrc_device* create_device(const AttachSpec* attach) {
     }
     ec.silent_peer_grace_ns = static_cast<uint64_t>(ms * 1e6);
   }
+  // The runtime's receive coalescing (loop.cc) in us, 0 turns it off; and a PACKET_TX_RING of
+  // this many slots instead of sendmmsg (mrct endpoint --rx-coalesce-us, --tx-ring). Read in
+  // loopback mode too, where they do nothing, so that a malformed value is never silently taken.
+  uint64_t rx_coalesce_us = mrc::runtime::RuntimeConfig{}.rx_coalesce_ns / 1000;
+  uint64_t tx_ring = mrc::runtime::RuntimeConfig{}.tx_ring_frames;
+  if (!env_uint("MRC_SOFT_RX_COALESCE_US", 1000, "us", rx_coalesce_us) ||
+      !env_uint("MRC_SOFT_TX_RING", 65536, "slots", tx_ring))
+    return nullptr;
   ec.caps = device_caps();
   engine::Endpoint* ep = nullptr;
   softmrc_device* raw = dev.get();
@@ -273,29 +300,8 @@ softmrc_device* create_device(const AttachSpec* attach) {
     rc.endpoint = ec;
     for (const auto& p : dev->ports) rc.planes.push_back({p.iface, std::nullopt});
     rc.io = mrc::runtime::IoKind::kPacket;
-    // The runtime's receive coalescing (loop.cc), in us; 0 turns it off (for comparison).
-    if (const char* c = env("MRC_SOFT_RX_COALESCE_US")) {
-      char* end = nullptr;
-      const unsigned long us = std::strtoul(c, &end, 10);
-      if (end == c || *end != '\0' || us > 1000) {
-        log_error(std::string("MRC_SOFT_RX_COALESCE_US=") + c + ": a number of us in 0..1000");
-        errno = EINVAL;
-        return nullptr;
-      }
-      rc.rx_coalesce_ns = uint64_t{us} * 1000;
-    }
-    // Transmit through a PACKET_TX_RING of this many slots instead of sendmmsg (mrct endpoint
-    // --tx-ring; 0, the default, is sendmmsg).
-    if (const char* t = env("MRC_SOFT_TX_RING")) {
-      char* end = nullptr;
-      const unsigned long slots = std::strtoul(t, &end, 10);
-      if (end == t || *end != '\0' || slots > 65536) {
-        log_error(std::string("MRC_SOFT_TX_RING=") + t + ": a number of slots in 0..65536");
-        errno = EINVAL;
-        return nullptr;
-      }
-      rc.tx_ring_frames = static_cast<uint32_t>(slots);
-    }
+    rc.rx_coalesce_ns = rx_coalesce_us * 1000;
+    rc.tx_ring_frames = static_cast<uint32_t>(tx_ring);
     // TEST ONLY: a mutant of the engine on the wire (reference-impl/runtime/README.md), so that
     // a test can show the scenario suite through mrc-perf fails a DUT that breaks a rule.
     if (const char* m = env("MRC_SOFT_MUTANT")) {

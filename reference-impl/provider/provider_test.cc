@@ -1112,4 +1112,41 @@ TEST_F(Provider, ControllerCallsWithoutCapNetAdminFailWithEperm) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "bit mask of calls that did not fail with EPERM";
 }
 
+// A malformed runtime knob refuses the device with EINVAL (and the log names it), in loopback
+// mode too, where the knob does nothing: a typo is never silently taken. Each case in a child,
+// so that the process's one shared device (created at the first open) is made anew.
+TEST(ProviderEnv, MalformedRuntimeKnobsRefuseTheDevice) {
+  struct Case {
+    const char* name;
+    const char* value;
+    bool ok;
+  };
+  const Case cases[] = {
+      {"MRC_SOFT_RX_COALESCE_US", "abc", false}, {"MRC_SOFT_RX_COALESCE_US", "1001", false},
+      {"MRC_SOFT_RX_COALESCE_US", "-1", false},  {"MRC_SOFT_RX_COALESCE_US", " 5", false},
+      {"MRC_SOFT_TX_RING", "65537", false},      {"MRC_SOFT_TX_RING", "1e3", false},
+      {"MRC_SOFT_RX_COALESCE_US", "0", true},    {"MRC_SOFT_TX_RING", "1024", true},
+  };
+  for (const Case& c : cases) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("MRC_SOFT_IO", "loopback", 1);
+      setenv(c.name, c.value, 1);
+      int n = 0;
+      ibv_device** list = ibv_get_device_list(&n);
+      if (list == nullptr || n < 1) _exit(10);
+      errno = 0;
+      ibv_context* v = ibv_open_device(list[0]);
+      if (v == nullptr) _exit(errno == EINVAL ? 1 : 11);
+      ibv_close_device(v);
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), c.ok ? 0 : 1) << c.name << "=" << c.value;
+  }
+}
+
 }  // namespace
