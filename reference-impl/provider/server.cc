@@ -1034,15 +1034,26 @@ int serve(const std::string& path) {
         " bytes): " + path);
     return 2;
   }
-  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-  unlink(path.c_str());
+  // The socket is bound under a temporary name and renamed into place once it listens and has
+  // its mode: whoever waits for the path to appear (the API suite starts a device process per
+  // test and polls for it) must not connect between bind() and listen() and be refused. Where
+  // the temporary name does not fit, the path is bound directly, as before.
+  const std::string tmp = path + ".new";
+  const std::string& bound = tmp.size() < sizeof sa.sun_path ? tmp : path;
+  std::memcpy(sa.sun_path, bound.c_str(), bound.size() + 1);
+  unlink(bound.c_str());
   if (bind(lsock, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(lsock, 64) != 0) {
-    log(path + ": " + std::strerror(errno));
+    log(bound + ": " + std::strerror(errno));
     return 1;
   }
   // Any local user may open the device, like /dev/infiniband/uverbs*; privilege is judged per
   // call from the peer's credentials.
-  chmod(path.c_str(), 0666);
+  chmod(bound.c_str(), 0666);
+  if (&bound != &path && rename(bound.c_str(), path.c_str()) != 0) {
+    log(path + ": " + std::strerror(errno));
+    unlink(bound.c_str());
+    return 1;
+  }
   struct sigaction sa_sig {};
   sa_sig.sa_handler = on_signal;
   sigaction(SIGTERM, &sa_sig, nullptr);
