@@ -24,37 +24,59 @@ bool is_send_read_atomic(uint8_t op) {
          base == 0x16 || base == 0x17;
 }
 
-// MRC-FRM-005: a BTH field off its constant value.
-bool bth_constants_bad(const wire::DecodedFrame& f) {
+// MRC-FRM-005: calls bad(describe) for each BTH field off its constant value, where describe()
+// makes the report's text. One list for frame_rules() (which reports) and frame_rules_stage()
+// (which only asks whether any is off, on the pipelined checker's hot path: nothing is built).
+template <class Bad>
+void bth_constants(const wire::DecodedFrame& f, Bad&& bad) {
   const auto pos = f.op->position;
   const bool last_or_only = pos == MessagePosition::kLast || pos == MessagePosition::kOnly;
-  return f.bth.tver != 0 || f.bth.pkey != 0xFFFF || f.bth.mig_req ||
-         (f.bth.pad_count != 0 && !last_or_only) || (f.bth.se && !(f.op->has_imm && last_or_only));
+  if (f.bth.tver != 0) bad([&] { return " TVer=" + std::to_string(f.bth.tver); });
+  if (f.bth.pkey != 0xFFFF) bad([&] { return " P_Key=" + hex(f.bth.pkey, 4); });
+  if (f.bth.mig_req) bad([] { return std::string(" MigReq=1"); });
+  if (f.bth.pad_count != 0 && !last_or_only)
+    bad([&] {
+      return " PadCnt=" + std::to_string(f.bth.pad_count) + " on a non-LAST/ONLY packet";
+    });
+  if (f.bth.se && !(f.op->has_imm && last_or_only))
+    bad([] { return std::string(" SE=1 on a packet without immediate"); });
 }
 
-// MRC-FRM-008: a reserved field that is not zero.
-bool reserved_bits_set(const wire::DecodedFrame& f) {
-  if (f.bth.rsvd_b8_6 || f.bth.rsvd_b8_lo) return true;
-  if (f.has(wire::kHdrTseth) && f.tseth.reserved) return true;
+// MRC-FRM-008: calls set(what) for each header with a reserved field that is not zero.
+template <class Set>
+void reserved_fields(const wire::DecodedFrame& f, Set&& set) {
+  if (f.bth.rsvd_b8_6 || f.bth.rsvd_b8_lo) set(" BTH byte 8 reserved bits");
+  if (f.has(wire::kHdrTseth) && f.tseth.reserved) set(" TSETH reserved");
   if (f.has(wire::kHdrSeth) && (f.seth.byte0 || f.seth.rsvd_b1 || f.seth.cc_flags_rsvd))
-    return true;
-  if (f.has(wire::kHdrCcState) && f.cc_state.rsvd_bit) return true;
+    set(" SETH reserved");
+  if (f.has(wire::kHdrCcState) && f.cc_state.rsvd_bit) set(" CC_STATE reserved bit");
   if (f.has(wire::kHdrNeth) &&
       (f.neth.reserved0 || f.neth.reserved12 || f.neth.reserved17 || f.neth.cc_flags_rsvd))
-    return true;
+    set(" NETH reserved");
   if (f.has(wire::kHdrPeth) && (f.peth.reserved0[0] || f.peth.reserved0[1] || f.peth.reserved0[2] ||
                                 f.peth.reserved6 || f.peth.reserved_tsr))
-    return true;
+    set(" PETH reserved");
   if (f.has(wire::kHdrErth) &&
       (f.erth.reserved0 || f.erth.rsvd_b1 || f.erth.reserved2 || f.erth.reserved8 ||
        f.erth.reserved_tsr || (f.erth.port_status_mask & 1u)))
-    return true;
+    set(" ERTH reserved");
   if (f.has(wire::kHdrEeth)) {
     bool any = f.eeth.reserved0 || f.eeth.rsvd_b1 || f.eeth.reserved32;
     for (uint8_t b : f.eeth.reserved12) any = any || b;
-    if (any) return true;
+    if (any) set(" EETH reserved");
   }
-  return false;
+}
+
+bool bth_constants_bad(const wire::DecodedFrame& f) {
+  bool any = false;
+  bth_constants(f, [&](auto&&) { any = true; });
+  return any;
+}
+
+bool reserved_bits_set(const wire::DecodedFrame& f) {
+  bool any = false;
+  reserved_fields(f, [&](const char*) { any = true; });
+  return any;
 }
 
 std::string opname(const wire::DecodedFrame& f) {
@@ -242,15 +264,8 @@ void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok, Fra
 
   // BTH constants.
   judge(FRM_005);
-  const auto pos = f.op->position;
-  const bool last_or_only = pos == MessagePosition::kLast || pos == MessagePosition::kOnly;
   std::string bad;
-  if (f.bth.tver != 0) bad += " TVer=" + std::to_string(f.bth.tver);
-  if (f.bth.pkey != 0xFFFF) bad += " P_Key=" + hex(f.bth.pkey, 4);
-  if (f.bth.mig_req) bad += " MigReq=1";
-  if (f.bth.pad_count != 0 && !last_or_only)
-    bad += " PadCnt=" + std::to_string(f.bth.pad_count) + " on a non-LAST/ONLY packet";
-  if (f.bth.se && !(f.op->has_imm && last_or_only)) bad += " SE=1 on a packet without immediate";
+  bth_constants(f, [&](auto&& describe) { bad += describe(); });
   if (!bad.empty()) fail(FRM_005, o, opname(f) + ":" + bad);
 
   // Pad alignment of data payloads (not on trimmed copies: their payload is gone).
@@ -266,26 +281,7 @@ void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok, Fra
   // Reserved bits (warning).
   judge(FRM_008);
   std::string rsv;
-  if (f.bth.rsvd_b8_6 || f.bth.rsvd_b8_lo) rsv += " BTH byte 8 reserved bits";
-  if (f.has(wire::kHdrTseth) && f.tseth.reserved) rsv += " TSETH reserved";
-  if (f.has(wire::kHdrSeth) && (f.seth.byte0 || f.seth.rsvd_b1 || f.seth.cc_flags_rsvd))
-    rsv += " SETH reserved";
-  if (f.has(wire::kHdrCcState) && f.cc_state.rsvd_bit) rsv += " CC_STATE reserved bit";
-  if (f.has(wire::kHdrNeth) &&
-      (f.neth.reserved0 || f.neth.reserved12 || f.neth.reserved17 || f.neth.cc_flags_rsvd))
-    rsv += " NETH reserved";
-  if (f.has(wire::kHdrPeth) && (f.peth.reserved0[0] || f.peth.reserved0[1] || f.peth.reserved0[2] ||
-                                f.peth.reserved6 || f.peth.reserved_tsr))
-    rsv += " PETH reserved";
-  if (f.has(wire::kHdrErth) &&
-      (f.erth.reserved0 || f.erth.rsvd_b1 || f.erth.reserved2 || f.erth.reserved8 ||
-       f.erth.reserved_tsr || (f.erth.port_status_mask & 1u)))
-    rsv += " ERTH reserved";
-  if (f.has(wire::kHdrEeth)) {
-    bool any = f.eeth.reserved0 || f.eeth.rsvd_b1 || f.eeth.reserved32;
-    for (uint8_t b : f.eeth.reserved12) any = any || b;
-    if (any) rsv += " EETH reserved";
-  }
+  reserved_fields(f, [&](const char* what) { rsv += what; });
   if (!rsv.empty()) fail(FRM_008, o, opname(f) + ": non-zero" + rsv);
 
   // SRv6 framing.

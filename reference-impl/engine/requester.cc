@@ -786,19 +786,6 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
   }
 
   std::optional<uint64_t> rtt;
-  // NSCC takes the echoed timestamp as a delay sample only from a SACK that acknowledges
-  // something new or answers a probe of ours still outstanding (Karn's rule, RFC 6298 section 3).
-  // One that answers a duplicate (a spurious resend, or an attacker's replay of an old data
-  // packet) echoes whatever timestamp that packet carried, any 16-bit tick: believed, a large one
-  // read as queueing and a small one lowered NSCC's base RTT for good, so that every real sample
-  // after it read as queueing; four replays shrank the window to about one packet
-  // (Validation.SackToAReplayedDataPacketDoesNotDriveCongestionControl), and an old-psn flood
-  // held goodput at 0.85x flood-free with the client waiting, not busy. srtt and the loss timers'
-  // RTT maximum keep every sample: a SACK overtaken by a later one on another plane also
-  // acknowledges nothing new, and its delay is the reordering those timers must allow for
-  // (without it, fault-free mrct sim runs resent spuriously). A replay can stretch them, by at
-  // most the 8.4 ms the 16-bit echo spans, which delays loss detection but not the window.
-  const bool cc_rtt_ok = newly != 0 || sacked_new || probe_answered;
   if (f.has(wire::kHdrCcState)) {
     const uint16_t ticks = static_cast<uint16_t>(Endpoint::Impl::ts16(now_ns) - f.cc_state.ts_echo);
     rtt = uint64_t{ticks} << 7;
@@ -826,7 +813,19 @@ void Qp::on_sack(const wire::DecodedFrame& f, uint8_t port, uint64_t now_ns) {
     CcAckSample sample;
     sample.now_ns = now_ns;
     sample.newly_acked_bytes = newly;
-    sample.rtt_ns = cc_rtt_ok ? rtt : std::nullopt;
+    // NSCC takes the echoed timestamp as a delay sample only from a SACK that acknowledges
+    // something new or answers a probe of ours still outstanding (Karn's rule, RFC 6298 section 3).
+    // One that answers a duplicate (a spurious resend, or an attacker's replay of an old data
+    // packet) echoes whatever timestamp that packet carried, any 16-bit tick: believed, a large one
+    // read as queueing and a small one lowered NSCC's base RTT for good, so that every real sample
+    // after it read as queueing; four replays shrank the window to about one packet
+    // (Validation.SackToAReplayedDataPacketDoesNotDriveCongestionControl), and an old-psn flood
+    // held goodput at 0.85x flood-free with the client waiting, not busy. srtt and the loss timers'
+    // RTT maximum keep every sample: a SACK overtaken by a later one on another plane also
+    // acknowledges nothing new, and its delay is the reordering those timers must allow for
+    // (without it, fault-free mrct sim runs resent spuriously). A replay can stretch them, by at
+    // most the 8.4 ms the 16-bit echo spans, which delays loss detection but not the window.
+    sample.rtt_ns = newly != 0 || sacked_new || probe_answered ? rtt : std::nullopt;
     sample.ecn = m == wire::SackM::kSkipOnce;
     sample.rcv_cwnd_pen = f.cc_state.rcv_cwnd_pen;
     sample.restore_cwnd = f.cc_state.rc;

@@ -287,8 +287,9 @@ softmrc_device* create_device(const AttachSpec* attach) {
   // The runtime's receive coalescing (loop.cc) in us, 0 turns it off; and a PACKET_TX_RING of
   // this many slots instead of sendmmsg (mrct endpoint --rx-coalesce-us, --tx-ring). Read in
   // loopback mode too, where they do nothing, so that a malformed value is never silently taken.
-  uint64_t rx_coalesce_us = mrc::runtime::RuntimeConfig{}.rx_coalesce_ns / 1000;
-  uint64_t tx_ring = mrc::runtime::RuntimeConfig{}.tx_ring_frames;
+  const mrc::runtime::RuntimeConfig defaults;
+  uint64_t rx_coalesce_us = defaults.rx_coalesce_ns / 1000;
+  uint64_t tx_ring = defaults.tx_ring_frames;
   if (!env_uint("MRC_SOFT_RX_COALESCE_US", 1000, "us", rx_coalesce_us) ||
       !env_uint("MRC_SOFT_TX_RING", 65536, "slots", tx_ring))
     return nullptr;

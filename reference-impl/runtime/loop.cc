@@ -630,6 +630,12 @@ Status Runtime::Impl::loop() {
   Status result;
   bool done = false;
   std::unique_lock<std::mutex> engine_lock(engine_mu);
+  // Before the loop sleeps: hand the engine over to a waiting with_engine() caller (relocking at
+  // once would starve it while the loop is busy: std::mutex is not fair).
+  auto release_engine = [&] {
+    engine_lock.unlock();
+    while (engine_waiters.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+  };
   while (!stop_requested.load(std::memory_order_relaxed)) {
     if (!engine_lock.owns_lock()) engine_lock.lock();
     ++st.loop_iterations;
@@ -680,8 +686,7 @@ Status Runtime::Impl::loop() {
       // sender's system call: 11 % of a bulk client's CPU (docs/performance.md). Asleep here,
       // arriving frames only queue; the next iteration takes them in one batch.
       const uint64_t wake_ns = std::min(deadline, monotonic_ns() + cfg.rx_coalesce_ns);
-      engine_lock.unlock();
-      while (engine_waiters.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+      release_engine();
       const timespec ts{static_cast<time_t>(wake_ns / 1'000'000'000ull),
                         static_cast<long>(wake_ns % 1'000'000'000ull)};
       (void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
@@ -691,10 +696,7 @@ Status Runtime::Impl::loop() {
       arm_timer(deadline);
     }
     if (timeout != 0) ++st.epoll_waits;
-    engine_lock.unlock();
-    // Hand the engine over to a waiting with_engine() caller: relocking at once would starve it
-    // while the loop is busy (std::mutex is not fair).
-    while (engine_waiters.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    release_engine();
     const int n = epoll_wait(epfd.get(), evs, 32, timeout);
     if (n < 0 && errno != EINTR) {
       result = sys_error("epoll_wait");

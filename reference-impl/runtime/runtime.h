@@ -302,8 +302,8 @@ struct PlaneStats {
 struct RuntimeStats {
   std::vector<PlaneStats> planes;
   uint64_t loop_iterations = 0;
-  uint64_t epoll_waits = 0;         // times the loop slept
-  uint64_t rx_coalesce_sleeps = 0;  // ... of which fixed rx_coalesce_ns sleeps, not in epoll
+  uint64_t epoll_waits = 0;         // times the loop slept in epoll_wait
+  uint64_t rx_coalesce_sleeps = 0;  // times it slept rx_coalesce_ns instead (not in epoll_waits)
   uint64_t timer_fires = 0;
   uint64_t tx_syscalls = 0;        // sendmmsg calls or transmit-ring kicks
   uint64_t ev_to_assumed_bad = 0;  // EV retirements
