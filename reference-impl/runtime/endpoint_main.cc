@@ -139,8 +139,15 @@ std::string fmt_double(double v, int prec) {
   return b;
 }
 
+// A number as the user would have typed it ("-1", "0.5", "nan"), not std::to_string's "-1.000000".
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 int usage_error(const std::string& prog, const std::string& msg) {
-  std::fprintf(stderr, "%s endpoint: %s\n", prog.c_str(), msg.c_str());
+  std::fprintf(stderr, "%s: %s\n", prog.c_str(), msg.c_str());
   return kUsage;
 }
 
@@ -243,7 +250,7 @@ int prepare(const std::string& prog, const Options& o, Setup& s) {
                {"--silent-peer-grace-ms", o.silent_peer_grace_ms, true, 1e6}};
   for (const auto& t : times) {
     if (!std::isfinite(t.v) || t.v < 0 || (!t.zero_ok && t.v == 0) || t.v > t.max)
-      return usage_error(prog, std::string(t.name) + " " + std::to_string(t.v) +
+      return usage_error(prog, std::string(t.name) + " " + shortest(t.v) +
                                    ": must be a finite number " + (t.zero_ok ? ">= 0" : "> 0") +
                                    " and at most " + std::to_string(static_cast<uint64_t>(t.max)));
   }
@@ -569,6 +576,8 @@ json report_json(const Report& r) {
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"rx_coalesce_sleeps", r.rt.rx_coalesce_sleeps},
+                 {"rx_late_max_ns", r.rt.rx_late_max_ns},
+                 {"rx_late_over_20ms", r.rt.rx_late_over_20ms},
                  {"timer_fires", r.rt.timer_fires},
                  {"tx_syscalls", r.rt.tx_syscalls},
                  {"cpu_s", r.rt.loop_cpu_ns / 1e9}};
@@ -800,7 +809,7 @@ int run_server(const std::string& prog, const Options& o, Setup& s) {
   if (st = ControlChannel::listen(o.listen, o.port, listener); !st.ok())
     return usage_error(prog, st.message);
   if (!o.json_out)
-    std::fprintf(stderr, "%s endpoint server: GID %s, %zu plane(s), waiting on control port %u\n",
+    std::fprintf(stderr, "%s server: GID %s, %zu plane(s), waiting on control port %u\n",
                  prog.c_str(), wire::format_ipv6(s.gid).c_str(), s.planes.size(), o.port);
   ControlChannel ctl;
   if (st = ControlChannel::accept(listener, static_cast<uint64_t>(o.accept_timeout_s * 1e9), ctl);
@@ -1374,7 +1383,7 @@ int Node::run() {
   if (st = rt_->start(); !st.ok()) return usage_error(prog_, st.message);
   if (!o_.json_out)
     std::fprintf(stderr,
-                 "%s endpoint node %s: GID %s, %zu plane(s), %u client(s) to accept, %zu "
+                 "%s node %s: GID %s, %zu plane(s), %u client(s) to accept, %zu "
                  "server(s) to write to\n",
                  prog_.c_str(), o_.name.c_str(), wire::format_ipv6(s_.gid).c_str(),
                  s_.planes.size(), o_.clients, o_.servers.size());
@@ -1596,7 +1605,11 @@ int run_memory(const std::string& prog, const Options& o, Setup& s) {
 }  // namespace
 
 int endpoint_main(int argc, char** argv) {
-  const std::string prog = argc > 0 && argv[0] != nullptr ? argv[0] : "mrct";
+  // How messages name the tool: "mrct endpoint" (mrct passes that as argv[0]) or
+  // "mrc_endpoint", never "mrct endpoint endpoint".
+  std::string prog = argc > 0 && argv[0] != nullptr ? argv[0] : "mrct endpoint";
+  if (const size_t slash = prog.rfind('/'); slash != std::string::npos) prog.erase(0, slash + 1);
+  if (prog.size() < 8 || prog.compare(prog.size() - 8, 8, "endpoint") != 0) prog += " endpoint";
   Options o;
   CLI::App app{
       "MRC endpoint over real interfaces, like perftest's ib_write_bw.\n"

@@ -28,6 +28,14 @@ namespace {
 constexpr size_t kRxBudget = 256;                 // frames per port per loop iteration
 constexpr size_t kTxBudget = 512;                 // frames taken from the engine per loop iteration
 constexpr uint64_t kRxStampSlackNs = 10'000'000;  // CLOCK_REALTIME ahead of the start offset
+// A frame read more than this after its arrival stamp counts as late (RuntimeStats::rx_late_*):
+// well above the loop's own batching (rx coalescing sleeps 100 us) and a loaded host's
+// scheduling delays (3-7 ms of silence measured under six busy loops on two cores), well below
+// the timing tolerances a stall breaks (T_ack_max 100 ms in the software preset).
+constexpr uint64_t kRxLateNs = 20'000'000;
+// A stamp older than this is not an arrival time (a path that leaves another clock's delivery
+// time in the packet): it says nothing about the loop.
+constexpr uint64_t kRxLateSaneNs = 60'000'000'000;
 // Receive coalescing (RuntimeConfig::rx_coalesce_ns) starts after an iteration that took at
 // least this many frames. Request/response traffic (a latency test's one WRITE at a time: the
 // data, its SACK, a probe) brings 1-3 per wake-up, and a fixed sleep would delay the next request
@@ -461,10 +469,16 @@ size_t Runtime::Impl::receive_all(bool& more) {
   for (size_t p = 0; p < ports.size(); ++p) {
     const uint8_t port = static_cast<uint8_t>(p + 1);
     const uint64_t now = monotonic_ns();
+    const uint64_t now_rt = now + static_cast<uint64_t>(rt_offset);
     wire::CaptureWriter* cap = captures.empty() ? nullptr : captures[p].get();
     const size_t n =
         ports[p]->receive(kRxBudget, [&](std::span<const std::byte> frame, uint64_t ts) {
           if (cap != nullptr) cap->write(ts, frame);
+          if (ts < now_rt && now_rt - ts < kRxLateSaneNs) {
+            const uint64_t late_ns = now_rt - ts;
+            st.rx_late_max_ns = std::max(st.rx_late_max_ns, late_ns);
+            if (late_ns > kRxLateNs) ++st.rx_late_over_20ms;
+          }
           // A stamp ahead of the clock (a future delivery time some qdiscs leave in the packet)
           // says nothing about when the engine saw the frame.
           if (ts <= now + static_cast<uint64_t>(rt_offset) + kRxStampSlackNs)

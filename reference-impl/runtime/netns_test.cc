@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -199,7 +200,8 @@ struct RunResult {
 // Server in host B, client in host A; both capture every port.
 RunResult transfer(const Topo& t, std::vector<std::string> common,
                    std::vector<std::string> client_extra = {},
-                   std::vector<std::string> server_extra = {}, double timeout_s = 120) {
+                   std::vector<std::string> server_extra = {}, double timeout_s = 120,
+                   const std::function<void(const Child& server)>& during = nullptr) {
   const std::string port = std::to_string(20000 + (getpid() % 20000));
   std::vector<std::string> s = {"endpoint", "server", "--ifaces",         t.ifaces('b'),
                                 "--port",   port,     "--accept-timeout", "30",
@@ -216,6 +218,7 @@ RunResult transfer(const Topo& t, std::vector<std::string> common,
   RunResult r;
   Child server(t.ns("b"), s, t.file("server.out"));
   Child client(t.ns("a"), c, t.file("client.out"));
+  if (during) during(server);
   r.client_rc = client.wait(timeout_s);
   r.server_rc = server.wait(10);
   r.server_out = server.output();
@@ -633,6 +636,40 @@ TEST_F(NetnsTest, RxCoalescingSleepsWhileFramesStream) {
   expect_verified(off, 4);
   EXPECT_EQ(off.server["loop"]["rx_coalesce_sleeps"].get<uint64_t>(), 0u) << off.server_out;
   EXPECT_EQ(off.client["loop"]["rx_coalesce_sleeps"].get<uint64_t>(), 0u) << off.client_out;
+}
+
+// A host that does not run the loop: the server is stopped (SIGSTOP) for 300 ms in the middle
+// of a transfer while the client's frames keep arriving in its ring. Its JSON says how late it
+// read them (loop.rx_late_max_ns, from the ring's arrival stamps), which is what mrct run reports
+// and mrct suite's one retry keys on; an endpoint that never stalls stays well below it.
+TEST_F(NetnsTest, StalledLoopReportsHowLateItReadTheRing) {
+  Topo t('s', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  // The stop must fall in the transfer, which starts a second or two after the processes do
+  // (control channel, registration, next hops): wait for the server to have received 8 MB.
+  const std::string rx =
+      "ip netns exec " + t.ns("b") + " cat /sys/class/net/b1/statistics/rx_bytes";
+  bool stopped = false;
+  // The scenarios' ACK timeout (--timeout 14: 16.8 ms) and probe interval: a client whose window
+  // is full sends nothing but probes while the server is stopped, and by default (--timeout 18,
+  // 268 ms) its first would come at the end of the stop.
+  RunResult r = transfer(
+      t, {"--size", "1M", "--duration", "3", "--probe-interval-us", "1000", "--timeout", "14"}, {},
+      {}, 120, [&](const Child& server) {
+        for (int i = 0; i < 2000 && std::atoll(sh(rx).c_str()) < (8 << 20); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        server.signal(SIGSTOP);
+        stopped = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        server.signal(SIGCONT);
+      });
+  ASSERT_TRUE(stopped);
+  ASSERT_EQ(r.client_rc, 0) << r.client_out;
+  ASSERT_EQ(r.server_rc, 0) << r.server_out;
+  ASSERT_TRUE(r.server.contains("loop")) << r.server_out;
+  EXPECT_GE(r.server["loop"]["rx_late_max_ns"].get<uint64_t>(), 200'000'000u) << r.server_out;
+  EXPECT_GE(r.server["loop"]["rx_late_over_20ms"].get<uint64_t>(), 1u) << r.server_out;
+  EXPECT_LT(r.server["loop"]["rx_late_max_ns"].get<uint64_t>(), 10'000'000'000u) << r.server_out;
 }
 
 // Loss on one plane from an nft rule in its router: the transfer completes, the engine
