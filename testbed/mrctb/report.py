@@ -287,6 +287,22 @@ def summary_markdown(result: dict) -> str:
 # ------------------------------------------------------------------------------------------------
 # suites
 # ------------------------------------------------------------------------------------------------
+def retried_note(r: dict) -> str:
+    """Said with every case the suite ran twice (suite.run_with_stall_retry)."""
+    t = r.get("retried")
+    if not t:
+        return ""
+    st = t.get("host_stall") or {}
+    return (f"second attempt: the first was {t.get('first_verdict')} while the reference "
+            f"{st.get('role', '?')} on {st.get('node', '?')} was not run for "
+            f"{float(st.get('late_ms', 0)):.0f} ms (host stall; artifacts "
+            f"{os.path.basename(t.get('first_artifacts', ''))})")
+
+
+def _detail(r: dict, width: int) -> str:
+    return "; ".join(x for x in ((r.get("reason") or "")[:width], retried_note(r)) if x)
+
+
 def suite_matrix(results: list[dict]) -> str:
     """The terminal matrix: scenario x verdict."""
     w = max([len(r["scenario"]) for r in results] + [8])
@@ -295,7 +311,7 @@ def suite_matrix(results: list[dict]) -> str:
     for r in results:
         lines.append(f"{r['scenario'].ljust(w)}  {r['verdict']:12}  "
                      f"{r.get('timings', {}).get('total_s', 0):6.1f}s  "
-                     f"{(r.get('reason') or '')[:90]}")
+                     f"{_detail(r, 90)}")
     return "\n".join(lines)
 
 
@@ -367,8 +383,9 @@ def suite_junit(results: list[dict], name: str) -> str:
             out.append(f'      <error message={q(reason or v)}/>')
         elif v in ("unsupported", "not-run"):
             out.append(f'      <skipped message={q(v + ": " + reason)}/>')
+        note = retried_note(r)
         out.append(f'      <system-out>{sax.escape("artifacts: " + r.get("artifacts", ""))}'
-                   f'</system-out>')
+                   f'{sax.escape(chr(10) + note) if note else ""}</system-out>')
         out.append("    </testcase>")
     out += ["  </testsuite>", "</testsuites>"]
     return "\n".join(out) + "\n"
@@ -388,6 +405,11 @@ def suite_markdown(results: list[dict], name: str, dut: str, wall_s: float) -> s
                      f"{STATUS_MARK.get(r['verdict'], r['verdict'])} | "
                      f"{r.get('timings', {}).get('total_s', 0):.1f} | "
                      f"{_md_cell(' '.join(r.get('tags', [])))} | "
-                     f"{_md_cell((r.get('reason') or '')[:160])} |")
+                     f"{_md_cell(_detail(r, 160))} |")
+    retried = sum(1 for r in results if r.get("retried"))
+    if retried:
+        lines += ["", f"{retried} case(s) ran twice: the first attempt did not pass while a "
+                  "reference endpoint was not run by its host for >= 20 ms (a host stall); "
+                  "the verdict shown is the second attempt's."]
     lines.append("")
     return "\n".join(lines)

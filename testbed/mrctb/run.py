@@ -706,6 +706,34 @@ def require_root() -> None:
                          "need root: mrct run --validate FILE")
 
 
+# A reference endpoint that read a received frame this late (its JSON's loop.rx_late_max_ns) was
+# not run by its host for that long: CPU contention or a stalled vCPU, not the protocol. 20 ms is
+# the runtime's own "late" mark (reference-impl/runtime/loop.cc, kRxLateNs): above the 3-7 ms of
+# silence a loaded 2-core host showed under six busy loops, below the software preset's timing
+# tolerances such a stall breaks (T_ack_max 100 ms). The suite runs a failed case with such a
+# stall once more (suite.run_with_stall_retry).
+HOST_STALL_MS = 20.0
+
+
+def host_stall(endpoints: list[dict]) -> dict | None:
+    """The longest receive-ring wait among the reference's own endpoints (not a DUT's: what a DUT
+    reports about itself is not taken on trust), from Endpoint.summary() objects; None when no
+    reference endpoint reported one."""
+    worst = None
+    for e in endpoints:
+        if e.get("is_dut"):
+            continue
+        loop = (e.get("result") or {}).get("loop") or {}
+        late = loop.get("rx_late_max_ns")
+        if not isinstance(late, (int, float)) or isinstance(late, bool):
+            continue
+        if worst is None or late / 1e6 > worst["late_ms"]:
+            worst = {"node": e.get("node", "?"), "role": e.get("role", "?"),
+                     "late_ms": round(late / 1e6, 3),
+                     "frames_over_20ms": loop.get("rx_late_over_20ms", 0)}
+    return worst
+
+
 def run_scenario(sc: sclib.Scenario, opts: RunOptions) -> dict:
     """Runs one scenario; returns the result object (also written to result.json)."""
     return _Run(sc, opts).execute()
@@ -1566,6 +1594,17 @@ class _Run:
                 f"{e['name']} ({e['observed']})" for e in exps if e["status"] == "not-run"))
         else:
             self.result.update(verdict="pass", reason="")
+        # Node mode: the loop is the host's one process, whose result holds the connections.
+        stall = host_stall([dict(e.summary(), result=e.process.result)
+                            if e.process is not None and e.process.result else e.summary()
+                            for e in self.endpoints])
+        if stall is not None:
+            self.result["host_stall"] = stall
+            if stall["late_ms"] >= HOST_STALL_MS:
+                self.log(f"host stall: the reference {stall['role']} on {stall['node']} read a "
+                         f"received frame {stall['late_ms']:.0f} ms after it arrived "
+                         f"({stall['frames_over_20ms']} frame(s) over 20 ms): its host did not "
+                         "run it, and timing verdicts of this run may be the machine's")
         self.log(f"verdict: {self.result['verdict'].upper()}"
                  + (f" - {self.result['reason']}" if self.result["reason"] else ""))
 
