@@ -196,17 +196,21 @@ struct RunResult {
   nlohmann::json client, server;  // --json results
 };
 
-// Server in host B, client in host A; both capture every port.
+// Server in host B, client in host A; both capture every port unless `capture` is false (a
+// capture turns the kernel receive filter off).
 RunResult transfer(const Topo& t, std::vector<std::string> common,
                    std::vector<std::string> client_extra = {},
-                   std::vector<std::string> server_extra = {}, double timeout_s = 120) {
+                   std::vector<std::string> server_extra = {}, double timeout_s = 120,
+                   bool capture = true) {
   const std::string port = std::to_string(20000 + (getpid() % 20000));
-  std::vector<std::string> s = {"endpoint", "server", "--ifaces",         t.ifaces('b'),
-                                "--port",   port,     "--accept-timeout", "30",
-                                "--json",   "--pcap", t.file("srv")};
-  std::vector<std::string> c = {"endpoint", "client", "--server",   "fd00:ff::b",
-                                "--port",   port,     "--ifaces",   t.ifaces('a'),
-                                "--json",   "--pcap", t.file("cli")};
+  std::vector<std::string> s = {"endpoint", "server", "--ifaces",         t.ifaces('b'), "--port",
+                                port,       "--json", "--accept-timeout", "30"};
+  std::vector<std::string> c = {"endpoint", "client",   "--server",    "fd00:ff::b", "--port",
+                                port,       "--ifaces", t.ifaces('a'), "--json"};
+  if (capture) {
+    s.insert(s.end(), {"--pcap", t.file("srv")});
+    c.insert(c.end(), {"--pcap", t.file("cli")});
+  }
   // The shipped profile file must give the same behaviour as the tool's default.
   common.insert(common.begin(), {"--cc-profile", kCcVeth});
   s.insert(s.end(), common.begin(), common.end());
@@ -633,6 +637,58 @@ TEST_F(NetnsTest, RxCoalescingSleepsWhileFramesStream) {
   expect_verified(off, 4);
   EXPECT_EQ(off.server["loop"]["rx_coalesce_sleeps"].get<uint64_t>(), 0u) << off.server_out;
   EXPECT_EQ(off.client["loop"]["rx_coalesce_sleeps"].get<uint64_t>(), 0u) << off.client_out;
+}
+
+// One counter of a namespace's /proc/net/snmp6 (0 when absent).
+uint64_t snmp6(const Topo& t, const std::string& host, const std::string& name) {
+  const std::string v =
+      sh("ip netns exec " + t.ns(host) + " awk '$1==\"" + name + "\"{print $2}' /proc/net/snmp6");
+  return v.empty() ? 0 : std::stoull(v);
+}
+
+// The tap receive (RuntimeConfig::rx_tap): the rings take the frames before tc ingress and the
+// ingress sink ends them there, so that neither host's IPv6 stack receives the data frames or
+// the SACKs (each of which used to go through the IPv6 and UDP receive up to the sink socket's
+// drop-all filter: Udp6InErrors). Without a capture, so that the receive filter runs too (on
+// the rings). With --no-rx-tap every RoCE frame reaches the stack again, which shows that the
+// counters read here count them.
+TEST_F(NetnsTest, TapRingsKeepRoceFramesFromTheIpv6Stack) {
+  Topo t('t', 1, "stev");
+  ASSERT_TRUE(t.ok());
+  const uint64_t iters = 16;
+  struct Counters {
+    uint64_t in_receives, udp_errors;
+  };
+  const auto read = [&](const std::string& host) {
+    return Counters{snmp6(t, host, "Ip6InReceives"), snmp6(t, host, "Udp6InErrors")};
+  };
+  for (const bool tap : {true, false}) {
+    SCOPED_TRACE(tap ? "tap" : "--no-rx-tap");
+    const Counters a0 = read("a"), b0 = read("b");
+    std::vector<std::string> common = {"--size", "1M", "--iters", std::to_string(iters)};
+    if (!tap) common.push_back("--no-rx-tap");
+    RunResult r = transfer(t, common, {}, {}, 120, false);
+    expect_verified(r, iters);
+    const Counters a1 = read("a"), b1 = read("b");
+    ASSERT_TRUE(r.server.contains("ports")) << r.server_out;
+    EXPECT_EQ(r.server["rx_tap"], tap) << r.server_out;
+    EXPECT_EQ(r.client["rx_tap"], tap) << r.client_out;
+    EXPECT_EQ(r.server["rx_filter"]["at"], tap ? "tap" : "tc-ingress") << r.server_out;
+    const uint64_t server_rx = r.server["ports"][0]["rx_frames"].get<uint64_t>();
+    const uint64_t client_rx = r.client["ports"][0]["rx_frames"].get<uint64_t>();
+    EXPECT_GE(server_rx, iters * 256) << r.server_out;  // 1 MiB in frames of 4 KiB at most
+    EXPECT_GT(client_rx, iters) << r.client_out;        // SACKs, at least one per message
+    if (tap) {
+      // What is left is the TCP control channel and neighbour discovery.
+      EXPECT_EQ(b1.udp_errors - b0.udp_errors, 0u);
+      EXPECT_EQ(a1.udp_errors - a0.udp_errors, 0u);
+      EXPECT_LT(b1.in_receives - b0.in_receives, server_rx / 10);
+      EXPECT_LT(a1.in_receives - a0.in_receives, client_rx / 2);
+    } else {
+      EXPECT_GE(b1.udp_errors - b0.udp_errors, server_rx);
+      EXPECT_GE(a1.udp_errors - a0.udp_errors, client_rx);
+    }
+  }
 }
 
 // Loss on one plane from an nft rule in its router: the transfer completes, the engine

@@ -495,18 +495,6 @@ bool attach_tcx_ingress(int prog_fd, int ifindex, std::vector<Fd>& links, std::s
   return true;
 }
 
-// BPF_PROG_TEST_RUN of a tc program on one Ethernet frame: its return value or -errno.
-int64_t test_run_tc(int prog_fd, std::span<const std::byte> frame) {
-  std::vector<std::byte> in(frame.begin(), frame.end());
-  bpf_attr attr{};
-  attr.test.prog_fd = static_cast<uint32_t>(prog_fd);
-  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
-  attr.test.data_size_in = static_cast<uint32_t>(in.size());
-  attr.test.repeat = 1;
-  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
-  return attr.test.retval;
-}
-
 // The ingress sink (IngressSink, sys.h). It runs at tc ingress after the taps: every frame it
 // ends was already offered to the rings, whose filter judged it (a ring that refused it or had
 // no room lost it as before; the stack would only have handed it to the sink socket, which
@@ -787,8 +775,16 @@ bool IngressSink::attach(int ifindex, std::string& why_not) {
   return attach_tcx_ingress(prog_.get(), ifindex, links_, why_not);
 }
 
-int64_t IngressSink::run_on(std::span<const std::byte> frame) const {
-  return test_run_tc(prog_.get(), frame);
+int IngressSink::run_on(std::span<const std::byte> frame, int32_t& verdict) const {
+  std::vector<std::byte> in(frame.begin(), frame.end());
+  bpf_attr attr{};
+  attr.test.prog_fd = static_cast<uint32_t>(prog_.get());
+  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
+  attr.test.data_size_in = static_cast<uint32_t>(in.size());
+  attr.test.repeat = 1;
+  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
+  verdict = static_cast<int32_t>(attr.test.retval);
+  return 0;
 }
 
 int64_t RxFilter::run_on(std::span<const std::byte> frame, bool tc) const {

@@ -160,9 +160,10 @@ class IngressSink {
   bool attach(int ifindex, std::string& why_not);
   void detach() { links_.clear(); }
   bool attached() const { return !links_.empty(); }
-  // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN): TC_ACT_SHOT = ended here,
-  // TC_ACT_UNSPEC = on to the next program and the stack; -errno when the kernel cannot run it.
-  int64_t run_on(std::span<const std::byte> frame) const;
+  // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN); `verdict` TC_ACT_SHOT = ended
+  // here, TC_ACT_UNSPEC = on to the next program and the stack. 0, or -errno when the kernel
+  // cannot run it (a verdict of -1 would be indistinguishable from -EPERM). For tests.
+  int run_on(std::span<const std::byte> frame, int32_t& verdict) const;
 
  private:
   IngressSink() = default;
