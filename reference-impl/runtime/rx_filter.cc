@@ -7,8 +7,11 @@
 // ICRC check cost the victim 2-3 us per frame (docs/performance.md, "Hostile floods"); the
 // filter costs a few hundred instructions of the sender's softirq.
 //
-// Where it runs: on the interface's tc ingress hook (TCX, Linux 6.6+) when the kernel lets us
-// attach it there, else as the ring's socket filter. At tc ingress a refused frame is dropped
+// Where it runs: with the tap receive (RuntimeConfig::rx_tap, the default) as the socket filter
+// of the rings, which are taps served before tc ingress; the ingress sink (IngressSink, below)
+// then ends at tc ingress the frames they took, refused ones included. Otherwise on the
+// interface's tc ingress hook (TCX, Linux 6.6+) when the kernel lets us attach it there, else
+// as the ring's socket filter. At tc ingress a refused frame is dropped
 // before the IPv6 and UDP receive path of the endpoint's namespace (which every frame to port
 // 4791 otherwise takes, up to the sink socket's drop-all filter: Udp6InErrors) and before the
 // packet socket; the ring then keeps the classic filter. The same program serves both, only
