@@ -275,9 +275,10 @@ struct RuntimeConfig {
   // (they show what the wire brought) and mutants; where the kernel refuses bpf(), the runtime
   // warns and goes on without it. NACKs naming no outstanding PSN are refused too.
   bool rx_filter = true;
-  // ... and run it at each plane interface's tc ingress hook (TCX, Linux 6.6+) rather than on
-  // the rings, so that a refused frame skips the namespace's IPv6/UDP receive path as well;
-  // where the kernel cannot, on the rings.
+  // ... and, without the tap receive (rx_tap below), run it at each plane interface's tc
+  // ingress hook (TCX, Linux 6.6+) rather than on the rings, so that a refused frame skips the
+  // namespace's IPv6/UDP receive path as well; where the kernel cannot, on the rings. false:
+  // on the rings, and no tap receive either (for comparison).
   bool rx_filter_ingress = true;
   // kPacket: the receive rings are taps (bound to ETH_P_ALL, which the kernel serves before tc
   // ingress) and a tc ingress program ends the MRC frames to our GID once the ring has them, so
