@@ -31,7 +31,7 @@
 # (x free: delivered / flood-free, the goal; x control: delivered / router-drop, the
 # victim's own cost) and the endpoint's CPU per refused frame (its loop CPU beyond the control's
 # per GiB), each the median over --rounds, and names the lowest x free. Every result line ends
-# with where the server's kernel receive filter ran (rx_filter.at: tc-ingress, socket, none)
+# with where the server's kernel receive filter ran (rx_filter.at: tap, tc-ingress, socket, none)
 # and the load average; the header names the CPU.
 # --flood-cpu pins the generator (and the kernel forwarding it runs inline: veth, the router,
 # the victim's socket) to one CPU and --endpoint-cpus the client and server to others (taskset

@@ -84,6 +84,7 @@ struct Options {
   bool busy_poll = false;
   bool no_rx_filter = false;
   bool no_rx_filter_ingress = false;
+  bool no_rx_tap = false;
   std::string buffer_limit = "2G";
   double ctl_timeout_s = 10;
   double accept_timeout_s = 0;
@@ -565,6 +566,7 @@ json report_json(const Report& r) {
     j["rx_filter"] = {{"on", r.rt.rx_filter},
                       {"at", !r.rt.rx_filter          ? "none"
                              : r.rt.rx_filter_ingress ? "tc-ingress"
+                             : r.rt.rx_tap            ? "tap"
                                                       : "socket"},
                       {"nacks_not_outstanding", r.rt.rx_filter_nacks_not_outstanding},
                       {"duplicates", r.rt.rx_filter_duplicates},
@@ -573,6 +575,8 @@ json report_json(const Report& r) {
                       {"ep_peer_limited", r.rt.rx_filter_ep_peer_limited},
                       {"ep_stranger_limited", r.rt.rx_filter_ep_stranger_limited},
                       {"publishes", r.rt.rx_filter_publishes}};
+    // The receive rings are taps and tc ingress ends what they took (RuntimeConfig::rx_tap).
+    j["rx_tap"] = r.rt.rx_tap;
     j["loop"] = {{"iterations", r.rt.loop_iterations},
                  {"epoll_waits", r.rt.epoll_waits},
                  {"rx_coalesce_sleeps", r.rt.rx_coalesce_sleeps},
@@ -736,6 +740,7 @@ RuntimeConfig runtime_config(const Options& o, const Setup& s, const std::string
   rc.rx_coalesce_ns = uint64_t{o.rx_coalesce_us} * 1000;
   rc.rx_filter = !o.no_rx_filter;
   rc.rx_filter_ingress = !o.no_rx_filter_ingress;
+  rc.rx_tap = !o.no_rx_tap;
   rc.pcap_prefix = o.pcap;
   rc.event_log_path = o.event_log;
   rc.mutant = s.mutant;
@@ -1707,6 +1712,10 @@ int endpoint_main(int argc, char** argv) {
                "io packet: run the kernel receive filter on the receive rings, not at tc "
                "ingress (refused frames then still take the IPv6/UDP receive path; for "
                "comparison)");
+  app.add_flag("--no-rx-tap", o.no_rx_tap,
+               "io packet: bind the receive rings to IPv6 (served after tc ingress, beside the "
+               "IPv6/UDP receive every frame then also takes) instead of as taps whose frames "
+               "tc ingress ends (for comparison)");
   app.add_flag("--no-rx-filter", o.no_rx_filter,
                "io packet: no kernel receive filter (duplicates and PSNs beyond the window reach "
                "the engine; for comparison)");

@@ -27,17 +27,21 @@ namespace mrc::runtime {
 namespace {
 
 // Accepts IPv6 frames that are UDP to 4791 or IPv6-in-IPv6 / routing header (SRv6 outer header:
-// the engine decodes the inner packet itself). The socket is bound to ETH_P_IPV6.
+// the engine decodes the inner packet itself). The EtherType check matters for a ring bound to
+// ETH_P_ALL (a tap); bound to ETH_P_IPV6 it always holds.
 sock_filter kRoceFilter[] = {
-    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6),       // 0: IPv6 next header
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 2),    // 1: UDP ? 2 : 4
-    BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40 + 2),  // 2: UDP dport
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4791, 2, 3),  // 3: 4791 ? accept : drop
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 41, 1, 0),    // 4: IPv6-in-IPv6 ? accept : 5
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 43, 0, 1),    // 5: routing header ? accept : drop
-    BPF_STMT(BPF_RET | BPF_K, 0x40000),               // 6: accept
-    BPF_STMT(BPF_RET | BPF_K, 0),                     // 7: drop
+    BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),             // 0: EtherType
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x86DD, 0, 7),  // 1: IPv6 ? 2 : drop
+    BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6),         // 2: IPv6 next header
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 2),      // 3: UDP ? 4 : 6
+    BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40 + 2),    // 4: UDP dport
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4791, 2, 3),    // 5: 4791 ? accept : drop
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 41, 1, 0),      // 6: IPv6-in-IPv6 ? accept : 7
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 43, 0, 1),      // 7: routing header ? accept : drop
+    BPF_STMT(BPF_RET | BPF_K, 0x40000),                 // 8: accept
+    BPF_STMT(BPF_RET | BPF_K, 0),                       // 9: drop
 };
+constexpr size_t kRoceFilterPort = 5;
 
 sock_filter kDropAll[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
 
@@ -55,10 +59,10 @@ class PacketIo final : public PortIo {
     const int v2 = TPACKET_V2;
     if (setsockopt(fd_.get(), SOL_PACKET, PACKET_VERSION, &v2, sizeof v2) < 0)
       return sys_error("PACKET_VERSION on " + cfg.iface.name);
-    // The filter with the wire profile's port in instruction 3.
+    // The filter with the wire profile's port.
     std::array<sock_filter, std::size(kRoceFilter)> filter;
     std::copy(std::begin(kRoceFilter), std::end(kRoceFilter), filter.begin());
-    filter[3].k = cfg.roce_port;
+    filter[kRoceFilterPort].k = cfg.roce_port;
     sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
     if (cfg.rx_filter_prog_fd >= 0) {
       // The kernel receive filter (rx_filter.cc): accepts what the classic one does, less the
@@ -95,7 +99,10 @@ class PacketIo final : public PortIo {
 
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_IPV6);
+    // A tap (ETH_P_ALL) is served in __netif_receive_skb_core before tc ingress, where the
+    // ingress sink then ends the frames it took; bound to ETH_P_IPV6 the ring is served after
+    // tc ingress, beside the IPv6 receive that every frame also takes.
+    sll.sll_protocol = htons(cfg.tap ? ETH_P_ALL : ETH_P_IPV6);
     sll.sll_ifindex = cfg.iface.index;
     if (bind(fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) < 0)
       return sys_error("bind(AF_PACKET) to " + cfg.iface.name);

@@ -275,10 +275,18 @@ struct RuntimeConfig {
   // (they show what the wire brought) and mutants; where the kernel refuses bpf(), the runtime
   // warns and goes on without it. NACKs naming no outstanding PSN are refused too.
   bool rx_filter = true;
-  // ... and run it at each plane interface's tc ingress hook (TCX, Linux 6.6+) rather than on
-  // the rings, so that a refused frame skips the namespace's IPv6/UDP receive path as well;
-  // where the kernel cannot, on the rings.
+  // ... and, without the tap receive (rx_tap below), run it at each plane interface's tc
+  // ingress hook (TCX, Linux 6.6+) rather than on the rings, so that a refused frame skips the
+  // namespace's IPv6/UDP receive path as well; where the kernel cannot, on the rings. false:
+  // on the rings, and no tap receive either (for comparison).
   bool rx_filter_ingress = true;
+  // kPacket: the receive rings are taps (bound to ETH_P_ALL, which the kernel serves before tc
+  // ingress) and a tc ingress program ends the MRC frames to our GID once the ring has them, so
+  // that the namespace's IPv6/UDP receive and the sink socket never see them (on veth that work
+  // runs in the sender's system call). The kernel receive filter then runs on the rings, where
+  // it still refuses before the copy. Where tc cannot be attached, the former receive
+  // (ETH_P_IPV6 binding, the filter at tc ingress) is used; false forces it.
+  bool rx_tap = true;
 };
 
 struct PlaneStats {
@@ -331,6 +339,7 @@ struct RuntimeStats {
   uint64_t rx_filter_publishes = 0;
   uint64_t rx_filter_nacks_not_outstanding = 0;  // NACKs refused: no outstanding PSN named
   bool rx_filter_ingress = false;                // at tc ingress (else the rings' socket filter)
+  bool rx_tap = false;  // the rings are taps and tc ingress ends the frames they took
   engine::EndpointStats endpoint;
 };
 

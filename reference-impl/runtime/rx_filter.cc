@@ -7,8 +7,11 @@
 // ICRC check cost the victim 2-3 us per frame (docs/performance.md, "Hostile floods"); the
 // filter costs a few hundred instructions of the sender's softirq.
 //
-// Where it runs: on the interface's tc ingress hook (TCX, Linux 6.6+) when the kernel lets us
-// attach it there, else as the ring's socket filter. At tc ingress a refused frame is dropped
+// Where it runs: with the tap receive (RuntimeConfig::rx_tap, the default) as the socket filter
+// of the rings, which are taps served before tc ingress; the ingress sink (IngressSink, below)
+// then ends at tc ingress the frames they took, refused ones included. Otherwise on the
+// interface's tc ingress hook (TCX, Linux 6.6+) when the kernel lets us attach it there, else
+// as the ring's socket filter. At tc ingress a refused frame is dropped
 // before the IPv6 and UDP receive path of the endpoint's namespace (which every frame to port
 // 4791 otherwise takes, up to the sink socket's drop-all filter: Udp6InErrors) and before the
 // packet socket; the ring then keeps the classic filter. The same program serves both, only
@@ -190,6 +193,11 @@ class Asm {
   void jmpi(uint8_t op, uint8_t dst, int32_t imm, const std::string& label) {
     fix_.emplace_back(prog_.size(), prefix_ + label);
     ins(BPF_JMP | op | BPF_K, dst, 0, 0, imm);
+  }
+  // The same, comparing the low 32 bits only (JMP32: the immediate is not sign-extended to 64).
+  void jmp32i(uint8_t op, uint8_t dst, int32_t imm, const std::string& label) {
+    fix_.emplace_back(prog_.size(), prefix_ + label);
+    ins(BPF_JMP32 | op | BPF_K, dst, 0, 0, imm);
   }
   void jmp(uint8_t op, uint8_t dst, uint8_t src, const std::string& label) {
     fix_.emplace_back(prog_.size(), prefix_ + label);
@@ -448,9 +456,8 @@ std::vector<bpf_insn> build_program(int map_fd, const Verdicts& v) {
   return a.finish();
 }
 
-// Loads the program for `type`; empty Fd and `why_not` when the kernel refuses it.
-Fd load_program(int map_fd, bpf_prog_type type, const Verdicts& v, std::string& why_not) {
-  const std::vector<bpf_insn> prog = build_program(map_fd, v);
+// Loads `prog` as `type`; empty Fd and `why_not` when the kernel refuses it.
+Fd load_insns(const std::vector<bpf_insn>& prog, bpf_prog_type type, std::string& why_not) {
   static const char kLicense[] = "Dual BSD/GPL";
   std::vector<char> log(65536);
   bpf_attr attr{};
@@ -470,6 +477,107 @@ Fd load_program(int map_fd, bpf_prog_type type, const Verdicts& v, std::string& 
               (tail.empty() ? "" : " (verifier: " + tail + ")");
   }
   return fd;
+}
+
+Fd load_program(int map_fd, bpf_prog_type type, const Verdicts& v, std::string& why_not) {
+  return load_insns(build_program(map_fd, v), type, why_not);
+}
+
+// tc ingress through a BPF link; the link's fd holds the attachment.
+bool attach_tcx_ingress(int prog_fd, int ifindex, std::vector<Fd>& links, std::string& why_not) {
+  bpf_attr attr{};
+  attr.link_create.prog_fd = static_cast<uint32_t>(prog_fd);
+  attr.link_create.target_ifindex = static_cast<uint32_t>(ifindex);
+  attr.link_create.attach_type = kBpfTcxIngress;
+  Fd link(sys_bpf(BPF_LINK_CREATE, attr));
+  if (!link.ok()) {
+    why_not = std::string("bpf(BPF_LINK_CREATE, tcx ingress): ") + std::strerror(errno);
+    return false;
+  }
+  links.push_back(std::move(link));
+  return true;
+}
+
+// The ingress sink (IngressSink, sys.h). It runs at tc ingress after the taps: every frame it
+// ends was already offered to the rings, whose filter judged it (a ring that refused it or had
+// no room lost it as before; the stack would only have handed it to the sink socket, which
+// drops everything). It ends a frame only when all of these hold, read from one copy of the
+// headers on the stack:
+//  - EtherType IPv6, destination address = the endpoint's GID, next header UDP, destination
+//    port = the wire profile's RoCE port: what the sink socket would have dropped; or
+//  - next header IPv6-in-IPv6 (an SRv6 uSID frame without SRH, whatever its outer address)
+//    whose inner header is that: the host's End.DT6 would decapsulate it and hand it to the
+//    sink socket.
+// Anything else (ND, the TCP control channel, other addresses, other ports, a routing header,
+// fragments, frames too short to read) goes on with TC_ACT_UNSPEC: the next tc program, if
+// any, and the stack decide, as without this program. Header bytes are compared in wire
+// order (native loads of the copy against native images of the wire bytes, 32-bit compares).
+constexpr uint32_t kSinkOuterBytes = 58;                      // Ethernet + IPv6 + UDP ports
+constexpr uint32_t kSinkInnerOff = 54, kSinkInnerBytes = 44;  // inner IPv6 + UDP ports
+constexpr int16_t kSinkOuterStack = -62;  // 2 bytes into an 8-aligned slot: IPv6 words aligned
+constexpr int16_t kSinkInnerStack = -112;
+
+int32_t native_image(std::span<const uint8_t> wire_bytes) {
+  uint32_t v = 0;
+  std::memcpy(&v, wire_bytes.data(), wire_bytes.size());
+  return static_cast<int32_t>(v);
+}
+
+std::vector<bpf_insn> build_sink_program(uint16_t roce_port, const wire::Ipv6Addr& gid) {
+  using R = Asm::Reg;
+  Asm a;
+  const uint8_t eth_ipv6[2] = {0x86, 0xDD};
+  const uint8_t port[2] = {static_cast<uint8_t>(roce_port >> 8),
+                           static_cast<uint8_t>(roce_port & 0xFF)};
+  // Ends the frame when the IPv6 header copied at `hdr` on the stack (its UDP ports behind it)
+  // is UDP to the GID's RoCE port; else on to "next".
+  const auto udp_to_us = [&](int16_t hdr) {
+    a.ldx(BPF_B, R::R0, R::R10, static_cast<int16_t>(hdr + 6));
+    a.jmp32i(BPF_JNE, R::R0, 17, "next");
+    for (int w = 0; w < 4; ++w) {
+      a.ldx(BPF_W, R::R0, R::R10, static_cast<int16_t>(hdr + 24 + 4 * w));
+      a.jmp32i(BPF_JNE, R::R0, native_image(std::span<const uint8_t>(gid.data() + 4 * w, 4)),
+               "next");
+    }
+    a.ldx(BPF_H, R::R0, R::R10, static_cast<int16_t>(hdr + 42));
+    a.jmp32i(BPF_JNE, R::R0, native_image(port), "next");
+    a.ja("end");
+  };
+  a.mov(R::R6, R::R1);
+  a.ldx(BPF_W, R::R7, R::R6, 0);  // __sk_buff.len
+  a.jmpi(BPF_JLT, R::R7, kSinkOuterBytes, "next");
+  a.mov(R::R1, R::R6);
+  a.movi(R::R2, 0);
+  a.mov(R::R3, R::R10);
+  a.alui(BPF_ADD, R::R3, kSinkOuterStack);
+  a.movi(R::R4, kSinkOuterBytes);
+  a.call(BPF_FUNC_skb_load_bytes);
+  a.jmpi(BPF_JNE, R::R0, 0, "next");
+  a.ldx(BPF_H, R::R0, R::R10, kSinkOuterStack + 12);
+  a.jmp32i(BPF_JNE, R::R0, native_image(eth_ipv6), "next");
+  a.ldx(BPF_B, R::R0, R::R10, kSinkOuterStack + 20);
+  a.jmpi(BPF_JEQ, R::R0, 41, "inner");
+  udp_to_us(kSinkOuterStack + 14);
+  a.label("inner");
+  a.jmpi(BPF_JLT, R::R7, kSinkInnerOff + kSinkInnerBytes, "next");
+  a.mov(R::R1, R::R6);
+  a.movi(R::R2, kSinkInnerOff);
+  a.mov(R::R3, R::R10);
+  a.alui(BPF_ADD, R::R3, kSinkInnerStack);
+  a.movi(R::R4, kSinkInnerBytes);
+  a.call(BPF_FUNC_skb_load_bytes);
+  a.jmpi(BPF_JNE, R::R0, 0, "next");
+  a.ldx(BPF_B, R::R0, R::R10, kSinkInnerStack);
+  a.alui(BPF_RSH, R::R0, 4);
+  a.jmpi(BPF_JNE, R::R0, 6, "next");  // inner IP version
+  udp_to_us(kSinkInnerStack);
+  a.label("end");
+  a.movi(R::R0, TC_ACT_SHOT);
+  a.exit();
+  a.label("next");
+  a.movi(R::R0, TC_ACT_UNSPEC);
+  a.exit();
+  return a.finish();
 }
 
 uint32_t be_word(const wire::Ipv6Addr& a, int w) {
@@ -546,17 +654,7 @@ bool RxFilter::attach_ingress(int ifindex, std::string& why_not) {
     why_not = "no tc program";
     return false;
   }
-  bpf_attr attr{};
-  attr.link_create.prog_fd = static_cast<uint32_t>(tc_prog_.get());
-  attr.link_create.target_ifindex = static_cast<uint32_t>(ifindex);
-  attr.link_create.attach_type = kBpfTcxIngress;
-  Fd link(sys_bpf(BPF_LINK_CREATE, attr));
-  if (!link.ok()) {
-    why_not = std::string("bpf(BPF_LINK_CREATE, tcx ingress): ") + std::strerror(errno);
-    return false;
-  }
-  links_.push_back(std::move(link));
-  return true;
+  return attach_tcx_ingress(tc_prog_.get(), ifindex, links_, why_not);
 }
 
 void RxFilter::detach_ingress() {
@@ -666,6 +764,30 @@ std::vector<uint64_t> RxFilter::program_for_test(bool tc) {
   static_assert(sizeof(bpf_insn) == sizeof(uint64_t));
   std::memcpy(out.data(), prog.data(), prog.size() * sizeof(bpf_insn));
   return out;
+}
+
+std::unique_ptr<IngressSink> IngressSink::create(uint16_t roce_port, const wire::Ipv6Addr& gid,
+                                                 std::string& why_not) {
+  std::unique_ptr<IngressSink> s(new IngressSink());
+  s->prog_ = load_insns(build_sink_program(roce_port, gid), BPF_PROG_TYPE_SCHED_CLS, why_not);
+  if (!s->prog_.ok()) return nullptr;
+  return s;
+}
+
+bool IngressSink::attach(int ifindex, std::string& why_not) {
+  return attach_tcx_ingress(prog_.get(), ifindex, links_, why_not);
+}
+
+int IngressSink::run_on(std::span<const std::byte> frame, int32_t& verdict) const {
+  std::vector<std::byte> in(frame.begin(), frame.end());
+  bpf_attr attr{};
+  attr.test.prog_fd = static_cast<uint32_t>(prog_.get());
+  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
+  attr.test.data_size_in = static_cast<uint32_t>(in.size());
+  attr.test.repeat = 1;
+  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
+  verdict = static_cast<int32_t>(attr.test.retval);
+  return 0;
 }
 
 int64_t RxFilter::run_on(std::span<const std::byte> frame, bool tc) const {

@@ -434,3 +434,90 @@ TEST_F(RxFilterTest, JudgesFramesShorterThanTheCopyTheSame) {
 
 }  // namespace
 }  // namespace mrc::runtime
+
+namespace mrc::runtime {
+namespace {
+
+// The ingress sink behind the tap rings (IngressSink): it ends at tc ingress only the MRC frames
+// to the endpoint's own GID and RoCE port, plain or IPv6-in-IPv6 (SRv6 without SRH), which the
+// rings have already taken; everything else goes on (TC_ACT_UNSPEC: the next tc program and the
+// stack), ND and the TCP control channel above all.
+class IngressSinkTest : public ::testing::Test {
+ protected:
+  // A sink for the responder's GID (the samples' data frames go to it) or `gid`.
+  void make(uint16_t port = wire::kRoceV2Port, const wire::Ipv6Addr& gid = ws::responder().gid) {
+    std::string why;
+    sink_ = IngressSink::create(port, gid, why);
+    if (!sink_) GTEST_SKIP() << "no eBPF here: " << why;
+    int32_t v = 0;
+    if (sink_->run_on(sample("stev/WRITE_ONLY"), v) == -EPERM) GTEST_SKIP() << "no test run";
+  }
+  int32_t run(const std::vector<std::byte>& f) {
+    int32_t v = 0;
+    EXPECT_EQ(sink_->run_on(f, v), 0);
+    return v;
+  }
+  std::unique_ptr<IngressSink> sink_;
+};
+
+TEST_F(IngressSinkTest, EndsTheEndpointsOwnRoceFramesOnly) {
+  make();
+  const std::vector<std::byte> data = sample("stev/WRITE_ONLY");
+  EXPECT_EQ(run(data), TC_ACT_SHOT);
+  EXPECT_EQ(run(sample("stev/NACK")), TC_ACT_UNSPEC);  // to the requester, not us
+  for (int w = 0; w < 4; ++w) {  // another destination address, whichever word differs
+    std::vector<std::byte> f = data;
+    f[38 + 4 * w + 3] ^= std::byte{0x80};
+    EXPECT_EQ(run(f), TC_ACT_UNSPEC) << "address word " << w;
+  }
+  std::vector<std::byte> f = data;
+  f[57] ^= std::byte{1};  // another UDP port
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = data;
+  f[20] = std::byte{6};  // TCP (the control channel)
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = data;
+  f[20] = std::byte{58};  // ICMPv6 (neighbour discovery)
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = data;
+  f[12] = std::byte{0x08};  // not IPv6
+  f[13] = std::byte{0x00};
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f.assign(data.begin(), data.begin() + 57);  // too short to hold the UDP port
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  // Another wire profile's port: the same frame is not ours.
+  make(4792);
+  EXPECT_EQ(run(data), TC_ACT_UNSPEC);
+  // The requester's sink ends the frames to the requester.
+  make(wire::kRoceV2Port, ws::requestor().gid);
+  EXPECT_EQ(run(sample("stev/NACK")), TC_ACT_SHOT);
+  EXPECT_EQ(run(sample("stev/SACK")), TC_ACT_SHOT);
+  EXPECT_EQ(run(data), TC_ACT_UNSPEC);
+}
+
+TEST_F(IngressSinkTest, EndsIpv6InIpv6ToUsAndPassesRoutingHeaders) {
+  make();
+  const std::vector<std::byte> srv6 = sample("srv6/WRITE_ONLY");
+  ASSERT_GE(srv6.size(), 98u);
+  ASSERT_EQ(srv6[20], std::byte{41});
+  EXPECT_EQ(run(srv6), TC_ACT_SHOT);
+  std::vector<std::byte> f = srv6;
+  f[54 + 24 + 15] ^= std::byte{1};  // the inner header to another address
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = srv6;
+  f[54 + 6] = std::byte{6};  // inner TCP
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = srv6;
+  f[54 + 43] ^= std::byte{1};  // inner UDP to another port
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  f = srv6;
+  f[54] = std::byte{0x45};  // inner IPv4
+  EXPECT_EQ(run(f), TC_ACT_UNSPEC);
+  // An SRH in front: the kernel's segment processing decides, as without the sink.
+  const std::vector<std::byte> srh = sample("srv6-srh/WRITE_ONLY");
+  ASSERT_EQ(srh[20], std::byte{43});
+  EXPECT_EQ(run(srh), TC_ACT_UNSPEC);
+}
+
+}  // namespace
+}  // namespace mrc::runtime

@@ -146,6 +146,31 @@ class RxFilter {
   std::array<wire::Ipv6Addr, 16> peers_{};
 };
 
+// kPacket, the tap receive (rx_filter.cc, "The ingress sink"): a tc ingress program that ends
+// the MRC frames addressed to this endpoint after the packet sockets bound to ETH_P_ALL (taps,
+// which the kernel runs before tc ingress) have taken them, so that they do not also go through
+// the namespace's IPv6 and UDP receive up to the sink socket. Frames to any other address, of
+// any other protocol or port, and everything too short to judge go on untouched.
+class IngressSink {
+ public:
+  // nullptr and `why_not` when the kernel does not load it (no bpf(), no CAP_BPF).
+  static std::unique_ptr<IngressSink> create(uint16_t roce_port, const wire::Ipv6Addr& gid,
+                                             std::string& why_not);
+  // On `ifindex`'s tc ingress hook (TCX, Linux 6.6); detached when this object goes.
+  bool attach(int ifindex, std::string& why_not);
+  void detach() { links_.clear(); }
+  bool attached() const { return !links_.empty(); }
+  // Runs the program on one Ethernet frame (BPF_PROG_TEST_RUN); `verdict` TC_ACT_SHOT = ended
+  // here, TC_ACT_UNSPEC = on to the next program and the stack. 0, or -errno when the kernel
+  // cannot run it (a verdict of -1 would be indistinguishable from -EPERM). For tests.
+  int run_on(std::span<const std::byte> frame, int32_t& verdict) const;
+
+ private:
+  IngressSink() = default;
+  Fd prog_;
+  std::vector<Fd> links_;
+};
+
 struct PortIoConfig {
   IfaceInfo iface;
   uint32_t ring_frames = 1024;
@@ -155,6 +180,9 @@ struct PortIoConfig {
   uint16_t roce_port = wire::kRoceV2Port;  // the wire profile's first port
   // kPacket: the eBPF program to attach instead of the classic filter (-1: classic).
   int rx_filter_prog_fd = -1;
+  // kPacket: bind the ring to ETH_P_ALL (a tap, run before tc ingress) instead of ETH_P_IPV6
+  // (run after it, beside the IPv6 receive); its filter then refuses every other EtherType.
+  bool tap = false;
 };
 
 Status open_packet_io(const PortIoConfig& cfg, std::unique_ptr<PortIo>& out);
