@@ -888,12 +888,23 @@ bool Engine::decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::L
   wire::DecodeOptions opt;
   opt.link = link;
   opt.verify_icrc = false;
-  const bool ok = wire::decode_frame(data, f, opt, wp);
-  if (f.has_icrc) {
-    f.icrc_checked = true;
-    f.icrc_ok = wire::verify_icrc(f);
+  return wire::decode_frame(data, f, opt, wp);
+}
+
+void Engine::icrc_stage(wire::DecodedFrame* const* fs, size_t n) {
+  constexpr size_t kMax = 8;
+  std::optional<uint32_t> icrc[kMax];
+  for (size_t at = 0; at < n; at += kMax) {
+    const size_t k = std::min(kMax, n - at);
+    wire::compute_icrcs(fs + at, k, icrc);
+    for (size_t i = 0; i < k; ++i) {
+      wire::DecodedFrame& f = *fs[at + i];
+      if (f.has_icrc) {  // what DecodeOptions::verify_icrc and on_frame() set
+        f.icrc_checked = true;
+        f.icrc_ok = icrc[i] && *icrc[i] == f.icrc;
+      }
+    }
   }
-  return ok;
 }
 
 void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
@@ -1565,8 +1576,9 @@ const RuleResult* Report::result(std::string_view id) const {
 namespace detail {
 
 // The pipelined checker (Checker with jobs > 1). The caller's thread, which reads the captures,
-// also decodes each frame and verifies its ICRC (Engine::decode_stage) into a slot of a ring; a
-// second thread takes the slots in order and judges them (Engine::on_decoded). Decisions travel
+// also decodes each frame and verifies its ICRC (Engine::decode_stage, then Engine::icrc_stage
+// four frames at a time) into a slot of a ring; a second thread takes the slots in order and
+// judges them (Engine::on_decoded). Decisions travel
 // through the same ring, so the engine sees frames and decisions in the order the caller gave
 // them, as on one thread: the verdicts cannot differ. Slots are handed over in batches (one
 // release store per kBatch slots, a futex wake only when the other side sleeps).
@@ -1585,8 +1597,9 @@ class Pipeline {
     // The slot two on was last read on the judging core: its lines are requested for writing
     // now, while this frame is decoded. Only a slot already judged (tail_seen is behind the
     // judging thread, never ahead).
-    if (prod_.filled + kSlotsAhead - prod_.tail_seen < kSlots)
-      fetch_slot<1>(ring_[(prod_.filled + kSlotsAhead) & (kSlots - 1)]);
+    const uint64_t next = prod_.filled + prod_.staged;
+    if (next + kSlotsAhead - prod_.tail_seen < kSlots)
+      fetch_slot<1>(ring_[(next + kSlotsAhead) & (kSlots - 1)]);
     s.is_frame = true;
     s.point = point;
     s.frame_no = frame_no;
@@ -1597,10 +1610,11 @@ class Pipeline {
     s.ok = Engine::decode_stage(*wp_, data, link, s.f);
     s.key = Engine::shape_key(*wp_, data, link);
     s.content_h = Engine::payload_hash_stage(s.f, s.ok);
-    s.frame_pre = Engine::frame_rules_stage(s.f, s.ok);
-    commit();
+    // The ICRC (and frame_rules_stage, which reads its verdict) waits for kIcrcGroup frames.
+    if (++prod_.staged == kIcrcGroup) commit_staged();
   }
   void decision(const Decision& d) {
+    commit_staged();
     Slot& s = acquire();
     s.is_frame = false;
     s.d = d;
@@ -1608,6 +1622,7 @@ class Pipeline {
   }
   // Returns once every slot given so far has been judged; rethrows what the judging thread threw.
   void drain() {
+    commit_staged();
     publish();
     for (uint64_t t = tail_.v.load(std::memory_order_acquire); t != prod_.filled;)
       t = await(tail_, prod_.filled);
@@ -1617,6 +1632,11 @@ class Pipeline {
  private:
   static constexpr uint64_t kSlots = 1024;  // power of two
   static constexpr uint64_t kBatch = 32;
+  // Frames whose ICRCs are computed together (wire::compute_icrcs interleaves four): decoded
+  // into the ring's next slots, committed once their ICRC is known. A divisor of kBatch, so
+  // that the hand-over's batches are unchanged.
+  static constexpr uint64_t kIcrcGroup = 4;
+  static_assert(kBatch % kIcrcGroup == 0);
   static constexpr uint64_t kStop = UINT64_MAX;
   // How often a thread that finds nothing to do re-reads the other's counter before it sleeps on
   // the futex: a sleep and a wake cost two system calls and a scheduler round trip, more than the
@@ -1697,21 +1717,39 @@ class Pipeline {
     return v;
   }
 
+  // The next free slot, after the staged ones.
   Slot& acquire() {
     if (!th_.joinable()) th_ = std::thread([this] { run(); });
-    if (prod_.filled - prod_.tail_seen >= kSlots) {
+    const uint64_t next = prod_.filled + prod_.staged;
+    if (next - prod_.tail_seen >= kSlots) {
       publish();
       prod_.tail_seen = tail_.v.load(std::memory_order_acquire);
       // A full ring: wait until a quarter of it is free, not one batch, so that the reading
       // thread (the shorter stage) sleeps and is woken once per kSlots / 4 frames rather than
-      // once per batch when its spin runs out.
-      if (prod_.filled - prod_.tail_seen >= kSlots)
-        prod_.tail_seen = await(tail_, prod_.filled - kSlots + kSlots / 4);
+      // once per batch when its spin runs out. (The target is at most `filled`: the judging
+      // thread reaches it without the staged slots.)
+      if (next - prod_.tail_seen >= kSlots)
+        prod_.tail_seen = await(tail_, next - kSlots + kSlots / 4);
     }
-    return ring_[prod_.filled & (kSlots - 1)];
+    return ring_[next & (kSlots - 1)];
   }
   void commit() {
     if (++prod_.filled - prod_.published >= kBatch) publish();
+  }
+  // Verifies the ICRCs of the staged frames in one wire::compute_icrcs call, runs the stage
+  // that reads them, and commits the slots in order.
+  void commit_staged() {
+    const uint64_t n = prod_.staged;
+    if (n == 0) return;
+    wire::DecodedFrame* fs[kIcrcGroup];
+    for (uint64_t i = 0; i < n; ++i) fs[i] = &ring_[(prod_.filled + i) & (kSlots - 1)].f;
+    Engine::icrc_stage(fs, n);
+    for (uint64_t i = 0; i < n; ++i) {
+      Slot& s = ring_[(prod_.filled + i) & (kSlots - 1)];
+      s.frame_pre = Engine::frame_rules_stage(s.f, s.ok);
+    }
+    prod_.staged = 0;
+    for (uint64_t i = 0; i < n; ++i) commit();
   }
   void publish() {
     if (prod_.published == prod_.filled) return;
@@ -1780,6 +1818,7 @@ class Pipeline {
   // The caller's own bookkeeping, on a line of its own.
   struct alignas(64) Producer {
     uint64_t filled = 0;     // slots written
+    uint64_t staged = 0;     // slots after `filled` decoded, their ICRC not yet verified
     uint64_t published = 0;  // the last value stored in head_
     uint64_t tail_seen = 0;  // tail_ when last read
   } prod_;

@@ -1185,14 +1185,17 @@ struct Engine {
   // --- dispatch (engine.cc)
   void on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                 wire::LinkType link, uint32_t orig_len);
-  // The pipelined checker (Checker with jobs > 1) splits on_frame() in two: decode_stage() on the
-  // thread that reads the captures (it needs no engine state: decode, then the ICRC), and
+  // The pipelined checker (Checker with jobs > 1) splits on_frame() in two: decode_stage() and
+  // icrc_stage() on the thread that reads the captures (they need no engine state), and
   // on_decoded() with the rest on the thread that judges. Same verdicts as on_frame(). The
   // reading thread also computes the frame's merge key (shape_key(), a function of the bytes
   // alone); on_decoded() takes it, and the judging thread fetches its merge-table line ahead
   // (may_merge() tells when that is worth it).
   static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
                            wire::DecodedFrame& f);
+  // Verifies the ICRC of n decoded frames (at most 8) at once (wire::compute_icrcs, which
+  // interleaves them), setting icrc_checked and icrc_ok as on_frame() does.
+  static void icrc_stage(wire::DecodedFrame* const* fs, size_t n);
   void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                   wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok,
                   uint64_t key, std::optional<uint64_t> content_h = std::nullopt,

@@ -246,6 +246,99 @@ MRC_VPCLMUL uint32_t icrc_ipv6_vpclmul(const uint8_t* from, const uint8_t* p, si
   const __m512i z0 = _mm512_or_si512(_mm512_loadu_si512(from), ones);
   return vpclmul_after_head(z0, p, n);
 }
+
+// The same ICRC of N packets with PCLMULQDQ, their folds interleaved. A frame of a few hundred
+// bytes is a chain of ~17 dependent multiply-and-add steps (the head, four 64-byte rounds, the
+// tail, the reduction), each waiting for the multiplier's latency; N independent chains side by
+// side keep it busy. The 64-byte head (from[i], masked as in icrc_ipv6_vpclmul) is the four
+// accumulators' start, so it costs no fold of its own, and the three accumulators are folded
+// onto the fourth at once (distances 384, 256, 128 bits) rather than one after the other. The
+// payload follows the head in the frame, so the last partial block is always an overlapping
+// load. Raw registers into out[i].
+template <int N>
+MRC_PCLMUL inline __attribute__((always_inline)) void icrc_ipv6_pclmul(const uint8_t* const* from,
+                                                                       const uint8_t* const* pay,
+                                                                       const size_t* len,
+                                                                       uint32_t* out) {
+  const __m128i k128 = _mm_set_epi64x(kFold128Hi, kFold128Lo);
+  const __m128i k256 = _mm_set_epi64x(kFold256Hi, kFold256Lo);
+  const __m128i k384 = _mm_set_epi64x(kFold384Hi, kFold384Lo);
+  const __m128i k512 = _mm_set_epi64x(kFold512Hi, kFold512Lo);
+  // Bytes 0..15 and 48..63 of the masks of icrc_ipv6_vpclmul (16..47 are not masked).
+  const __m128i mask_lo =
+      _mm_set_epi64x(0x00000000FF000000ll, static_cast<int64_t>(0xFFFFFF0FFFFFFFFFull));
+  const __m128i mask_hi = _mm_set_epi64x(0x00000000000000FFll, 0x00000000FFFF0000ll);
+  __m128i a[N][4];
+  const uint8_t* p[N];
+  size_t n[N];
+  size_t rounds = SIZE_MAX;  // 64-byte rounds every packet has
+  for (int i = 0; i < N; ++i) {
+    a[i][0] = _mm_or_si128(load16(from[i]), mask_lo);
+    a[i][1] = load16(from[i] + 16);
+    a[i][2] = load16(from[i] + 32);
+    a[i][3] = _mm_or_si128(load16(from[i] + 48), mask_hi);
+    p[i] = pay[i];
+    n[i] = len[i];
+    rounds = std::min(rounds, n[i] / 64);
+  }
+  for (size_t r = 0; r < rounds; ++r)
+    for (int i = 0; i < N; ++i) {
+      for (int j = 0; j < 4; ++j) a[i][j] = fold16(a[i][j], k512, load16(p[i] + 16 * j));
+      p[i] += 64;
+      n[i] -= 64;
+    }
+  __m128i c[N];
+  for (int i = 0; i < N; ++i) {
+    for (; n[i] >= 64; p[i] += 64, n[i] -= 64)
+      for (int j = 0; j < 4; ++j) a[i][j] = fold16(a[i][j], k512, load16(p[i] + 16 * j));
+    const __m128i x0 = _mm_xor_si128(_mm_clmulepi64_si128(a[i][0], k384, 0x00),
+                                     _mm_clmulepi64_si128(a[i][0], k384, 0x11));
+    const __m128i x1 = _mm_xor_si128(_mm_clmulepi64_si128(a[i][1], k256, 0x00),
+                                     _mm_clmulepi64_si128(a[i][1], k256, 0x11));
+    c[i] = _mm_xor_si128(_mm_xor_si128(x0, x1), fold16(a[i][2], k128, a[i][3]));
+  }
+  for (int i = 0; i < N; ++i)
+    for (; n[i] >= 16; p[i] += 16, n[i] -= 16) c[i] = fold16(c[i], k128, load16(p[i]));
+  for (int i = 0; i < N; ++i) {
+    if (n[i] == 0) continue;
+    // As in finish128: the first n bytes of c, 128 bits from the end, folded onto the last 16
+    // bytes of the message (the rest of c, then the n bytes; an overlapping load).
+    const __m128i t = load16(p[i] + n[i] - 16);
+    const __m128i shl = load16(kShuffle + n[i]);
+    const __m128i shr = load16(kShuffle + 16 + n[i]);
+    const __m128i first = _mm_shuffle_epi8(c[i], shl);
+    const __m128i last = _mm_blendv_epi8(_mm_shuffle_epi8(c[i], shr), t, shr);
+    c[i] = fold16(first, k128, last);
+  }
+  // 128 -> 64 -> 32 bits and the Barrett reduction of finish128, each step for every packet.
+  const __m128i k_64to32 = _mm_set_epi64x(0, kFold64to32);
+  const __m128i k_barrett = _mm_set_epi64x(kBarrettMu, kBarrettPoly);
+  const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+  for (int i = 0; i < N; ++i)
+    c[i] = _mm_xor_si128(_mm_srli_si128(c[i], 8), _mm_clmulepi64_si128(c[i], k128, 0x10));
+  for (int i = 0; i < N; ++i)
+    c[i] = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(c[i], low32), k_64to32, 0x00),
+                         _mm_srli_si128(c[i], 4));
+  for (int i = 0; i < N; ++i) {
+    __m128i x = _mm_clmulepi64_si128(_mm_and_si128(c[i], low32), k_barrett, 0x10);
+    x = _mm_clmulepi64_si128(_mm_and_si128(x, low32), k_barrett, 0x00);
+    out[i] = static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(c[i], x), 1));
+  }
+}
+
+MRC_PCLMUL void icrc_ipv6_pclmul4(const uint8_t* const* from, const uint8_t* const* pay,
+                                  const size_t* len, uint32_t* out) {
+  icrc_ipv6_pclmul<4>(from, pay, len, out);
+}
+MRC_PCLMUL void icrc_ipv6_pclmul2(const uint8_t* const* from, const uint8_t* const* pay,
+                                  const size_t* len, uint32_t* out) {
+  icrc_ipv6_pclmul<2>(from, pay, len, out);
+}
+MRC_PCLMUL uint32_t icrc_ipv6_pclmul1(const uint8_t* from, const uint8_t* pay, size_t len) {
+  uint32_t out;
+  icrc_ipv6_pclmul<1>(&from, &pay, &len, &out);
+  return out;
+}
 #endif
 
 uint32_t crc_stream_table(const uint8_t* head, size_t head_len, size_t skip, const uint8_t* p,
@@ -401,6 +494,13 @@ bool locate(const DecodedFrame& f, RocePacket& r) {
   return r.udp_off + r.udp_len <= f.frame.size() && r.udp_len >= 8 + 12 + kIcrcBytes;
 }
 
+// A RoCE packet over IPv6 with UDP right after the IPv6 header and at least 4 bytes before it:
+// its masked pseudo-header is the 64 bytes from 4 before the IPv6 header, masked (see
+// icrc_ipv6_vpclmul), so it is loaded in place.
+bool ipv6_shape(const RocePacket& r) {
+  return !r.ipv4 && r.ip_off >= 4 && r.udp_off == r.ip_off + 40;
+}
+
 }  // namespace
 
 uint32_t crc32(Bytes data, uint32_t crc) {
@@ -466,10 +566,15 @@ std::optional<uint32_t> compute_icrc(const DecodedFrame& f) {
   if (!locate(f, r)) return std::nullopt;
   const uint8_t* frame = u8(f.frame);
 #if defined(__x86_64__)
-  if (!r.ipv4 && r.ip_off >= 4 && r.udp_off == r.ip_off + 40 &&
-      dispatch().path == CrcPath::kVpclmul512)
-    return ~icrc_ipv6_vpclmul(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
-                              r.udp_len - 8 - 12 - kIcrcBytes);
+  if (ipv6_shape(r)) {
+    const CrcPath path = dispatch().path;
+    if (path == CrcPath::kVpclmul512)
+      return ~icrc_ipv6_vpclmul(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
+                                r.udp_len - 8 - 12 - kIcrcBytes);
+    if (path == CrcPath::kPclmul)
+      return ~icrc_ipv6_pclmul1(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
+                                r.udp_len - 8 - 12 - kIcrcBytes);
+  }
 #endif
   // Masked pseudo-header: 8 bytes of 0xFF stand for the LRH, then IP with its variant fields
   // (those a switch may rewrite: TC/FL/hop limit or TOS/TTL/checksum) set to ones, then UDP
@@ -504,6 +609,56 @@ std::optional<uint32_t> compute_icrc(const DecodedFrame& f) {
   const uint8_t* rest = frame + r.udp_off + 8 + 12;
   const size_t rest_len = r.udp_len - 8 - 12 - kIcrcBytes;
   return ~dispatch().stream(buf, head_len, pad / 16 * 16, rest, rest_len);
+}
+
+void compute_icrcs(const DecodedFrame* const* frames, size_t n, std::optional<uint32_t>* out) {
+#if defined(__x86_64__)
+  if (dispatch().path == CrcPath::kPclmul) {
+    // Packets of the in-place IPv6 shape are gathered into groups of four; any other (IPv4,
+    // SRv6, no RoCE packet) is computed on its own.
+    const uint8_t* from[4];
+    const uint8_t* pay[4];
+    size_t len[4];
+    size_t idx[4];
+    uint32_t raw[4];
+    int k = 0;
+    auto flush = [&] {
+      if (k == 4) {
+        icrc_ipv6_pclmul4(from, pay, len, raw);
+      } else {
+        int i = 0;
+        if (k >= 2) {
+          icrc_ipv6_pclmul2(from, pay, len, raw);
+          i = 2;
+        }
+        if (i < k) raw[i] = icrc_ipv6_pclmul1(from[i], pay[i], len[i]);
+      }
+      for (int i = 0; i < k; ++i) out[idx[i]] = ~raw[i];
+      k = 0;
+    };
+    for (size_t i = 0; i < n; ++i) {
+      RocePacket r;
+      const DecodedFrame& f = *frames[i];
+      if (!locate(f, r)) {
+        out[i] = std::nullopt;
+        continue;
+      }
+      if (!ipv6_shape(r)) {
+        out[i] = compute_icrc(f);
+        continue;
+      }
+      const uint8_t* frame = u8(f.frame);
+      from[k] = frame + r.ip_off - 4;
+      pay[k] = frame + r.udp_off + 8 + 12;
+      len[k] = r.udp_len - 8 - 12 - kIcrcBytes;
+      idx[k] = i;
+      if (++k == 4) flush();
+    }
+    if (k > 0) flush();
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = compute_icrc(*frames[i]);
 }
 
 bool verify_icrc(const DecodedFrame& f) {

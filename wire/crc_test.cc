@@ -3,7 +3,9 @@
 // masked pseudo-header and the payload in one buffer, through the table method).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -215,6 +217,63 @@ TEST(CrcPaths, IcrcOfEverySampleAndPayloadLengthIsTheSameOnEveryPath) {
     }
   }
   EXPECT_GT(checked, 1500);
+}
+
+// compute_icrcs() over groups of 1..9 frames of mixed carriers and payload lengths (every 64-byte
+// round and 16-byte tail, packets of different lengths in one group, frames with no RoCE packet
+// among them) equals compute_icrc() of each frame, which the test above holds to the plain ICRC,
+// on every method the CPU has.
+TEST(CrcPaths, IcrcOfAGroupOfFramesEqualsEachFramesIcrc) {
+  PathGuard guard;
+  std::vector<std::vector<std::byte>> bytes;
+  for (const samples::Sample& s : samples::all_samples()) bytes.push_back(s.frame);
+  for (samples::Carrier c : samples::all_carriers()) {
+    for (size_t len = 0; len <= 400; len += (len < 200 ? 1 : 23)) {
+      FrameSpec s = samples::base_spec(c, samples::requestor(), samples::responder(), 0x1234);
+      s.bth.opcode = 0x0A;  // RDMA WRITE Only
+      s.bth.dest_qp = samples::responder().qpn;
+      s.bth.psn = static_cast<uint32_t>(len);
+      s.reth = {0x1000, 0x77, static_cast<uint32_t>(len)};
+      s.payload = Bytes(samples::pattern(len, static_cast<uint8_t>(len * 7)).data(), len);
+      bytes.push_back(encode_frame(s));
+    }
+  }
+  std::vector<DecodedFrame> frames(bytes.size());
+  size_t roce = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    DecodeOptions o;
+    decode_frame(as_bytes(bytes[i]), frames[i], o);
+    roce += compute_icrc(frames[i]).has_value();
+  }
+  ASSERT_GT(roce, 1000u);
+  ASSERT_LT(roce, bytes.size());  // some frames have no RoCE packet
+  // In the order made (neighbours of about one length) and shuffled (any lengths together).
+  std::vector<size_t> order(frames.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<size_t> shuffled = order;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(19));
+  int checked = 0;
+  for (CrcPath p : kAllPaths) {
+    if (!set_crc_path(p)) continue;
+    for (const std::vector<size_t>* ord : {&order, &shuffled}) {
+      for (size_t group = 1; group <= 9; ++group) {
+        for (size_t at = 0; at < ord->size(); at += group) {
+          const size_t k = std::min(group, ord->size() - at);
+          const DecodedFrame* fs[9];
+          std::optional<uint32_t> got[9];
+          for (size_t i = 0; i < k; ++i) fs[i] = &frames[(*ord)[at + i]];
+          compute_icrcs(fs, k, got);
+          for (size_t i = 0; i < k; ++i) {
+            ASSERT_EQ(got[i], compute_icrc(*fs[i]))
+                << name_of(p) << " group of " << k << ", frame " << (*ord)[at + i] << " ("
+                << fs[i]->frame.size() << " bytes), place " << i;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 30000);
 }
 
 }  // namespace

@@ -668,6 +668,11 @@ size_t encoded_size(const FrameSpec& spec, const EncodeOptions& opts = {},
 // ICRC over the RoCE packet of an already decoded frame (inner IPv6 header in SRv6 mode).
 // Returns nullopt when the frame has no complete RoCE packet.
 std::optional<uint32_t> compute_icrc(const DecodedFrame& f);
+// compute_icrc() of n frames at once: out[i] = compute_icrc(*frames[i]). On the PCLMULQDQ path
+// the CRCs of plain IPv6 packets are folded four at a time, interleaved: one packet's folds each
+// wait for the one before (a latency chain), so frames of a few hundred bytes leave the
+// multiplier idle most of the time unless several packets share it.
+void compute_icrcs(const DecodedFrame* const* frames, size_t n, std::optional<uint32_t>* out);
 // Verifies the carried ICRC; false for frames without one.
 bool verify_icrc(const DecodedFrame& f);
 // Rewrites the ICRC trailer in place. Returns false when the frame has no RoCE packet.
