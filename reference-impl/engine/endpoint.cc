@@ -810,6 +810,12 @@ uint64_t Endpoint::next_deadline_ns() const {
   return t;
 }
 
+bool Endpoint::tx_waiting() const {
+  for (const auto& [qpn, qp] : impl_->qps)
+    if (qp->tx_waiting()) return true;
+  return false;
+}
+
 Status Endpoint::ep_post_request(const EpRequest& req, uint64_t now_ns) {
   impl_->touch(now_ns);
   return impl_->queue_ep_request(req, 0, -1, true, impl_->now_ns);

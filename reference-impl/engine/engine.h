@@ -641,6 +641,10 @@ class Endpoint {
   void on_timer(uint64_t now_ns);
   bool poll_tx(uint64_t now_ns, TxPacket& out);  // false when nothing to send now
   uint64_t next_deadline_ns() const;             // UINT64_MAX when idle
+  // Whether a QP has data or resends that poll_tx holds back for an acknowledgement (window,
+  // MPR, WIMM): such a sender's next packets wait on the frames it receives, so a driver should
+  // read them as they come rather than let them gather (the runtime's receive coalescing).
+  bool tx_waiting() const;
   // A caller that drains a receive ring hands the engine its frames one at a time, but all of
   // them had arrived before the first is handled. Between these two calls a SACK does not judge
   // the PSNs it leaves unacknowledged: a frame later in the batch (the rest of the ring, another

@@ -342,6 +342,43 @@ TEST(Exchange, MprWindowBoundsPsnsAheadOfCack) {
   EXPECT_GE(max_ahead, 120u);  // and the window is actually used
 }
 
+// tx_waiting(): data the window holds back (the runtime does not coalesce its receive then: the
+// SACKs that open the window must be read as they come). Posted and not yet sent, or held at a
+// full window: waiting; everything acknowledged: not. A responder never is.
+TEST(Exchange, TxWaitingWhileTheWindowHoldsDataBack) {
+  QpParams qp;
+  qp.mpr = 1;  // 128 PSNs
+  qp.path_mtu = 256;
+  Pair p(2, 9, qp);
+  const size_t len = 1000 * 256;
+  Buffer src(*p.a.ep, len, 13);
+  Buffer dst(*p.b.ep, len, 14);
+  p.one_way_ns = 50'000;
+  EXPECT_FALSE(p.a.ep->tx_waiting());
+  const Sge sge = src.sge(0, static_cast<uint32_t>(len));
+  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, dst.addr(), dst.mr.rkey).ok());
+  EXPECT_TRUE(p.a.ep->tx_waiting());
+  bool waiting_at_full_window = false, responder_waiting = false;
+  p.hook = [&](Frame& f) {
+    wire::DecodedFrame d;
+    if (!decode(f, d)) return Verdict::kDeliver;
+    if (f.a_to_b && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) {
+      QpStats st;
+      p.a.ep->qp_stats(p.a.qpn, st);
+      // The window is full and most of the message is still to come.
+      if (wire::psn_diff(d.bth.psn, st.cack_seen) >= 127 && dst.bytes != src.bytes)
+        waiting_at_full_window |= p.a.ep->tx_waiting();
+    }
+    responder_waiting |= p.b.ep->tx_waiting();
+    return Verdict::kDeliver;
+  };
+  ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
+  EXPECT_EQ(src.bytes, dst.bytes);
+  EXPECT_TRUE(waiting_at_full_window);
+  EXPECT_FALSE(responder_waiting);
+  EXPECT_FALSE(p.a.ep->tx_waiting());
+}
+
 TEST(Exchange, WimmLimitBoundsOutstandingWriteWithImm) {
   QpParams qp;
   qp.max_wimm = 2;

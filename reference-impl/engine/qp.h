@@ -182,6 +182,11 @@ class Qp {
   void set_state(QpState to, std::string_view reason);
   void complete_send(const SendWqe& w, WcStatus status, bool force);
   uint64_t deadline() const;
+  // Posted data not yet sent, or resends queued: what next_tx held back (congestion window, MPR,
+  // WIMM limit, no usable EV) until an acknowledgement or a timer frees it.
+  bool tx_waiting() const {
+    return state_ == QpState::kRts && (seg_seq_ != sq_tail_ || !rtx_q_.empty());
+  }
   void on_timer(uint64_t now_ns);
   QpState state() const { return state_; }
   uint32_t qpn() const { return qpn_; }
