@@ -742,7 +742,7 @@ Status Runtime::Impl::loop() {
       // arriving frames only queue; the next iteration takes them in one batch.
       // Not while the engine holds data back for an acknowledgement: a sender waiting on its
       // window would sit idle through the sleep with the SACKs that open it already queued
-      // (a bulk client slept 750-800 times per GiB, +8-15 % goodput without; the wake-ups it
+      // (a bulk client slept 750-800 times per GiB, +5-15 % goodput without; the wake-ups it
       // then takes are paid in its peer's SACK transmits).
       const uint64_t wake_ns = std::min(deadline, monotonic_ns() + cfg.rx_coalesce_ns);
       release_engine();
