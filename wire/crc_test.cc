@@ -185,6 +185,17 @@ uint32_t plain_icrc(const DecodedFrame& f) {
   return crc32_portable(as_bytes(m.data(), m.size()));
 }
 
+// An RDMA WRITE Only of `len` payload bytes (pattern `seed`) in carrier `c`, PSN = len.
+std::vector<std::byte> write_only(samples::Carrier c, size_t len, uint8_t seed) {
+  FrameSpec s = samples::base_spec(c, samples::requestor(), samples::responder(), 0x1234);
+  s.bth.opcode = 0x0A;  // RDMA WRITE Only
+  s.bth.dest_qp = samples::responder().qpn;
+  s.bth.psn = static_cast<uint32_t>(len);
+  s.reth = {0x1000, 0x77, static_cast<uint32_t>(len)};
+  s.payload = Bytes(samples::pattern(len, seed).data(), len);
+  return encode_frame(s);
+}
+
 TEST(CrcPaths, IcrcOfEverySampleAndPayloadLengthIsTheSameOnEveryPath) {
   PathGuard guard;
   int checked = 0;
@@ -206,13 +217,7 @@ TEST(CrcPaths, IcrcOfEverySampleAndPayloadLengthIsTheSameOnEveryPath) {
   // inner IPv6 for SRv6: pseudo-headers of different lengths).
   for (samples::Carrier c : samples::all_carriers()) {
     for (size_t len = 0; len <= 600; len += (len < 300 ? 1 : 37)) {
-      FrameSpec s = samples::base_spec(c, samples::requestor(), samples::responder(), 0x1234);
-      s.bth.opcode = 0x0A;  // RDMA WRITE Only
-      s.bth.dest_qp = samples::responder().qpn;
-      s.bth.psn = static_cast<uint32_t>(len);
-      s.reth = {0x1000, 0x77, static_cast<uint32_t>(len)};
-      s.payload = Bytes(samples::pattern(len, static_cast<uint8_t>(len)).data(), len);
-      check_frame(encode_frame(s),
+      check_frame(write_only(c, len, static_cast<uint8_t>(len)),
                   std::string(samples::carrier_name(c)) + " payload " + std::to_string(len));
     }
   }
@@ -229,13 +234,7 @@ TEST(CrcPaths, IcrcOfAGroupOfFramesEqualsEachFramesIcrc) {
   for (const samples::Sample& s : samples::all_samples()) bytes.push_back(s.frame);
   for (samples::Carrier c : samples::all_carriers()) {
     for (size_t len = 0; len <= 400; len += (len < 200 ? 1 : 23)) {
-      FrameSpec s = samples::base_spec(c, samples::requestor(), samples::responder(), 0x1234);
-      s.bth.opcode = 0x0A;  // RDMA WRITE Only
-      s.bth.dest_qp = samples::responder().qpn;
-      s.bth.psn = static_cast<uint32_t>(len);
-      s.reth = {0x1000, 0x77, static_cast<uint32_t>(len)};
-      s.payload = Bytes(samples::pattern(len, static_cast<uint8_t>(len * 7)).data(), len);
-      bytes.push_back(encode_frame(s));
+      bytes.push_back(write_only(c, len, static_cast<uint8_t>(len * 7)));
     }
   }
   std::vector<DecodedFrame> frames(bytes.size());

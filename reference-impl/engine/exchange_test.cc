@@ -1,5 +1,6 @@
 // Clean exchanges between two endpoints: WRITE / WRITE_WITH_IMM delivery, segmentation, SACK
 // generation, spraying, MPR and WIMM windows, determinism.
+#include <functional>
 #include <set>
 
 #include "reference-impl/engine/engine_test_util.h"
@@ -313,31 +314,48 @@ TEST(Exchange, PacketsSprayAcrossEvsAndBalanceAcrossPlanes) {
   for (auto [port, n] : per_port) EXPECT_NEAR(static_cast<double>(n), 100.0, 1.0) << int{port};
 }
 
+// A WRITE of 1000 packets of 256 B behind a 128-PSN MPR window and a long pipe (50 us one way),
+// so that the window, not the pipe, is the limit.
+struct WindowBoundWrite {
+  static QpParams params() {
+    QpParams qp;
+    qp.mpr = 1;  // 128 PSNs
+    qp.path_mtu = 256;
+    return qp;
+  }
+  static constexpr size_t kLen = 1000 * 256;
+  Pair p{2, 9, params()};
+  Buffer src{*p.a.ep, kLen, 13};
+  Buffer dst{*p.b.ep, kLen, 14};
+  WindowBoundWrite() { p.one_way_ns = 50'000; }
+  bool post() {
+    const Sge sge = src.sge(0, static_cast<uint32_t>(kLen));
+    return p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, dst.addr(), dst.mr.rkey).ok();
+  }
+  // fn(PSNs ahead of A's cumulative ACK) for every first transmission A sends.
+  void on_new_data(std::function<void(uint32_t)> fn) {
+    p.hook = [this, fn = std::move(fn)](Frame& f) {
+      wire::DecodedFrame d;
+      if (!decode(f, d)) return Verdict::kDeliver;
+      if (f.a_to_b && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) {
+        QpStats st;
+        p.a.ep->qp_stats(p.a.qpn, st);
+        fn(wire::psn_diff(d.bth.psn, st.cack_seen));
+      }
+      return Verdict::kDeliver;
+    };
+  }
+};
+
 TEST(Exchange, MprWindowBoundsPsnsAheadOfCack) {
-  QpParams qp;
-  qp.mpr = 1;  // 128 PSNs
-  qp.path_mtu = 256;
-  Pair p(2, 9, qp);
-  const size_t len = 1000 * 256;
-  Buffer src(*p.a.ep, len, 13);
-  Buffer dst(*p.b.ep, len, 14);
-  p.one_way_ns = 50'000;  // a long pipe, so the window is the limit
-  const Sge sge = src.sge(0, static_cast<uint32_t>(len));
-  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, dst.addr(), dst.mr.rkey).ok());
+  WindowBoundWrite w;
+  Pair& p = w.p;
+  ASSERT_TRUE(w.post());
   // R20: when A sends a new PSN, it is at most MPR ahead of the highest cack A has received.
   uint32_t max_ahead = 0;
-  p.hook = [&](Frame& f) {
-    wire::DecodedFrame d;
-    if (!decode(f, d)) return Verdict::kDeliver;
-    if (f.a_to_b && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) {
-      QpStats st;
-      p.a.ep->qp_stats(p.a.qpn, st);
-      max_ahead = std::max(max_ahead, wire::psn_diff(d.bth.psn, st.cack_seen));
-    }
-    return Verdict::kDeliver;
-  };
+  w.on_new_data([&](uint32_t ahead) { max_ahead = std::max(max_ahead, ahead); });
   ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
-  EXPECT_EQ(src.bytes, dst.bytes);
+  EXPECT_EQ(w.src.bytes, w.dst.bytes);
   EXPECT_LE(max_ahead, 128u);
   EXPECT_GE(max_ahead, 120u);  // and the window is actually used
 }
@@ -346,34 +364,19 @@ TEST(Exchange, MprWindowBoundsPsnsAheadOfCack) {
 // SACKs that open the window must be read as they come). Posted and not yet sent, or held at a
 // full window: waiting; everything acknowledged: not. A responder never is.
 TEST(Exchange, TxWaitingWhileTheWindowHoldsDataBack) {
-  QpParams qp;
-  qp.mpr = 1;  // 128 PSNs
-  qp.path_mtu = 256;
-  Pair p(2, 9, qp);
-  const size_t len = 1000 * 256;
-  Buffer src(*p.a.ep, len, 13);
-  Buffer dst(*p.b.ep, len, 14);
-  p.one_way_ns = 50'000;
+  WindowBoundWrite w;
+  Pair& p = w.p;
   EXPECT_FALSE(p.a.ep->tx_waiting());
-  const Sge sge = src.sge(0, static_cast<uint32_t>(len));
-  ASSERT_TRUE(p.a.ep->post_write(p.a.qpn, 1, {&sge, 1}, dst.addr(), dst.mr.rkey).ok());
+  ASSERT_TRUE(w.post());
   EXPECT_TRUE(p.a.ep->tx_waiting());
   bool waiting_at_full_window = false, responder_waiting = false;
-  p.hook = [&](Frame& f) {
-    wire::DecodedFrame d;
-    if (!decode(f, d)) return Verdict::kDeliver;
-    if (f.a_to_b && d.op->kind == PacketKind::kMrcData && !d.bth.rtx) {
-      QpStats st;
-      p.a.ep->qp_stats(p.a.qpn, st);
-      // The window is full and most of the message is still to come.
-      if (wire::psn_diff(d.bth.psn, st.cack_seen) >= 127 && dst.bytes != src.bytes)
-        waiting_at_full_window |= p.a.ep->tx_waiting();
-    }
+  w.on_new_data([&](uint32_t ahead) {
+    // The window is full and most of the message is still to come.
+    if (ahead >= 127 && w.dst.bytes != w.src.bytes) waiting_at_full_window |= p.a.ep->tx_waiting();
     responder_waiting |= p.b.ep->tx_waiting();
-    return Verdict::kDeliver;
-  };
+  });
   ASSERT_TRUE(p.run([&] { return !p.poll(p.a).empty(); }));
-  EXPECT_EQ(src.bytes, dst.bytes);
+  EXPECT_EQ(w.src.bytes, w.dst.bytes);
   EXPECT_TRUE(waiting_at_full_window);
   EXPECT_FALSE(responder_waiting);
   EXPECT_FALSE(p.a.ep->tx_waiting());
