@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -892,17 +893,14 @@ bool Engine::decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::L
 }
 
 void Engine::icrc_stage(wire::DecodedFrame* const* fs, size_t n) {
-  constexpr size_t kMax = 8;
-  std::optional<uint32_t> icrc[kMax];
-  for (size_t at = 0; at < n; at += kMax) {
-    const size_t k = std::min(kMax, n - at);
-    wire::compute_icrcs(fs + at, k, icrc);
-    for (size_t i = 0; i < k; ++i) {
-      wire::DecodedFrame& f = *fs[at + i];
-      if (f.has_icrc) {  // what DecodeOptions::verify_icrc and on_frame() set
-        f.icrc_checked = true;
-        f.icrc_ok = icrc[i] && *icrc[i] == f.icrc;
-      }
+  assert(n <= kIcrcStageMax);
+  std::optional<uint32_t> icrc[kIcrcStageMax];
+  wire::compute_icrcs(fs, n, icrc);
+  for (size_t i = 0; i < n; ++i) {
+    wire::DecodedFrame& f = *fs[i];
+    if (f.has_icrc) {  // what DecodeOptions::verify_icrc and on_frame() set
+      f.icrc_checked = true;
+      f.icrc_ok = icrc[i] && *icrc[i] == f.icrc;
     }
   }
 }
@@ -1637,6 +1635,7 @@ class Pipeline {
   // that the hand-over's batches are unchanged.
   static constexpr uint64_t kIcrcGroup = 4;
   static_assert(kBatch % kIcrcGroup == 0);
+  static_assert(kIcrcGroup <= Engine::kIcrcStageMax);
   static constexpr uint64_t kStop = UINT64_MAX;
   // How often a thread that finds nothing to do re-reads the other's counter before it sleeps on
   // the futex: a sleep and a wake cost two system calls and a scheduler round trip, more than the

@@ -1193,8 +1193,9 @@ struct Engine {
   // (may_merge() tells when that is worth it).
   static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
                            wire::DecodedFrame& f);
-  // Verifies the ICRC of n decoded frames (at most 8) at once (wire::compute_icrcs, which
-  // interleaves them), setting icrc_checked and icrc_ok as on_frame() does.
+  // Verifies the ICRC of n decoded frames (at most kIcrcStageMax) at once (wire::compute_icrcs,
+  // which interleaves them), setting icrc_checked and icrc_ok as on_frame() does.
+  static constexpr size_t kIcrcStageMax = 8;
   static void icrc_stage(wire::DecodedFrame* const* fs, size_t n);
   void on_decoded(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Bytes data,
                   wire::LinkType link, uint32_t orig_len, const wire::DecodedFrame& f, bool ok,

@@ -501,6 +501,17 @@ bool ipv6_shape(const RocePacket& r) {
   return !r.ipv4 && r.ip_off >= 4 && r.udp_off == r.ip_off + 40;
 }
 
+// What the in-place IPv6 kernels take for such a packet: the 64 bytes of its pseudo-header
+// (`from`), then the rest of the ICRC's coverage, BTH onwards up to the ICRC (`pay`, `len`).
+struct Ipv6Span {
+  const uint8_t* from;
+  const uint8_t* pay;
+  size_t len;
+};
+Ipv6Span ipv6_span(const uint8_t* frame, const RocePacket& r) {
+  return {frame + r.ip_off - 4, frame + r.udp_off + 8 + 12, r.udp_len - 8 - 12 - kIcrcBytes};
+}
+
 }  // namespace
 
 uint32_t crc32(Bytes data, uint32_t crc) {
@@ -568,12 +579,9 @@ std::optional<uint32_t> compute_icrc(const DecodedFrame& f) {
 #if defined(__x86_64__)
   if (ipv6_shape(r)) {
     const CrcPath path = dispatch().path;
-    if (path == CrcPath::kVpclmul512)
-      return ~icrc_ipv6_vpclmul(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
-                                r.udp_len - 8 - 12 - kIcrcBytes);
-    if (path == CrcPath::kPclmul)
-      return ~icrc_ipv6_pclmul1(frame + r.ip_off - 4, frame + r.udp_off + 8 + 12,
-                                r.udp_len - 8 - 12 - kIcrcBytes);
+    const Ipv6Span v = ipv6_span(frame, r);
+    if (path == CrcPath::kVpclmul512) return ~icrc_ipv6_vpclmul(v.from, v.pay, v.len);
+    if (path == CrcPath::kPclmul) return ~icrc_ipv6_pclmul1(v.from, v.pay, v.len);
   }
 #endif
   // Masked pseudo-header: 8 bytes of 0xFF stand for the LRH, then IP with its variant fields
@@ -647,10 +655,10 @@ void compute_icrcs(const DecodedFrame* const* frames, size_t n, std::optional<ui
         out[i] = compute_icrc(f);
         continue;
       }
-      const uint8_t* frame = u8(f.frame);
-      from[k] = frame + r.ip_off - 4;
-      pay[k] = frame + r.udp_off + 8 + 12;
-      len[k] = r.udp_len - 8 - 12 - kIcrcBytes;
+      const Ipv6Span v = ipv6_span(u8(f.frame), r);
+      from[k] = v.from;
+      pay[k] = v.pay;
+      len[k] = v.len;
       idx[k] = i;
       if (++k == 4) flush();
     }

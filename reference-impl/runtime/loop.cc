@@ -514,8 +514,7 @@ size_t Runtime::Impl::receive_all(bool& more) {
           }
           // A stamp ahead of the clock (a future delivery time some qdiscs leave in the packet)
           // says nothing about when the engine saw the frame.
-          if (ts <= now + static_cast<uint64_t>(rt_offset) + kRxStampSlackNs)
-            last_rx_stamp_ns = std::max(last_rx_stamp_ns, ts);
+          if (ts <= now_rt + kRxStampSlackNs) last_rx_stamp_ns = std::max(last_rx_stamp_ns, ts);
           if (mutator) mutator->set_rx_stamp_ns(ts);
           std::span<const std::byte> f = mutator ? mutator->on_rx(frame, rx_scratch) : frame;
           ep->on_packet(f, port, now);

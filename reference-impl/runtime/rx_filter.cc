@@ -585,6 +585,17 @@ uint32_t be_word(const wire::Ipv6Addr& a, int w) {
   return b(0) << 24 | b(1) << 16 | b(2) << 8 | b(3);
 }
 
+// One run of `prog_fd` on `in` (BPF_PROG_TEST_RUN): its return value, or -errno.
+int64_t test_run(int prog_fd, std::vector<std::byte>& in) {
+  bpf_attr attr{};
+  attr.test.prog_fd = static_cast<uint32_t>(prog_fd);
+  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
+  attr.test.data_size_in = static_cast<uint32_t>(in.size());
+  attr.test.repeat = 1;
+  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
+  return attr.test.retval;
+}
+
 }  // namespace
 
 RxFilter::~RxFilter() {
@@ -780,13 +791,9 @@ bool IngressSink::attach(int ifindex, std::string& why_not) {
 
 int IngressSink::run_on(std::span<const std::byte> frame, int32_t& verdict) const {
   std::vector<std::byte> in(frame.begin(), frame.end());
-  bpf_attr attr{};
-  attr.test.prog_fd = static_cast<uint32_t>(prog_.get());
-  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
-  attr.test.data_size_in = static_cast<uint32_t>(in.size());
-  attr.test.repeat = 1;
-  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
-  verdict = static_cast<int32_t>(attr.test.retval);
+  const int64_t r = test_run(prog_.get(), in);
+  if (r < 0) return static_cast<int>(r);
+  verdict = static_cast<int32_t>(r);
   return 0;
 }
 
@@ -798,14 +805,8 @@ int64_t RxFilter::run_on(std::span<const std::byte> frame, bool tc) const {
   const size_t pad = tc ? 0 : 14;
   std::vector<std::byte> in(pad + frame.size());
   std::memcpy(in.data() + pad, frame.data(), frame.size());
-  bpf_attr attr{};
   if (tc && !tc_prog_.ok()) return -ENOENT;
-  attr.test.prog_fd = static_cast<uint32_t>(tc ? tc_prog_.get() : prog_.get());
-  attr.test.data_in = reinterpret_cast<uint64_t>(in.data());
-  attr.test.data_size_in = static_cast<uint32_t>(in.size());
-  attr.test.repeat = 1;
-  if (sys_bpf(BPF_PROG_TEST_RUN, attr) < 0) return -errno;
-  return attr.test.retval;
+  return test_run(tc ? tc_prog_.get() : prog_.get(), in);
 }
 
 }  // namespace mrc::runtime

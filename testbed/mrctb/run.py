@@ -717,8 +717,8 @@ HOST_STALL_MS = 20.0
 
 def host_stall(endpoints: list[dict]) -> dict | None:
     """The longest receive-ring wait among the reference's own endpoints (not a DUT's: what a DUT
-    reports about itself is not taken on trust), from Endpoint.summary() objects; None when no
-    reference endpoint reported one."""
+    reports about itself is not taken on trust), from {node, role, is_dut, result} objects (the
+    keys of Endpoint.summary()); None when no reference endpoint reported one."""
     worst = None
     for e in endpoints:
         if e.get("is_dut"):
@@ -1595,9 +1595,9 @@ class _Run:
         else:
             self.result.update(verdict="pass", reason="")
         # Node mode: the loop is the host's one process, whose result holds the connections.
-        stall = host_stall([dict(e.summary(), result=e.process.result)
-                            if e.process is not None and e.process.result else e.summary()
-                            for e in self.endpoints])
+        stall = host_stall([{"node": e.node, "role": e.role, "is_dut": e.is_dut,
+                             "result": e.process.result if e.process is not None
+                             and e.process.result else e.result} for e in self.endpoints])
         if stall is not None:
             self.result["host_stall"] = stall
             if stall["late_ms"] >= HOST_STALL_MS:
