@@ -15,20 +15,21 @@
 # The write bandwidth (issue 19) is measured like bench_runtime.sh's endpoint against iperf3:
 # each round runs `iperf3 -u -b 0 -l 4096 -t 3` on the pair, then each column moves --bytes
 # (default 1G, 16384 WRITEs of 64 KiB, several seconds: a 300-message run was mostly the
-# congestion window's ramp and varied 2x between runs) with --tx-depth WRs in flight on 1 QP
-# (default 16, mrc-perf's own default; every column the same). For each column it prints Gbit/s,
+# congestion window's ramp and varied 2x between runs) in WRITEs of --size bytes (default 64 KiB)
+# with --tx-depth WRs in flight on 1 QP (default 16, mrc-perf's own default; every column the
+# same). For each column it prints Gbit/s,
 # the ratio to the same round's iperf3 goodput, and CPU seconds per GiB: for lib_mrc.so every
 # process of the column (mrc-perf client and server, application and device threads, and both
 # softmrcds over the run in device mode); for mrct its two loops' CPU (its JSON's cpu_s, as
 # bench_runtime.sh counts it: the processes' own set-up, a 1 GiB buffer filled and verified,
 # is left out); iperf3's from its own report (client + server), as bench_runtime.sh counts it. With --rounds N > 1, each figure per round and the median.
 #
-# Usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--tx-depth N]
-#        [--rounds N]
+# Usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]
+#        [--tx-depth N] [--rounds N]
 #   BUILD_DIR/bin holds mrc-perf, softmrcd, mrc_provider_call_cost, mrct or mrc_endpoint; SCALE
 #   multiplies the message counts of the message rates: 1000 and 50 per QP times SCALE on 1 and
 #   64 QPs (default 4). SIZE: bytes of each bandwidth run, with K, M or G (powers of 2), a
-#   multiple of 64 KiB. --bw-only: the bandwidth rounds and iperf3 only.
+#   multiple of --size. --bw-only: the bandwidth rounds and iperf3 only.
 # Root (namespaces, AF_PACKET).
 # Prints the table on stdout; every run's raw output stays in $BENCH_OUT (default a temporary
 # directory, removed) when set. Exit 0, 1 when a run failed (its output is printed), 2 usage.
@@ -36,7 +37,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/veth_pair.sh"
 usage() {
-  echo "usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--tx-depth N]" \
+  echo "usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]" \
+    "[--tx-depth N]" \
     "[--rounds N] (BUILD_DIR/bin: mrc-perf, softmrcd, mrc_provider_call_cost, and mrct or" \
     "mrc_endpoint)" >&2
   exit 2
@@ -66,6 +68,7 @@ case $scale in '' | *[!0-9]* | 0)
 esac
 bw_only=0
 bytes_arg=1G
+msg=65536
 depth=16
 rounds=1
 while [ $# -gt 0 ]; do
@@ -73,6 +76,7 @@ while [ $# -gt 0 ]; do
     --bw-only) bw_only=1 && shift ;;
     --bytes) [ $# -ge 2 ] || usage && bytes_arg=$2 && shift 2 ;;
     --tx-depth) [ $# -ge 2 ] || usage && depth=$2 && shift 2 ;;
+    --size) [ $# -ge 2 ] || usage && msg=$2 && shift 2 ;;
     --rounds) [ $# -ge 2 ] || usage && rounds=$2 && shift 2 ;;
     *) usage ;;
   esac
@@ -83,8 +87,9 @@ case $bytes_arg in
   *[Gg]) bw_bytes=$((${bytes_arg%?} * 1024 * 1024 * 1024)) ;;
   *) bw_bytes=$bytes_arg ;;
 esac
-if ! [[ $bw_bytes =~ ^[1-9][0-9]*$ ]] || [ $((bw_bytes % 65536)) -ne 0 ]; then
-  echo "bench_provider.sh: --bytes must be a multiple of 64 KiB, not '$bytes_arg'" >&2
+if ! [[ $msg =~ ^[1-9][0-9]*$ ]] || ! [[ $bw_bytes =~ ^[1-9][0-9]*$ ]] ||
+  [ $((bw_bytes % msg)) -ne 0 ]; then
+  echo "bench_provider.sh: --bytes must be a multiple of --size, not '$bytes_arg'" >&2
   exit 2
 fi
 if ! [[ $depth =~ ^[1-9][0-9]*$ ]] || ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
@@ -216,7 +221,7 @@ run_iperf() {  # NAME
 # shows in the same round's iperf3 too. Message counts, not durations: `mrct endpoint` runs by
 # --duration failed their control exchange here (the client got no answer from the server), by
 # --iters they complete.
-bw=(--size 65536 --qps 1 --tx-depth "$depth" --iters $((bw_bytes / 65536)))
+bw=(--size "$msg" --qps 1 --tx-depth "$depth" --iters $((bw_bytes / msg)))
 have_iperf=0
 command -v iperf3 > /dev/null && have_iperf=1
 for ((r = 1; r <= rounds; r++)); do
@@ -261,10 +266,10 @@ for q in 1 65; do
 done
 fi
 
-python3 - "$out" "$rounds" "$bw_only" "$bw_bytes" "$depth" << 'EOF'
+python3 - "$out" "$rounds" "$bw_only" "$bw_bytes" "$depth" "$msg" << 'EOF'
 import json, os, statistics, sys
 out, rounds, bw_only = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-bw_bytes, depth = int(sys.argv[4]), int(sys.argv[5])
+bw_bytes, depth, msg = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 
 def fig(name, key):
     try:
@@ -336,7 +341,7 @@ cols = ("inproc", "device", "mrct")
 bw = {c: [fig(f"bw-{c}-{r}.json", "gbit_per_s") for r in range(1, rounds + 1)] for c in cols}
 cpu = {c: [cpu_per_gib(f"bw-{c}-{r}") for r in range(1, rounds + 1)] for c in cols}
 ip = [iperf(r) for r in range(1, rounds + 1)]
-print(f"# write bandwidth: {bw_bytes / 2**30:.3g} GiB in 64 KiB WRITEs, 1 QP, {depth} in flight;"
+print(f"# write bandwidth: {bw_bytes / 2**30:.3g} GiB in {msg} B WRITEs, 1 QP, {depth} in flight;"
       f" {rounds} round(s) of iperf3 -u -b 0 -l 4096 -t 3 then each column")
 print(f"{'write bandwidth':28} {'Gbit/s':>8} {'x iperf3':>8} {'CPU s/GiB':>9}   per round: "
       "Gbit/s (x iperf3, CPU s/GiB)")
@@ -361,7 +366,7 @@ rows = [
 print(f"{'figure':42} {'in-process':>11} {'device':>11} {'mrct endp.':>11} "
       f"{'dev/inproc':>10} {'inproc/mrct':>11} {'dev/mrct':>9}")
 i, d, m = (med(bw[c]) for c in cols)
-print(f"{'write bandwidth, 64 KiB, 1 QP (Gbit/s)':42} {f(i):>11} {f(d):>11} {f(m):>11} "
+print(f"{f'write bandwidth, {msg} B, 1 QP (Gbit/s)':42} {f(i):>11} {f(d):>11} {f(m):>11} "
       f"{ratio(d, i):>10} {ratio(i, m):>11} {ratio(d, m):>9}")
 for label, key, run in rows:
     i, d, m = (fig(f"{run}-{c}.json", key) for c in cols)
