@@ -22,7 +22,9 @@
 # process of the column (mrc-perf client and server, application and device threads, and both
 # softmrcds over the run in device mode); for mrct its two loops' CPU (its JSON's cpu_s, as
 # bench_runtime.sh counts it: the processes' own set-up, a 1 GiB buffer filled and verified,
-# is left out); iperf3's from its own report (client + server), as bench_runtime.sh counts it. With --rounds N > 1, each figure per round and the median.
+# is left out); iperf3's from its own report (client + server), as bench_runtime.sh counts it.
+# The lib_mrc.so columns' CPU includes their processes' set-up (the device opened, its rings
+# mapped, the MRs registered): with --bytes well below 1G it dominates (64M: 8-10 s/GiB). With --rounds N > 1, each figure per round and the median.
 #
 # Usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]
 #        [--tx-depth N] [--rounds N]
