@@ -17,14 +17,14 @@
 # (default 1G, 16384 WRITEs of 64 KiB, several seconds: a 300-message run was mostly the
 # congestion window's ramp and varied 2x between runs) in WRITEs of --size bytes (default 64 KiB)
 # with --tx-depth WRs in flight on 1 QP (default 16, mrc-perf's own default; every column the
-# same). For each column it prints Gbit/s,
-# the ratio to the same round's iperf3 goodput, and CPU seconds per GiB: for lib_mrc.so every
-# process of the column (mrc-perf client and server, application and device threads, and both
-# softmrcds over the run in device mode); for mrct its two loops' CPU (its JSON's cpu_s, as
-# bench_runtime.sh counts it: the processes' own set-up, a 1 GiB buffer filled and verified,
-# is left out); iperf3's from its own report (client + server), as bench_runtime.sh counts it.
-# The lib_mrc.so columns' CPU includes their processes' set-up (the device opened, its rings
-# mapped, the MRs registered): with --bytes well below 1G it dominates (64M: 8-10 s/GiB). With --rounds N > 1, each figure per round and the median.
+# same). For each column it prints Gbit/s, the ratio to the same round's iperf3 goodput, and
+# CPU seconds per GiB: for lib_mrc.so every process of the column (mrc-perf client and server,
+# application and device threads, and both softmrcds over the run in device mode); for mrct its
+# two loops' CPU (its JSON's cpu_s, as bench_runtime.sh counts it: the processes' own set-up, a
+# 1 GiB buffer filled and verified, is left out); iperf3's from its own report (client +
+# server), as bench_runtime.sh counts it. The lib_mrc.so columns' CPU includes their processes'
+# set-up (the device opened, its rings mapped, the MRs registered): with --bytes well below 1G
+# it dominates (64M: 8-10 s/GiB). With --rounds N > 1, each figure per round and the median.
 #
 # Usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]
 #        [--tx-depth N] [--rounds N]
@@ -40,9 +40,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/veth_pair.sh"
 usage() {
   echo "usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]" \
-    "[--tx-depth N]" \
-    "[--rounds N] (BUILD_DIR/bin: mrc-perf, softmrcd, mrc_provider_call_cost, and mrct or" \
-    "mrc_endpoint)" >&2
+    "[--tx-depth N] [--rounds N] (BUILD_DIR/bin: mrc-perf, softmrcd, mrc_provider_call_cost," \
+    "and mrct or mrc_endpoint)" >&2
   exit 2
 }
 if [ $# -lt 1 ] || [ ! -x "$1/bin/mrc-perf" ] || [ ! -x "$1/bin/softmrcd" ] ||
