@@ -38,6 +38,7 @@
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNSUPPORTED = 69 };
 int mrc_perf_script_main(void); /* script_serve.c */
 enum { PROTOCOL_VERSION = 1, MAX_PEERS = 64, MAX_EVS = 1024, LINE_MAX_BYTES = 1 << 20 };
+enum { MAX_POST_LIST = 64 }; /* --post-list limit: the WR array is on the stack */
 #define FMT_PROFILE_ID 1
 #define CC_PROFILE_ID 1
 #define EV_PROFILE_BASE 100 /* + peer index: one explicit EV profile per peer */
@@ -75,6 +76,7 @@ struct config {
   int imm;
   uint64_t size, iters, duration_ns;
   uint32_t qps, tx_depth;
+  uint32_t post_list; /* WRs per mrc_post_send call (client, --post-list) */
   double stall_s;
   uint64_t seed;
   int clients; /* connections to accept; -1: forever (standalone server) */
@@ -108,6 +110,7 @@ static struct config cfg = {.role = "",
                             .iters = 1000,
                             .qps = 1,
                             .tx_depth = 16,
+                            .post_list = 1,
                             .stall_s = 30,
                             .seed = 1,
                             .clients = -1,
@@ -1070,33 +1073,46 @@ static void client_transfer(struct conn* c) {
     if (c->duration_ns && t - t0 >= c->duration_ns) stop_posting = 1;
     int outstanding = 0;
     for (uint32_t q = 0; q < Q; q++) {
-      while (!stop_posting && !c->error[0] && posted[q] - c->completed[q] < depth &&
-             (c->iters == 0 || posted[q] < c->iters)) {
-        const uint64_t m = posted[q];
-        const uint32_t slot = (uint32_t)(m % c->tx_depth);
-        uint8_t* src = c->buf + ((size_t)q * c->tx_depth + slot) * c->size;
-        fill_pattern(src, c->size, c->seed + g_seed_skew, q, m);
-        struct ibv_sge sge = {
-            .addr = (uintptr_t)src, .length = (uint32_t)c->size, .lkey = c->mr->lkey};
-        struct ibv_send_wr wr, *bad = NULL;
-        memset(&wr, 0, sizeof wr);
-        wr.wr_id = ((uint64_t)q << 40) | m;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = c->imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.imm_data = htonl((uint32_t)m);
-        wr.wr.rdma.remote_addr = c->remote[q].va + (m % c->slots) * c->size;
-        wr.wr.rdma.rkey = c->remote[q].rkey;
+      /* Up to --post-list WRs per mrc_post_send call (perftest's --post_list): in device mode
+       * every call is a round trip to softmrcd, which a list of N pays once. */
+      while (!stop_posting && !c->error[0]) {
+        struct ibv_sge sge[MAX_POST_LIST];
+        struct ibv_send_wr wr[MAX_POST_LIST], *bad = NULL;
+        uint32_t nl = 0;
+        while (nl < cfg.post_list && posted[q] + nl - c->completed[q] < depth &&
+               (c->iters == 0 || posted[q] + nl < c->iters)) {
+          const uint64_t m = posted[q] + nl;
+          const uint32_t slot = (uint32_t)(m % c->tx_depth);
+          uint8_t* src = c->buf + ((size_t)q * c->tx_depth + slot) * c->size;
+          fill_pattern(src, c->size, c->seed + g_seed_skew, q, m);
+          sge[nl] = (struct ibv_sge){
+              .addr = (uintptr_t)src, .length = (uint32_t)c->size, .lkey = c->mr->lkey};
+          memset(&wr[nl], 0, sizeof wr[nl]);
+          wr[nl].wr_id = ((uint64_t)q << 40) | m;
+          wr[nl].sg_list = &sge[nl];
+          wr[nl].num_sge = 1;
+          wr[nl].opcode = c->imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+          wr[nl].send_flags = IBV_SEND_SIGNALED;
+          wr[nl].imm_data = htonl((uint32_t)m);
+          wr[nl].wr.rdma.remote_addr = c->remote[q].va + (m % c->slots) * c->size;
+          wr[nl].wr.rdma.rkey = c->remote[q].rkey;
+          if (nl > 0) wr[nl - 1].next = &wr[nl];
+          nl++;
+        }
+        if (nl == 0) break;
         /* Before the call, as perftest does: a library whose post_send returns late (its thread
          * preempted, an engine lock) may already have the completion queued by then, and the
          * latency would read as a fraction of a microsecond. */
-        t_post[(size_t)q * c->tx_depth + slot] = now_ns();
-        if (mrc_post_send(c->qp[q], &wr, &bad)) {
+        const uint64_t t_call = now_ns();
+        for (uint32_t i = 0; i < nl; i++)
+          t_post[(size_t)q * c->tx_depth + (posted[q] + i) % c->tx_depth] = t_call;
+        if (mrc_post_send(c->qp[q], wr, &bad)) {
+          /* The WRs before the one refused were posted (verbs semantics). */
+          if (bad >= wr && bad < wr + nl) posted[q] += (uint64_t)(bad - wr);
           set_error(c, "mrc_post_send on QP %u: %s", q, strerror(errno));
           break;
         }
-        posted[q]++;
+        posted[q] += nl;
       }
       outstanding += (int)(posted[q] - c->completed[q]);
     }
@@ -1603,7 +1619,8 @@ static void usage(FILE* f) {
       "  --test write_bw|write_lat|write_imm   (write_lat: tx-depth 1, latency percentiles)\n"
       "  --size BYTES  --sweep MIN:MAX   message size, or a sweep over powers of two\n"
       "  --iters N | --duration S        messages per QP, or seconds\n"
-      "  --qps N  --tx-depth N  --port P  --device NAME  --gid IPV6  --gid-index N\n"
+      "  --qps N  --tx-depth N  --post-list N (WRs per post call, <= 64)  --port P\n"
+      "  --device NAME  --gid IPV6  --gid-index N\n"
       "  --ev-format stev|srv6|udp  --evs-per-plane N  --ev-profile TOML  --cc-profile TOML\n"
       "  --mpr N  --wimm N  --timeout T  --retry LIN:EXP  --pmtu BYTES  --seed N\n"
       "  --listen ADDR  --clients N  --stall S  --event-log FILE  --result FILE\n"
@@ -1649,6 +1666,8 @@ static void config_from_args(int argc, char** argv) {
       cfg.qps = (uint32_t)parse_u64(o, v, 1, 1024);
     else if (!strcmp(o, "--tx-depth"))
       cfg.tx_depth = (uint32_t)parse_u64(o, v, 1, 16384);
+    else if (!strcmp(o, "--post-list"))
+      cfg.post_list = (uint32_t)parse_u64(o, v, 1, MAX_POST_LIST);
     else if (!strcmp(o, "--port"))
       cfg.port = (int)parse_u64(o, v, 1, 65535);
     else if (!strcmp(o, "--device"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mrc-perf between two network namespaces over a veth pair, through lib_mrc.so's software
-# device: write_bw over a message-size sweep, write_imm on several QPs, write_lat, a run by
-# duration; then mrc-perf as the client of the reference endpoint (`mrct endpoint server`)
+# device: write_bw over a message-size sweep, write_imm on several QPs (one WR per post call and
+# lists of 8), write_lat, a run by duration; then mrc-perf as the client of the reference endpoint (`mrct endpoint server`)
 # and as its server, so the two speak the same exchange and data pattern, and a data mismatch
 # is reported (the client lies about its seed: the server's verification must fail).
 # Usage: mrc_perf_netns_test.sh MRC_PERF MRCT
@@ -69,6 +69,12 @@ fi
   --size 4096 --iters 300 --qps 4 --tx-depth 16 > "$tmp/imm.json" 2>&1
 check "write_imm on 4 QPs: every immediate, once" 0 $? "$tmp/imm.json" '"messages":1200' \
   '"missing":0,"duplicates":0' '"messages_checked":' '"ok":true'
+# WRs posted in lists (one mrc_post_send call for up to 8), 4 QPs: every message and immediate
+# arrives once and verifies, as with one WR per call.
+"${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_imm \
+  --size 4096 --iters 301 --qps 4 --tx-depth 16 --post-list 8 > "$tmp/list.json" 2>&1
+check "write_imm with --post-list 8" 0 $? "$tmp/list.json" '"messages":1204' \
+  '"missing":0,"duplicates":0' '"messages_bad":0' '"ok":true'
 "${B[@]}" timeout 120 "$perf" client 10.78.0.1 --port "$port" --gid fd78::2 --test write_lat \
   --size 64 --iters 200 > "$tmp/lat.json" 2>&1
 check "write_lat: latency percentiles" 0 $? "$tmp/lat.json" '"latency_us":{"min":' '"ok":true'

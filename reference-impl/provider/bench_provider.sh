@@ -25,9 +25,11 @@
 # server), as bench_runtime.sh counts it. The lib_mrc.so columns' CPU includes their processes'
 # set-up (the device opened, its rings mapped, the MRs registered): with --bytes well below 1G
 # it dominates (64M: 8-10 s/GiB). With --rounds N > 1, each figure per round and the median.
+# --post-list N (default 1): the lib_mrc.so columns post N WRs per mrc_post_send call (mrc-perf
+# --post-list, perftest's --post_list); in device mode each call is a round trip to softmrcd.
 #
 # Usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]
-#        [--tx-depth N] [--rounds N]
+#        [--tx-depth N] [--post-list N] [--rounds N]
 #   BUILD_DIR/bin holds mrc-perf, softmrcd, mrc_provider_call_cost, mrct or mrc_endpoint; SCALE
 #   multiplies the message counts of the message rates: 1000 and 50 per QP times SCALE on 1 and
 #   64 QPs (default 4). SIZE: bytes of each bandwidth run, with K, M or G (powers of 2), a
@@ -40,7 +42,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/veth_pair.sh"
 usage() {
   echo "usage: bench_provider.sh BUILD_DIR [SCALE] [--bw-only] [--bytes SIZE] [--size BYTES]" \
-    "[--tx-depth N] [--rounds N] (BUILD_DIR/bin: mrc-perf, softmrcd, mrc_provider_call_cost," \
+    "[--tx-depth N] [--post-list N] [--rounds N] (BUILD_DIR/bin: mrc-perf, softmrcd, mrc_provider_call_cost," \
     "and mrct or mrc_endpoint)" >&2
   exit 2
 }
@@ -71,12 +73,14 @@ bw_only=0
 bytes_arg=1G
 msg=65536
 depth=16
+post_list=1
 rounds=1
 while [ $# -gt 0 ]; do
   case $1 in
     --bw-only) bw_only=1 && shift ;;
     --bytes) [ $# -ge 2 ] || usage && bytes_arg=$2 && shift 2 ;;
     --tx-depth) [ $# -ge 2 ] || usage && depth=$2 && shift 2 ;;
+    --post-list) [ $# -ge 2 ] || usage && post_list=$2 && shift 2 ;;
     --size) [ $# -ge 2 ] || usage && msg=$2 && shift 2 ;;
     --rounds) [ $# -ge 2 ] || usage && rounds=$2 && shift 2 ;;
     *) usage ;;
@@ -93,8 +97,10 @@ if ! [[ $msg =~ ^[1-9][0-9]*$ ]] || ! [[ $bw_bytes =~ ^[1-9][0-9]*$ ]] ||
   echo "bench_provider.sh: --bytes must be a multiple of --size, not '$bytes_arg'" >&2
   exit 2
 fi
-if ! [[ $depth =~ ^[1-9][0-9]*$ ]] || ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-  echo "bench_provider.sh: --tx-depth and --rounds take positive whole numbers" >&2
+if ! [[ $depth =~ ^[1-9][0-9]*$ ]] || ! [[ $rounds =~ ^[1-9][0-9]*$ ]] ||
+  ! [[ $post_list =~ ^[1-9][0-9]*$ ]] || [ "$post_list" -gt 64 ]; then
+  echo "bench_provider.sh: --tx-depth and --rounds take positive whole numbers, --post-list" \
+    "1 to 64" >&2
   exit 2
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -227,8 +233,8 @@ have_iperf=0
 command -v iperf3 > /dev/null && have_iperf=1
 for ((r = 1; r <= rounds; r++)); do
   [ $have_iperf = 1 ] && run_iperf "iperf3-$r"
-  run "bw-inproc-$r" inproc --test write_bw "${bw[@]}"
-  run "bw-device-$r" device --test write_bw "${bw[@]}"
+  run "bw-inproc-$r" inproc --test write_bw "${bw[@]}" --post-list "$post_list"
+  run "bw-device-$r" device --test write_bw "${bw[@]}" --post-list "$post_list"
   run "bw-mrct-$r" mrct "${bw[@]}"
 done
 
@@ -267,10 +273,11 @@ for q in 1 65; do
 done
 fi
 
-python3 - "$out" "$rounds" "$bw_only" "$bw_bytes" "$depth" "$msg" << 'EOF'
+python3 - "$out" "$rounds" "$bw_only" "$bw_bytes" "$depth" "$msg" "$post_list" << 'EOF'
 import json, os, statistics, sys
 out, rounds, bw_only = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 bw_bytes, depth, msg = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+post_list = int(sys.argv[7])
 
 def fig(name, key):
     try:
@@ -342,7 +349,8 @@ cols = ("inproc", "device", "mrct")
 bw = {c: [fig(f"bw-{c}-{r}.json", "gbit_per_s") for r in range(1, rounds + 1)] for c in cols}
 cpu = {c: [cpu_per_gib(f"bw-{c}-{r}") for r in range(1, rounds + 1)] for c in cols}
 ip = [iperf(r) for r in range(1, rounds + 1)]
-print(f"# write bandwidth: {bw_bytes / 2**30:.3g} GiB in {msg} B WRITEs, 1 QP, {depth} in flight;"
+print(f"# write bandwidth: {bw_bytes / 2**30:.3g} GiB in {msg} B WRITEs, 1 QP, {depth} in flight"
+      f" ({post_list} per post call for lib_mrc.so);"
       f" {rounds} round(s) of iperf3 -u -b 0 -l 4096 -t 3 then each column")
 print(f"{'write bandwidth':28} {'Gbit/s':>8} {'x iperf3':>8} {'CPU s/GiB':>9}   per round: "
       "Gbit/s (x iperf3, CPU s/GiB)")
