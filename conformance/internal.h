@@ -1174,6 +1174,12 @@ struct Engine {
   // --- results (engine.cc)
   bool on(RuleIdx r) const { return enabled[r]; }
   void judge(RuleIdx r, uint64_t n = 1) { rules[r].checked += n; }
+  // Frames frame_rules() found clean, by FramePre: what they judge is added to `rules` only
+  // where a count is read (fail_at's max, interim()), so that a clean frame costs one increment
+  // instead of one per rule it judges.
+  std::array<uint64_t, 3> clean_frames{};
+  uint64_t clean_checked(size_t r) const;  // the judgements of `r` in clean_frames
+  void fold_clean_frames();                // adds them to `rules`, and empties clean_frames
   void fail(RuleIdx r, const Obs& o, std::string msg);
   void fail_at(RuleIdx r, uint32_t point, uint64_t frame, uint64_t ts, std::string msg);
   void excuse(RuleIdx r) { rules[r].excused++; }
