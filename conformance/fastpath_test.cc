@@ -218,6 +218,9 @@ TEST(Icrc, VerifiedAfterDecodeAsByTheDecoder) {
 TEST(FrameRulesStage, CleanOnlyWhenTheFullJudgementFindsNothing) {
   DutProfile prof;
   size_t clean = 0, judged = 0, frames = 0;
+  // Every frame through one pair of engines too: clean frames between judged ones, violations
+  // among them (fail_at() folds the clean frames' counts in first).
+  Engine all_full(prof, {}, 20), all_fast(prof, {}, 20);
   for (const auto& s : wire::samples::all_samples()) {
     for (size_t at = 0; at <= 96; ++at) {
       for (const uint8_t flip : {0x01, 0x02, 0x10, 0x40, 0x80}) {
@@ -250,16 +253,24 @@ TEST(FrameRulesStage, CleanOnlyWhenTheFullJudgementFindsNothing) {
         const FramePre pre = Engine::frame_rules_stage(f, ok);
         full.frame_rules(o, f, ok, FramePre::kJudge);
         fast.frame_rules(o, f, ok, pre);
+        all_full.frame_rules(o, f, ok, FramePre::kJudge);
+        all_fast.frame_rules(o, f, ok, pre);
         if (pre == FramePre::kJudge) {
           ++judged;
           continue;
         }
         ++clean;
         EXPECT_EQ(pre == FramePre::kCleanIcrc, intact && f.icrc_checked) << s.name;
+        // The clean frame's judgements are counted apart (Engine::clean_frames) and reach the
+        // report's counts and statuses through interim().
+        const Report rf = full.interim(), rs = fast.interim();
+        ASSERT_EQ(rs.results.size(), rf.results.size());
         for (size_t r = 0; r < full.rules.size(); ++r) {
           EXPECT_EQ(full.rules[r].violations, 0u) << s.name << " byte " << at << " rule " << r;
           EXPECT_EQ(full.rules[r].excused, 0u) << s.name << " byte " << at << " rule " << r;
-          EXPECT_EQ(fast.rules[r].checked, full.rules[r].checked)
+          EXPECT_EQ(rs.results[r].checked, rf.results[r].checked)
+              << s.name << " byte " << at << " rule " << r;
+          EXPECT_EQ(rs.results[r].status, rf.results[r].status)
               << s.name << " byte " << at << " rule " << r;
         }
       }
@@ -268,6 +279,15 @@ TEST(FrameRulesStage, CleanOnlyWhenTheFullJudgementFindsNothing) {
   // Both kinds occur: most changed copies break a rule, the samples themselves do not.
   EXPECT_GT(clean, 100u) << frames;
   EXPECT_GT(judged, 100u) << frames;
+  const Report rf = all_full.interim(), rs = all_fast.interim();
+  ASSERT_EQ(rs.results.size(), rf.results.size());
+  for (size_t r = 0; r < rf.results.size(); ++r) {
+    EXPECT_EQ(rs.results[r].checked, rf.results[r].checked) << "rule " << r;
+    EXPECT_EQ(rs.results[r].violations, rf.results[r].violations) << "rule " << r;
+    EXPECT_EQ(rs.results[r].status, rf.results[r].status) << "rule " << r;
+  }
+  EXPECT_GT(rf.results[FRM_005].violations, 0u);
+  EXPECT_GT(rf.results[FRM_005].checked, rf.results[FRM_005].violations);
 }
 
 // The (source, destination) cache of judge_frame() gives node_of()'s nodes, for pairs that

@@ -203,11 +203,33 @@ FramePre Engine::frame_rules_stage(const wire::DecodedFrame& f, bool ok) {
   return icrc_judged ? FramePre::kCleanIcrc : FramePre::kClean;
 }
 
+uint64_t Engine::clean_checked(size_t r) const {
+  switch (r) {
+    case FRM_001:
+      return clean_frames[static_cast<size_t>(FramePre::kCleanIcrc)];
+    case FRM_002:
+    case FRM_003:
+    case FRM_004:
+    case FRM_005:
+    case FRM_006:
+    case FRM_007:
+    case FRM_008:
+      return clean_frames[static_cast<size_t>(FramePre::kClean)] +
+             clean_frames[static_cast<size_t>(FramePre::kCleanIcrc)];
+    default:
+      return 0;
+  }
+}
+
+void Engine::fold_clean_frames() {
+  for (size_t r = 0; r < kRuleCount; ++r) judge(static_cast<RuleIdx>(r), clean_checked(r));
+  clean_frames = {};
+}
+
 void Engine::frame_rules(const Obs& o, const wire::DecodedFrame& f, bool ok, FramePre pre) {
   if (pre != FramePre::kJudge) {
-    // What the full judgement below counts for such a frame, and nothing else.
-    for (RuleIdx r : {FRM_002, FRM_003, FRM_004, FRM_006, FRM_007, FRM_005, FRM_008}) judge(r);
-    if (pre == FramePre::kCleanIcrc) judge(FRM_001);
+    // What the full judgement below counts for such a frame (clean_checked()), and nothing else.
+    clean_frames[static_cast<size_t>(pre)]++;
     return;
   }
   const uint8_t opc = f.bth.opcode;

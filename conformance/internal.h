@@ -228,7 +228,9 @@ class Ring {
   }
 
  private:
-  T*& block(size_t k) const { return map_[(map_head_ + k) & (map_cap_ - 1)]; }
+  // Block k of the queue: one load from first_, no wrap-around to compute (an element lookup is
+  // on the checker's per-frame path several times a frame).
+  T*& block(size_t k) const { return first_[k]; }
   __attribute__((noinline)) void add_block(bool front) {
     T* b = nullptr;
     if (!spare_.empty()) {
@@ -241,36 +243,46 @@ class Ring {
           std::aligned_alloc(kAlign, (kBlock * sizeof(T) + kAlign - 1) / kAlign * kAlign));
       if (!b) throw std::bad_alloc();
     }
-    if (nblocks_ == map_cap_) {
-      // The map of blocks doubles; the blocks, and so the elements, stay where they are.
-      const size_t cap = std::max<size_t>(8, map_cap_ * 2);
-      T** m = static_cast<T**>(std::malloc(cap * sizeof(T*)));
-      if (!m) throw std::bad_alloc();
-      for (size_t k = 0; k < nblocks_; ++k) m[k] = block(k);
-      std::free(map_);
+    const bool room = front ? map_head_ > 0 : map_head_ + nblocks_ < map_cap_;
+    if (!room) {
+      // The block pointers move to the middle of the map (a map at least half free is reused,
+      // else it doubles), so that a queue sliding one way moves them once per many blocks; the
+      // blocks, and so the elements, stay where they are.
+      T** m = map_;
+      size_t cap = map_cap_;
+      if (nblocks_ * 2 + 2 > cap) {
+        cap = std::max<size_t>(8, map_cap_ * 2);
+        m = static_cast<T**>(std::malloc(cap * sizeof(T*)));
+        if (!m) throw std::bad_alloc();
+      }
+      const size_t head = (cap - nblocks_) / 2;
+      if (nblocks_ > 0) std::memmove(m + head, map_ + map_head_, nblocks_ * sizeof(T*));
+      if (m != map_) std::free(map_);
       map_ = m;
       map_cap_ = cap;
-      map_head_ = 0;
+      map_head_ = head;
     }
     if (front) {
-      map_head_ = (map_head_ + map_cap_ - 1) & (map_cap_ - 1);
-      map_[map_head_] = b;
+      map_[--map_head_] = b;
     } else {
-      map_[(map_head_ + nblocks_) & (map_cap_ - 1)] = b;
+      map_[map_head_ + nblocks_] = b;
     }
     ++nblocks_;
+    first_ = map_ + map_head_;
   }
   void drop_front_block() {
     T* b = block(0);
-    map_head_ = (map_head_ + 1) & (map_cap_ - 1);
+    ++map_head_;
     --nblocks_;
+    first_ = map_ + map_head_;
     if (spare_.size() < 2)
       spare_.push_back(b);
     else
       std::free(b);
   }
 
-  T** map_ = nullptr;  // circular: block k of the queue is map_[(map_head_ + k) % map_cap_]
+  T** map_ = nullptr;    // block k of the queue is map_[map_head_ + k]
+  T** first_ = nullptr;  // map_ + map_head_
   size_t map_cap_ = 0, map_head_ = 0, nblocks_ = 0;
   size_t off_ = 0;  // position of element 0 in block 0
   size_t size_ = 0;
@@ -1174,6 +1186,12 @@ struct Engine {
   // --- results (engine.cc)
   bool on(RuleIdx r) const { return enabled[r]; }
   void judge(RuleIdx r, uint64_t n = 1) { rules[r].checked += n; }
+  // Frames frame_rules() found clean, by FramePre: what they judge is added to `rules` only
+  // where a count is read (fail_at's max, interim()), so that a clean frame costs one increment
+  // instead of one per rule it judges.
+  std::array<uint64_t, 3> clean_frames{};
+  uint64_t clean_checked(size_t r) const;  // the judgements of `r` in clean_frames
+  void fold_clean_frames();                // adds them to `rules`, and empties clean_frames
   void fail(RuleIdx r, const Obs& o, std::string msg);
   void fail_at(RuleIdx r, uint32_t point, uint64_t frame, uint64_t ts, std::string msg);
   void excuse(RuleIdx r) { rules[r].excused++; }
