@@ -885,10 +885,11 @@ uint64_t Engine::take_early_key(wire::Bytes data, wire::LinkType link) {
 }
 
 bool Engine::decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
-                          wire::DecodedFrame& f) {
+                          wire::DecodedFrame& f, const wire::DecodeLayout* layout) {
   wire::DecodeOptions opt;
   opt.link = link;
   opt.verify_icrc = false;
+  opt.layout = layout;
   return wire::decode_frame(data, f, opt, wp);
 }
 
@@ -1582,7 +1583,10 @@ namespace detail {
 // release store per kBatch slots, a futex wake only when the other side sleeps).
 class Pipeline {
  public:
-  explicit Pipeline(Engine& e) : e_(e), wp_(wire::make_profile(e.prof.wire_params())) {
+  explicit Pipeline(Engine& e)
+      : e_(e),
+        wp_(wire::make_profile(e.prof.wire_params())),
+        layout_(std::make_unique<wire::DecodeLayout>(*wp_)) {
     ring_ = std::make_unique<Slot[]>(kSlots);
   }
   ~Pipeline() { stop(); }
@@ -1605,7 +1609,7 @@ class Pipeline {
     s.data = data;
     s.link = link;
     s.orig_len = orig_len;
-    s.ok = Engine::decode_stage(*wp_, data, link, s.f);
+    s.ok = Engine::decode_stage(*wp_, data, link, s.f, layout_.get());
     s.key = Engine::shape_key(*wp_, data, link);
     s.content_h = Engine::payload_hash_stage(s.f, s.ok);
     // The ICRC (and frame_rules_stage, which reads its verdict) waits for kIcrcGroup frames.
@@ -1808,7 +1812,8 @@ class Pipeline {
   }
 
   Engine& e_;
-  std::unique_ptr<wire::WireProfile> wp_;  // the caller thread's own
+  std::unique_ptr<wire::WireProfile> wp_;       // the caller thread's own
+  std::unique_ptr<wire::DecodeLayout> layout_;  // wp_'s lookups, for decode_stage
   std::unique_ptr<Slot[]> ring_;
   std::exception_ptr error_;  // written by the judging thread, read after drain()
   std::thread th_;

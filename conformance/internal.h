@@ -1191,8 +1191,9 @@ struct Engine {
   // reading thread also computes the frame's merge key (shape_key(), a function of the bytes
   // alone); on_decoded() takes it, and the judging thread fetches its merge-table line ahead
   // (may_merge() tells when that is worth it).
+  // `layout`: wp's lookups read once (wire::DecodeLayout), for the reading thread's decode.
   static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
-                           wire::DecodedFrame& f);
+                           wire::DecodedFrame& f, const wire::DecodeLayout* layout = nullptr);
   // Verifies the ICRC of n decoded frames (at most kIcrcStageMax) at once (wire::compute_icrcs,
   // which interleaves them), setting icrc_checked and icrc_ok as on_frame() does.
   static constexpr size_t kIcrcStageMax = 8;
