@@ -591,11 +591,14 @@ uint64_t Engine::frame_key(const Obs& o, const wire::DecodedFrame& f) const {
 // such a frame). Null when the frame has another shape.
 namespace {
 constexpr size_t kOffIp6 = 14, kOffUdp = kOffIp6 + 40, kOffBth = kOffUdp + 8;
-const uint8_t* plain_shape(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
+// layout: wp's lookups read once (wire::DecodeLayout), or null.
+const uint8_t* plain_shape(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                           const wire::DecodeLayout* layout = nullptr) {
   if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return nullptr;
   const auto* b = reinterpret_cast<const uint8_t*>(data.data());
   if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return nullptr;
-  if (!wp.is_roce_port(static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3]))) return nullptr;
+  const auto port = static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3]);
+  if (!(layout ? layout->is_roce_port(port) : wp.is_roce_port(port))) return nullptr;
   return b;
 }
 
@@ -609,12 +612,14 @@ uint64_t plain_key(const uint8_t* b, size_t n_bytes, const Addr& src, bool is_da
 }
 }  // namespace
 
-uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
-  const uint8_t* b = plain_shape(wp, data, link);
+uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                           const wire::DecodeLayout* layout) {
+  if (layout && !(layout->usable && layout->profile == &wp)) layout = nullptr;
+  const uint8_t* b = plain_shape(wp, data, link, layout);
   if (!b) return 0;
   Addr src;
   std::memcpy(src.data(), b + kOffIp6 + 8, 16);
-  const wire::OpcodeInfo* op = wp.opcode_info(b[kOffBth]);
+  const wire::OpcodeInfo* op = layout ? layout->ops[b[kOffBth]] : wp.opcode_info(b[kOffBth]);
   return plain_key(b, data.size(), src, op && op->kind == wire::PacketKind::kMrcData);
 }
 
@@ -1610,7 +1615,7 @@ class Pipeline {
     s.link = link;
     s.orig_len = orig_len;
     s.ok = Engine::decode_stage(*wp_, data, link, s.f, layout_.get());
-    s.key = Engine::shape_key(*wp_, data, link);
+    s.key = Engine::shape_key(*wp_, data, link, layout_.get());
     s.content_h = Engine::payload_hash_stage(s.f, s.ok);
     // The ICRC (and frame_rules_stage, which reads its verdict) waits for kIcrcGroup frames.
     if (++prod_.staged == kIcrcGroup) commit_staged();

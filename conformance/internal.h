@@ -1239,8 +1239,10 @@ struct Engine {
   // 0: unusual shape, or a frame that needs no merge-table lookup (see merges()).
   uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;
   // The merge key of a frame of the usual shape read from its bytes, whether or not it will be
-  // looked up (0: another shape); needs no engine state.
-  static uint64_t shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link);
+  // looked up (0: another shape); needs no engine state. `layout` (built from wp) answers the
+  // port and opcode lookups.
+  static uint64_t shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                            const wire::DecodeLayout* layout = nullptr);
   // Whether a frame of the usual shape from src may go through the merge table (false: one that
   // certainly does not); only decides whether its merge-table line is fetched ahead.
   bool may_merge(const Addr& src, bool is_data) const;
