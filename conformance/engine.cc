@@ -303,6 +303,7 @@ PsnRec* Flow::rec_create(int64_t ext) {
 Engine::Engine(DutProfile p, RuleSelection s, size_t max_ev)
     : prof(std::move(p)), sel(std::move(s)), max_evidence(max_ev) {
   wire_profile = wire::make_profile(prof.wire_params());
+  decode_layout = std::make_unique<wire::DecodeLayout>(*wire_profile);
   auto cat = rule_catalogue();
   for (size_t i = 0; i < kRuleCount; ++i)
     enabled[i] = cat[i].implemented && sel.selected(cat[i].id);
@@ -921,6 +922,7 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   // fetched: the CRC over the whole packet hides that cache miss. Same result as
   // DecodeOptions::verify_icrc.
   opt.verify_icrc = false;
+  opt.layout = decode_layout.get();
   const bool ok = wire::decode_frame(data, decoded, opt, *wire_profile);
   judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key,
                      std::nullopt, FramePre::kJudge);

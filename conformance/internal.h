@@ -1040,6 +1040,7 @@ struct Engine {
   RuleSelection sel;
   size_t max_evidence;
   std::unique_ptr<wire::WireProfile> wire_profile;
+  std::unique_ptr<wire::DecodeLayout> decode_layout;  // wire_profile's lookups, for on_frame()
   std::array<RuleState, kRuleCount> rules;
   std::array<bool, kRuleCount> enabled{};
 
