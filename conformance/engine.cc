@@ -303,6 +303,7 @@ PsnRec* Flow::rec_create(int64_t ext) {
 Engine::Engine(DutProfile p, RuleSelection s, size_t max_ev)
     : prof(std::move(p)), sel(std::move(s)), max_evidence(max_ev) {
   wire_profile = wire::make_profile(prof.wire_params());
+  decode_layout = std::make_unique<wire::DecodeLayout>(*wire_profile);
   auto cat = rule_catalogue();
   for (size_t i = 0; i < kRuleCount; ++i)
     enabled[i] = cat[i].implemented && sel.selected(cat[i].id);
@@ -595,11 +596,14 @@ uint64_t Engine::frame_key(const Obs& o, const wire::DecodedFrame& f) const {
 // such a frame). Null when the frame has another shape.
 namespace {
 constexpr size_t kOffIp6 = 14, kOffUdp = kOffIp6 + 40, kOffBth = kOffUdp + 8;
-const uint8_t* plain_shape(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
+// layout: wp's lookups read once (wire::DecodeLayout), or null.
+const uint8_t* plain_shape(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                           const wire::DecodeLayout* layout = nullptr) {
   if (link != wire::LinkType::kEthernet || data.size() < kOffBth + 12) return nullptr;
   const auto* b = reinterpret_cast<const uint8_t*>(data.data());
   if (b[12] != 0x86 || b[13] != 0xDD || b[kOffIp6 + 6] != 17) return nullptr;
-  if (!wp.is_roce_port(static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3]))) return nullptr;
+  const auto port = static_cast<uint16_t>(b[kOffUdp + 2] << 8 | b[kOffUdp + 3]);
+  if (!(layout ? layout->is_roce_port(port) : wp.is_roce_port(port))) return nullptr;
   return b;
 }
 
@@ -613,12 +617,14 @@ uint64_t plain_key(const uint8_t* b, size_t n_bytes, const Addr& src, bool is_da
 }
 }  // namespace
 
-uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link) {
-  const uint8_t* b = plain_shape(wp, data, link);
+uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                           const wire::DecodeLayout* layout) {
+  if (layout && !(layout->usable && layout->profile == &wp)) layout = nullptr;
+  const uint8_t* b = plain_shape(wp, data, link, layout);
   if (!b) return 0;
   Addr src;
   std::memcpy(src.data(), b + kOffIp6 + 8, 16);
-  const wire::OpcodeInfo* op = wp.opcode_info(b[kOffBth]);
+  const wire::OpcodeInfo* op = layout ? layout->ops[b[kOffBth]] : wp.opcode_info(b[kOffBth]);
   return plain_key(b, data.size(), src, op && op->kind == wire::PacketKind::kMrcData);
 }
 
@@ -889,10 +895,11 @@ uint64_t Engine::take_early_key(wire::Bytes data, wire::LinkType link) {
 }
 
 bool Engine::decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
-                          wire::DecodedFrame& f) {
+                          wire::DecodedFrame& f, const wire::DecodeLayout* layout) {
   wire::DecodeOptions opt;
   opt.link = link;
   opt.verify_icrc = false;
+  opt.layout = layout;
   return wire::decode_frame(data, f, opt, wp);
 }
 
@@ -919,6 +926,7 @@ void Engine::on_frame(uint32_t point, uint64_t frame_no, uint64_t ts, wire::Byte
   // fetched: the CRC over the whole packet hides that cache miss. Same result as
   // DecodeOptions::verify_icrc.
   opt.verify_icrc = false;
+  opt.layout = decode_layout.get();
   const bool ok = wire::decode_frame(data, decoded, opt, *wire_profile);
   judge_frame<false>(point, frame_no, ts, data, link, orig_len, decoded, ok, early_key,
                      std::nullopt, FramePre::kJudge);
@@ -1586,7 +1594,10 @@ namespace detail {
 // release store per kBatch slots, a futex wake only when the other side sleeps).
 class Pipeline {
  public:
-  explicit Pipeline(Engine& e) : e_(e), wp_(wire::make_profile(e.prof.wire_params())) {
+  explicit Pipeline(Engine& e)
+      : e_(e),
+        wp_(wire::make_profile(e.prof.wire_params())),
+        layout_(std::make_unique<wire::DecodeLayout>(*wp_)) {
     ring_ = std::make_unique<Slot[]>(kSlots);
   }
   ~Pipeline() { stop(); }
@@ -1609,8 +1620,8 @@ class Pipeline {
     s.data = data;
     s.link = link;
     s.orig_len = orig_len;
-    s.ok = Engine::decode_stage(*wp_, data, link, s.f);
-    s.key = Engine::shape_key(*wp_, data, link);
+    s.ok = Engine::decode_stage(*wp_, data, link, s.f, layout_.get());
+    s.key = Engine::shape_key(*wp_, data, link, layout_.get());
     s.content_h = Engine::payload_hash_stage(s.f, s.ok);
     // The ICRC (and frame_rules_stage, which reads its verdict) waits for kIcrcGroup frames.
     if (++prod_.staged == kIcrcGroup) commit_staged();
@@ -1815,7 +1826,8 @@ class Pipeline {
   }
 
   Engine& e_;
-  std::unique_ptr<wire::WireProfile> wp_;  // the caller thread's own
+  std::unique_ptr<wire::WireProfile> wp_;       // the caller thread's own
+  std::unique_ptr<wire::DecodeLayout> layout_;  // wp_'s lookups, for decode_stage
   std::unique_ptr<Slot[]> ring_;
   std::exception_ptr error_;  // written by the judging thread, read after drain()
   std::thread th_;

@@ -161,6 +161,7 @@ TEST(MergeKey, LeavesOutTheVariantByteAndCountsTheRest) {
 TEST(MergeKey, EarlyKeyEqualsDecodedKey) {
   DutProfile prof;
   Engine eng(prof, {}, 20);
+  const wire::DecodeLayout layout(*eng.wire_profile);
   size_t plain = 0;
   for (const auto& s : wire::samples::all_samples()) {
     const wire::Bytes data(s.frame.data(), s.frame.size());
@@ -173,6 +174,8 @@ TEST(MergeKey, EarlyKeyEqualsDecodedKey) {
     const bool shape = f.l3 == 6 && !f.has_inner_ip6 && f.off_l3 == 14 && f.off_bth == 62;
     // What the pipelined checker's reading thread computes, with no engine state.
     const uint64_t raw = Engine::shape_key(*eng.wire_profile, data, wire::LinkType::kEthernet);
+    EXPECT_EQ(Engine::shape_key(*eng.wire_profile, data, wire::LinkType::kEthernet, &layout), raw)
+        << s.name;
     if (shape) {
       ++plain;
       EXPECT_EQ(early, eng.frame_key(o, f)) << s.name;
@@ -183,6 +186,35 @@ TEST(MergeKey, EarlyKeyEqualsDecodedKey) {
     }
   }
   EXPECT_GT(plain, 10u);
+}
+
+// shape_key() with the reading thread's DecodeLayout (its port and opcode lookups) gives the key
+// it gives asking the profile: every sample of a profile with three RoCE ports, with the UDP
+// destination port and the BTH opcode set to every value.
+TEST(MergeKey, ShapeKeyWithTheLayoutEqualsTheProfiles) {
+  wire::WireParams params;
+  params.name = "ports";
+  params.udp_ports = {4971, 4791, 5000};
+  const auto wp = wire::make_profile(params);
+  const wire::DecodeLayout layout(*wp);
+  size_t keyed = 0;
+  for (const auto& s : wire::samples::all_samples(*wp)) {
+    auto bytes = s.frame;
+    if (bytes.size() < 62 + 12) continue;
+    for (size_t at : {size_t{56}, size_t{57}, size_t{62}}) {  // dport high, low; the opcode
+      const std::byte was = bytes[at];
+      for (unsigned v = 0; v < 256; ++v) {
+        bytes[at] = std::byte(v);
+        const wire::Bytes data(bytes.data(), bytes.size());
+        const uint64_t want = Engine::shape_key(*wp, data, wire::LinkType::kEthernet);
+        EXPECT_EQ(Engine::shape_key(*wp, data, wire::LinkType::kEthernet, &layout), want)
+            << s.name << " byte " << at << " = " << v;
+        keyed += want != 0;
+      }
+      bytes[at] = was;
+    }
+  }
+  EXPECT_GT(keyed, 1000u);
 }
 
 // Splitting ICRC verification from decode_frame (to overlap it with the merge-table fetch) gives

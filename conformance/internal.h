@@ -1052,6 +1052,7 @@ struct Engine {
   RuleSelection sel;
   size_t max_evidence;
   std::unique_ptr<wire::WireProfile> wire_profile;
+  std::unique_ptr<wire::DecodeLayout> decode_layout;  // wire_profile's lookups, for on_frame()
   std::array<RuleState, kRuleCount> rules;
   std::array<bool, kRuleCount> enabled{};
 
@@ -1209,8 +1210,9 @@ struct Engine {
   // reading thread also computes the frame's merge key (shape_key(), a function of the bytes
   // alone); on_decoded() takes it, and the judging thread fetches its merge-table line ahead
   // (may_merge() tells when that is worth it).
+  // `layout`: wp's lookups read once (wire::DecodeLayout), for the reading thread's decode.
   static bool decode_stage(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
-                           wire::DecodedFrame& f);
+                           wire::DecodedFrame& f, const wire::DecodeLayout* layout = nullptr);
   // Verifies the ICRC of n decoded frames (at most kIcrcStageMax) at once (wire::compute_icrcs,
   // which interleaves them), setting icrc_checked and icrc_ok as on_frame() does.
   static constexpr size_t kIcrcStageMax = 8;
@@ -1256,8 +1258,10 @@ struct Engine {
   // 0: unusual shape, or a frame that needs no merge-table lookup (see merges()).
   uint64_t early_frame_key(wire::Bytes data, wire::LinkType link) const;
   // The merge key of a frame of the usual shape read from its bytes, whether or not it will be
-  // looked up (0: another shape); needs no engine state.
-  static uint64_t shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link);
+  // looked up (0: another shape); needs no engine state. `layout` (built from wp) answers the
+  // port and opcode lookups.
+  static uint64_t shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
+                            const wire::DecodeLayout* layout = nullptr);
   // Whether a frame of the usual shape from src may go through the merge table (false: one that
   // certainly does not); only decides whether its merge-table line is fetched ahead.
   bool may_merge(const Addr& src, bool is_data) const;

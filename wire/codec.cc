@@ -251,8 +251,39 @@ static Layer layer_of(HeaderBit h) {
   return Layer::kFrame;
 }
 
+DecodeLayout::DecodeLayout(const WireProfile& p) : profile(&p) {
+  const std::span<const HeaderBit> order = p.header_order();
+  if (order.size() > kMaxHeaders) return;
+  for (unsigned opcode = 0; opcode < 256; ++opcode) {
+    const OpcodeInfo* op = p.opcode_info(static_cast<uint8_t>(opcode));
+    ops[opcode] = op;
+    if (!op) continue;
+    for (int ts = 0; ts < 2; ++ts) {
+      // What decode_frame()'s walk of header_order() finds for this opcode (header_stack()).
+      const uint32_t stack =
+          op->headers | (op->kind == PacketKind::kMrcData && ts ? kHdrTseth : 0u);
+      Stack& st = stacks[opcode][static_cast<size_t>(ts)];
+      for (HeaderBit h : order) {
+        if (!(stack & h)) continue;
+        const size_t sz = p.header_size(h);
+        if (sz > 0xFF) return;  // not usable: the walk asks the profile
+        st.bits[st.n] = h;
+        st.bytes[st.n] = static_cast<uint8_t>(sz);
+        ++st.n;
+      }
+    }
+  }
+  for (uint16_t port : p.params().udp_ports) roce_ports[port >> 6] |= uint64_t{1} << (port & 63);
+  dscp_trimmed = p.dscp().trimmed;
+  dscp_trimmed_lasthop = p.dscp().trimmed_lasthop;
+  usable = true;
+}
+
 bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
                   const WireProfile& profile) {
+  const DecodeLayout* layout =
+      opts.layout && opts.layout->usable && opts.layout->profile == &profile ? opts.layout
+                                                                             : nullptr;
   // Reset presence state only; values of absent headers are never read.
   f.frame = frame;
   f.error = DecodeError{};
@@ -438,7 +469,10 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   f.has_udp = true;
   if (f.udp.length < 8 || f.udp.length != ip_end - off)
     return fail(f, DecodeErrorCode::kBadLength, Layer::kUdp, off, f.udp.length, ip_end - off);
-  if (opts.roce_port != 0 ? f.udp.dport != opts.roce_port : !profile.is_roce_port(f.udp.dport)) {
+  const bool roce_port = opts.roce_port != 0 ? f.udp.dport == opts.roce_port
+                         : layout            ? layout->is_roce_port(f.udp.dport)
+                                             : profile.is_roce_port(f.udp.dport);
+  if (!roce_port) {
     f.payload = Bytes(frame.data() + off + 8, f.udp.length - 8);
     return true;
   }
@@ -454,7 +488,7 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   f.roce = true;
   off += 12;
 
-  f.op = profile.opcode_info(bth.opcode);
+  f.op = layout ? layout->ops[bth.opcode] : profile.opcode_info(bth.opcode);
   if (!f.op) {
     // The headers are unknown, but the ICRC still sits at the end of the UDP payload: keep it
     // so that a mutant opcode can be judged (and crafted) on its ICRC too.
@@ -472,11 +506,16 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   }
 
   const uint8_t dscp = f.dscp();
-  const DscpPlan& plan = profile.dscp();
-  f.trimmed = is_data(f.op) && (dscp == plan.trimmed || dscp == plan.trimmed_lasthop);
+  if (layout) {
+    f.trimmed =
+        is_data(f.op) && (dscp == layout->dscp_trimmed || dscp == layout->dscp_trimmed_lasthop);
+  } else {
+    const DscpPlan& plan = profile.dscp();
+    f.trimmed = is_data(f.op) && (dscp == plan.trimmed || dscp == plan.trimmed_lasthop);
+  }
   // header_stack(profile, bth), with the opcode looked up once.
-  const uint32_t stack =
-      f.op->headers | (f.op->kind == PacketKind::kMrcData && bth.ts ? kHdrTseth : 0u);
+  const bool with_tseth = f.op->kind == PacketKind::kMrcData && bth.ts;
+  const uint32_t stack = f.op->headers | (with_tseth ? kHdrTseth : 0u);
   // A trimmed packet has no ICRC: every byte after the BTH is headers or (cut) payload.
   const size_t body_end =
       f.trimmed ? udp_end : udp_end - std::min<size_t>(kIcrcBytes, udp_end - off);
@@ -485,19 +524,35 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   // In the profile's order, stopping after the last header present (data packets' headers come
   // first in MRP0's order): a branch per header of the order mispredicted as packet kinds
   // alternate.
-  uint32_t left = stack;
-  for (HeaderBit h : profile.header_order()) {
-    if (left == 0) break;
-    if (!(left & h)) continue;
-    left &= ~static_cast<uint32_t>(h);
-    const size_t sz = profile.header_size(h);
-    if (body_end - off < sz) {
-      if (f.trimmed) break;  // the trim cut here
-      return fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
+  if (layout) {
+    // The same walk, its headers and sizes read from the layout.
+    const DecodeLayout::Stack& st = layout->stacks[bth.opcode][with_tseth ? 1 : 0];
+    for (size_t i = 0; i < st.n; ++i) {
+      const HeaderBit h = st.bits[i];
+      const size_t sz = st.bytes[i];
+      if (body_end - off < sz) {
+        if (f.trimmed) break;  // the trim cut here
+        return fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
+      }
+      profile.decode_header(h, Bytes(frame.data() + off, sz), f);
+      f.headers |= h;
+      off += sz;
     }
-    profile.decode_header(h, Bytes(frame.data() + off, sz), f);
-    f.headers |= h;
-    off += sz;
+  } else {
+    uint32_t left = stack;
+    for (HeaderBit h : profile.header_order()) {
+      if (left == 0) break;
+      if (!(left & h)) continue;
+      left &= ~static_cast<uint32_t>(h);
+      const size_t sz = profile.header_size(h);
+      if (body_end - off < sz) {
+        if (f.trimmed) break;  // the trim cut here
+        return fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
+      }
+      profile.decode_header(h, Bytes(frame.data() + off, sz), f);
+      f.headers |= h;
+      off += sz;
+    }
   }
   f.off_payload = static_cast<uint16_t>(off);
   size_t payload_len = body_end - off;

@@ -582,5 +582,73 @@ TEST(Profile, SecondProfileRegistersAndDecodesByName) {
   EXPECT_EQ(f.error.code, DecodeErrorCode::kUnknownOpcode);
 }
 
+// decode_frame() with a DecodeLayout (the checker's reading thread) decodes every byte the way it
+// does asking the profile: every sample of three profiles (MRP0, one with every open choice
+// changed, one with an opcode renumbered), every prefix of each, and each with one of its first
+// 128 bytes changed, compared byte for byte (the two frames start zeroed). A layout built from
+// another profile is ignored.
+TEST(DecodeLayout, DecodesEveryFrameAsTheProfileDoes) {
+  WireParams changed;
+  changed.name = "changed";
+  changed.udp_ports = {4971, 4791, 5000};
+  changed.eeth_op_shift = 2;
+  changed.eeth_sva_bit = 1;
+  changed.trim_bytes = 32;
+  changed.dscp.trimmed = 13;
+  changed.dscp.trimmed_lasthop = 17;
+  const auto changed_profile = make_profile(changed);
+  const RenumberedProfile renumbered;
+  const DecodeLayout mrp0_layout(mrp0());
+  size_t compared = 0, roce = 0, tseth = 0, errors = 0;
+  for (const WireProfile* profile :
+       {&mrp0(), static_cast<const WireProfile*>(changed_profile.get()),
+        static_cast<const WireProfile*>(&renumbered)}) {
+    const DecodeLayout layout(*profile);
+    ASSERT_TRUE(layout.usable);
+    auto same = [&](Bytes frame, LinkType link, const DecodeLayout& l, const std::string& what) {
+      DecodedFrame a, b;
+      std::memset(static_cast<void*>(&a), 0, sizeof a);
+      std::memset(static_cast<void*>(&b), 0, sizeof b);
+      DecodeOptions o;
+      o.link = link;
+      o.verify_icrc = true;
+      const bool ok_a = decode_frame(frame, a, o, *profile);
+      o.layout = &l;
+      const bool ok_b = decode_frame(frame, b, o, *profile);
+      ++compared;
+      roce += a.roce;
+      tseth += a.has(kHdrTseth);
+      errors += !ok_a;
+      EXPECT_EQ(ok_a, ok_b) << what;
+      EXPECT_EQ(a.headers, b.headers) << what;
+      EXPECT_EQ(a.error.describe(), b.error.describe()) << what;
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what;
+    };
+    for (const Sample& s : samples::all_samples(*profile)) {
+      const LinkType link = LinkType::kEthernet;
+      const std::string name = std::string(profile->name()) + " " + s.name;
+      same(as_bytes(s.frame), link, layout, name);
+      if (profile != &mrp0()) same(as_bytes(s.frame), link, mrp0_layout, name + ", MRP0's layout");
+      for (size_t n = 0; n < s.frame.size(); ++n)
+        same(Bytes(s.frame.data(), n), link, layout, name + " cut to " + std::to_string(n));
+      std::vector<std::byte> m = s.frame;
+      for (size_t i = 0; i < std::min<size_t>(m.size(), 128); ++i) {
+        for (uint8_t x : {0x01, 0x10, 0x80, 0xFF}) {
+          m[i] ^= std::byte{x};
+          same(as_bytes(m), link, layout,
+               name + " byte " + std::to_string(i) + " ^ " + std::to_string(x));
+          m[i] ^= std::byte{x};
+        }
+      }
+    }
+  }
+  // The frames reached the layout's every lookup: RoCE ports, headers with and without TSETH,
+  // and decode errors.
+  EXPECT_GT(compared, 100000u);
+  EXPECT_GT(roce, 10000u);
+  EXPECT_GT(tseth, 1000u);
+  EXPECT_GT(errors, 10000u);
+}
+
 }  // namespace
 }  // namespace mrc::wire
