@@ -524,36 +524,35 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   // In the profile's order, stopping after the last header present (data packets' headers come
   // first in MRP0's order): a branch per header of the order mispredicted as packet kinds
   // alternate.
+  // One header of the stack: false when the walk ends there (the trim cut it, or `truncated`).
+  // Inlined: it runs for every header of every frame.
+  bool truncated = false;
+  const auto take = [&](HeaderBit h, size_t sz) __attribute__((always_inline)) {
+    if (body_end - off < sz) {
+      truncated = !f.trimmed;  // else the trim cut here
+      if (truncated) fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
+      return false;
+    }
+    profile.decode_header(h, Bytes(frame.data() + off, sz), f);
+    f.headers |= h;
+    off += sz;
+    return true;
+  };
   if (layout) {
     // The same walk, its headers and sizes read from the layout.
     const DecodeLayout::Stack& st = layout->stacks[bth.opcode][with_tseth ? 1 : 0];
-    for (size_t i = 0; i < st.n; ++i) {
-      const HeaderBit h = st.bits[i];
-      const size_t sz = st.bytes[i];
-      if (body_end - off < sz) {
-        if (f.trimmed) break;  // the trim cut here
-        return fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
-      }
-      profile.decode_header(h, Bytes(frame.data() + off, sz), f);
-      f.headers |= h;
-      off += sz;
-    }
+    for (size_t i = 0; i < st.n; ++i)
+      if (!take(st.bits[i], st.bytes[i])) break;
   } else {
     uint32_t left = stack;
     for (HeaderBit h : profile.header_order()) {
       if (left == 0) break;
       if (!(left & h)) continue;
       left &= ~static_cast<uint32_t>(h);
-      const size_t sz = profile.header_size(h);
-      if (body_end - off < sz) {
-        if (f.trimmed) break;  // the trim cut here
-        return fail(f, DecodeErrorCode::kTruncated, layer_of(h), off, sz, body_end - off);
-      }
-      profile.decode_header(h, Bytes(frame.data() + off, sz), f);
-      f.headers |= h;
-      off += sz;
+      if (!take(h, profile.header_size(h))) break;
     }
   }
+  if (truncated) return false;
   f.off_payload = static_cast<uint16_t>(off);
   size_t payload_len = body_end - off;
   if (!f.trimmed) {
