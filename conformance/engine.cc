@@ -619,7 +619,7 @@ uint64_t plain_key(const uint8_t* b, size_t n_bytes, const Addr& src, bool is_da
 
 uint64_t Engine::shape_key(const wire::WireProfile& wp, wire::Bytes data, wire::LinkType link,
                            const wire::DecodeLayout* layout) {
-  if (layout && !(layout->usable && layout->profile == &wp)) layout = nullptr;
+  if (layout) layout = layout->for_profile(wp);
   const uint8_t* b = plain_shape(wp, data, link, layout);
   if (!b) return 0;
   Addr src;

@@ -274,16 +274,13 @@ DecodeLayout::DecodeLayout(const WireProfile& p) : profile(&p) {
     }
   }
   for (uint16_t port : p.params().udp_ports) roce_ports[port >> 6] |= uint64_t{1} << (port & 63);
-  dscp_trimmed = p.dscp().trimmed;
-  dscp_trimmed_lasthop = p.dscp().trimmed_lasthop;
+  dscp = &p.dscp();
   usable = true;
 }
 
 bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
                   const WireProfile& profile) {
-  const DecodeLayout* layout =
-      opts.layout && opts.layout->usable && opts.layout->profile == &profile ? opts.layout
-                                                                             : nullptr;
+  const DecodeLayout* layout = opts.layout ? opts.layout->for_profile(profile) : nullptr;
   // Reset presence state only; values of absent headers are never read.
   f.frame = frame;
   f.error = DecodeError{};
@@ -506,13 +503,8 @@ bool decode_frame(Bytes frame, DecodedFrame& f, const DecodeOptions& opts,
   }
 
   const uint8_t dscp = f.dscp();
-  if (layout) {
-    f.trimmed =
-        is_data(f.op) && (dscp == layout->dscp_trimmed || dscp == layout->dscp_trimmed_lasthop);
-  } else {
-    const DscpPlan& plan = profile.dscp();
-    f.trimmed = is_data(f.op) && (dscp == plan.trimmed || dscp == plan.trimmed_lasthop);
-  }
+  const DscpPlan& plan = layout ? *layout->dscp : profile.dscp();
+  f.trimmed = is_data(f.op) && (dscp == plan.trimmed || dscp == plan.trimmed_lasthop);
   // header_stack(profile, bth), with the opcode looked up once.
   const bool with_tseth = f.op->kind == PacketKind::kMrcData && bth.ts;
   const uint32_t stack = f.op->headers | (with_tseth ? kHdrTseth : 0u);

@@ -537,6 +537,7 @@ struct DecodeError {
 enum class LinkType : uint8_t { kEthernet, kRawIp };  // pcap DLT_EN10MB / DLT_RAW
 
 class WireProfile;
+struct DscpPlan;
 
 // What decode_frame() asks the profile for on every RoCE frame, asked once: whether a UDP port
 // is a RoCE port, the opcode table, the DSCP plan of trimmed packets and, per opcode, its
@@ -556,8 +557,11 @@ struct DecodeLayout {
   explicit DecodeLayout(const WireProfile& profile);
   const WireProfile* profile = nullptr;
   bool usable = false;  // false: decode_frame() asks the profile, as without a layout
-  uint8_t dscp_trimmed = 0;
-  uint8_t dscp_trimmed_lasthop = 0;
+  // This layout when it was built from p and is usable, else null (the caller asks p).
+  const DecodeLayout* for_profile(const WireProfile& p) const {
+    return usable && profile == &p ? this : nullptr;
+  }
+  const DscpPlan* dscp = nullptr;  // the profile's own
   std::array<const OpcodeInfo*, 256> ops{};
   // [opcode][1: a data opcode with BTH.TS=1, which adds TSETH]
   std::array<std::array<Stack, 2>, 256> stacks{};

@@ -314,10 +314,9 @@ struct RuntimeStats {
   uint64_t rx_coalesce_sleeps = 0;  // times it slept rx_coalesce_ns instead (not in epoll_waits)
   // How late the loop read what had arrived: the longest a frame waited in the receive ring
   // (the kernel's arrival stamp to the end of the pass that read it), and how many waited over
-  // 20 ms. A
-  // long wait is a host that did not run the loop (CPU contention, a stalled vCPU): the
-  // endpoint's answers were late for a reason that is the machine's, not the protocol's
-  // (mrct run reports it; mrct suite runs such a failed case once more).
+  // 20 ms. A long wait is a host that did not run the loop (CPU contention, a stalled vCPU): the
+  // endpoint's answers were late for a reason that is the machine's, not the protocol's (mrct
+  // run reports it; mrct suite runs such a failed case once more).
   uint64_t rx_late_max_ns = 0;
   uint64_t rx_late_over_20ms = 0;
   uint64_t timer_fires = 0;
